@@ -1,0 +1,373 @@
+"""The two ports the core talks through: a document container and a publisher.
+
+The drain engine, the inbox and the unit of work only ever see these types. Adapters
+(``airflow_chatter.adapters.memory``, ``.cosmos``, ``.kafka``) translate SDK objects and SDK
+errors into them once, at their edge, so the core never imports ``azure.cosmos`` or ``kafka``.
+
+Nothing here imports Airflow.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any, Literal, Union
+
+#: A JSON object as stored in a container.
+Document = dict[str, Any]
+
+#: One component of a partition key: a JSON scalar. ``None`` is JSON null (an absent value).
+PartitionKeyComponent = Union[str, int, float, bool, None]
+
+#: A partition key value: a single component, or a list of components for a hierarchical key.
+PartitionKey = Union[PartitionKeyComponent, list[PartitionKeyComponent]]
+
+
+# --------------------------------------------------------------------------------------------
+# Errors. Every adapter raises exactly these; the status code mirrors Cosmos DB's HTTP status.
+# --------------------------------------------------------------------------------------------
+
+
+class ContainerError(Exception):
+    """A document-container operation failed. ``status_code`` mirrors the Cosmos HTTP status."""
+
+    status_code: int = 500
+
+    def __init__(self, message: str = "", *, status_code: int | None = None) -> None:
+        super().__init__(message or self.__class__.__name__)
+        if status_code is not None:
+            self.status_code = status_code
+
+
+class BadRequest(ContainerError):
+    status_code = 400
+
+
+class NotFound(ContainerError):
+    status_code = 404
+
+
+class RequestTimeout(ContainerError):
+    status_code = 408
+
+
+class Conflict(ContainerError):
+    status_code = 409
+
+
+class FeedRangeGone(ContainerError):
+    """The feed range no longer exists (it split or merged); re-read the feed ranges."""
+
+    status_code = 410
+
+
+class PreconditionFailed(ContainerError):
+    """An ETag (``if_match``) or a patch filter predicate did not hold."""
+
+    status_code = 412
+
+
+class Throttled(ContainerError):
+    status_code = 429
+
+    def __init__(self, message: str = "", *, retry_after_ms: int | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_ms = retry_after_ms
+
+
+class ServiceUnavailable(ContainerError):
+    status_code = 503
+
+
+class BatchFailed(ContainerError):
+    """A transactional batch did not commit. Nothing of it was written.
+
+    ``failed_index`` names the operation that failed with ``status_code``; every other operation
+    reports 424 (failed dependency) in ``operation_statuses``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        failed_index: int,
+        status_code: int,
+        operation_statuses: Sequence[int],
+    ) -> None:
+        super().__init__(message, status_code=status_code)
+        self.failed_index = failed_index
+        self.operation_statuses = tuple(operation_statuses)
+
+
+# --------------------------------------------------------------------------------------------
+# Value types.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ContainerProperties:
+    """What the drain verifies at start (CNT rules) and what source identity is built from."""
+
+    account_endpoint: str
+    database_id: str
+    container_id: str
+    partition_key_paths: tuple[str, ...]
+    #: ``None`` when the container has no ``defaultTtl`` (TTL off); ``-1`` on, no default expiry.
+    default_ttl: int | None
+
+
+@dataclass(frozen=True)
+class PatchOperation:
+    """One Cosmos partial-document-update operation. ``path`` is a JSON pointer."""
+
+    op: Literal["set", "replace", "add", "remove", "incr"]
+    path: str
+    value: Any = None
+
+    def as_cosmos(self) -> dict[str, Any]:
+        if self.op == "remove":
+            return {"op": "remove", "path": self.path}
+        return {"op": self.op, "path": self.path, "value": self.value}
+
+
+class BatchOperationKind(str, Enum):
+    CREATE = "create"
+    UPSERT = "upsert"
+    READ = "read"
+    REPLACE = "replace"
+    DELETE = "delete"
+    PATCH = "patch"
+
+
+@dataclass(frozen=True)
+class BatchOperation:
+    """One operation of a transactional batch. All operations share the batch's partition key."""
+
+    kind: BatchOperationKind
+    id: str
+    body: Document | None = None
+    if_match: str | None = None
+    patch_operations: tuple[PatchOperation, ...] = ()
+    filter_predicate: str | None = None
+
+    @classmethod
+    def create(cls, body: Document) -> BatchOperation:
+        return cls(BatchOperationKind.CREATE, str(body["id"]), body=body)
+
+    @classmethod
+    def upsert(cls, body: Document, *, if_match: str | None = None) -> BatchOperation:
+        return cls(BatchOperationKind.UPSERT, str(body["id"]), body=body, if_match=if_match)
+
+    @classmethod
+    def replace(cls, body: Document, *, if_match: str | None = None) -> BatchOperation:
+        return cls(BatchOperationKind.REPLACE, str(body["id"]), body=body, if_match=if_match)
+
+    @classmethod
+    def read(cls, item_id: str) -> BatchOperation:
+        return cls(BatchOperationKind.READ, item_id)
+
+    @classmethod
+    def delete(cls, item_id: str, *, if_match: str | None = None) -> BatchOperation:
+        return cls(BatchOperationKind.DELETE, item_id, if_match=if_match)
+
+    @classmethod
+    def patch(
+        cls,
+        item_id: str,
+        operations: Sequence[PatchOperation],
+        *,
+        if_match: str | None = None,
+        filter_predicate: str | None = None,
+    ) -> BatchOperation:
+        return cls(
+            BatchOperationKind.PATCH,
+            item_id,
+            patch_operations=tuple(operations),
+            if_match=if_match,
+            filter_predicate=filter_predicate,
+        )
+
+
+@dataclass(frozen=True)
+class BatchOperationResult:
+    status_code: int
+    etag: str | None = None
+    body: Document | None = None
+
+
+@dataclass(frozen=True)
+class FeedRange:
+    """An opaque, JSON-serialisable feed range; ``token`` is what a lease document stores."""
+
+    token: str
+
+
+class ChangeFeedStart(str, Enum):
+    BEGINNING = "beginning"
+    NOW = "now"
+
+
+@dataclass(frozen=True)
+class ChangeFeedPage:
+    """One page of the change feed of one feed range.
+
+    ``continuation`` resumes *after* this page. It is returned even when ``documents`` is empty
+    (a "no changes" answer), and it is read per page, never from state shared with other readers.
+    """
+
+    documents: tuple[Document, ...]
+    continuation: str
+
+
+# --------------------------------------------------------------------------------------------
+# The document-container port.
+# --------------------------------------------------------------------------------------------
+
+
+class DocumentContainer(abc.ABC):
+    """The document operations the product needs, and nothing more.
+
+    Every returned document carries ``_etag`` and ``_ts``; change-feed documents also carry
+    ``_lsn``. ETags are opaque strings. Errors are the ``ContainerError`` subclasses above.
+    """
+
+    @abc.abstractmethod
+    def properties(self) -> ContainerProperties:
+        """Read the container's metadata (one read)."""
+
+    @abc.abstractmethod
+    def create(self, document: Document, partition_key: PartitionKey) -> Document:
+        """Create a document; ``Conflict`` if its id exists in that partition."""
+
+    @abc.abstractmethod
+    def read(self, item_id: str, partition_key: PartitionKey) -> Document:
+        """Point-read a document; ``NotFound`` if absent (or expired)."""
+
+    @abc.abstractmethod
+    def replace(
+        self,
+        item_id: str,
+        partition_key: PartitionKey,
+        document: Document,
+        *,
+        if_match: str | None = None,
+    ) -> Document:
+        """Replace a document; ``PreconditionFailed`` on a stale ``if_match``."""
+
+    @abc.abstractmethod
+    def upsert(
+        self, document: Document, partition_key: PartitionKey, *, if_match: str | None = None
+    ) -> Document:
+        """Create or replace a document."""
+
+    @abc.abstractmethod
+    def delete(
+        self, item_id: str, partition_key: PartitionKey, *, if_match: str | None = None
+    ) -> None:
+        """Delete a document; ``NotFound`` if absent, ``PreconditionFailed`` on a stale ETag."""
+
+    @abc.abstractmethod
+    def patch(
+        self,
+        item_id: str,
+        partition_key: PartitionKey,
+        operations: Sequence[PatchOperation],
+        *,
+        if_match: str | None = None,
+        filter_predicate: str | None = None,
+    ) -> Document:
+        """Apply patch operations atomically; ``PreconditionFailed`` if ETag or filter fails."""
+
+    @abc.abstractmethod
+    def execute_batch(
+        self, partition_key: PartitionKey, operations: Sequence[BatchOperation]
+    ) -> list[BatchOperationResult]:
+        """Run operations all-or-nothing in one partition; ``BatchFailed`` names the culprit."""
+
+    @abc.abstractmethod
+    def query(
+        self,
+        sql: str,
+        parameters: Mapping[str, Any] | None = None,
+        *,
+        partition_key: PartitionKey | None = None,
+    ) -> Iterator[Document]:
+        """Run a parameterised query, scoped to ``partition_key`` when given."""
+
+    @abc.abstractmethod
+    def read_feed_ranges(self, *, force_refresh: bool = False) -> list[FeedRange]:
+        """List the container's current feed ranges (one per physical partition)."""
+
+    @abc.abstractmethod
+    def is_feed_range_subset(self, parent: FeedRange, child: FeedRange) -> bool:
+        """Whether ``child`` lies inside ``parent`` (how split children are found)."""
+
+    @abc.abstractmethod
+    def read_change_feed(
+        self,
+        feed_range: FeedRange,
+        *,
+        continuation: str | None = None,
+        start: ChangeFeedStart | datetime = ChangeFeedStart.BEGINNING,
+        max_item_count: int = 100,
+    ) -> ChangeFeedPage:
+        """Read one page of changes for a feed range after a continuation (or from ``start``).
+
+        Latest-version mode: each changed document once, in modification order per partition key;
+        deleted and expired documents do not appear. ``FeedRangeGone`` if the range has split.
+        """
+
+
+# --------------------------------------------------------------------------------------------
+# The publisher port.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OutgoingMessage:
+    topic: str
+    value: bytes
+    key: bytes | None = None
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+@dataclass(frozen=True)
+class PublishConfirmation:
+    """The broker acknowledged the message (``acks=all``)."""
+
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class PublishOutcome:
+    """Per-message result of ``Publisher.send_batch``: exactly one of the two fields is set."""
+
+    message: OutgoingMessage
+    confirmation: PublishConfirmation | None = None
+    error: BaseException | None = field(default=None, compare=False)
+
+    @property
+    def confirmed(self) -> bool:
+        return self.confirmation is not None and self.error is None
+
+
+class PublishError(Exception):
+    """Raised by a publisher for errors that are not per message (e.g. broker unreachable)."""
+
+
+class Publisher(abc.ABC):
+    @abc.abstractmethod
+    def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
+        """Send messages and wait for each one's confirmation or error, in input order.
+
+        A message is reported confirmed only when the broker acknowledged it. Never raises for
+        a per-message failure; those are returned as outcomes with ``error`` set.
+        """
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""
