@@ -1,0 +1,532 @@
+#!/usr/bin/env node
+/*
+ * @vercel/cosmosdb-server 1.0.1 with the compatibility layer airflow-chatter owns.
+ *
+ * Usage: node server.js --port 8081 --cert cert.pem --key key.pem
+ *        (CHATTER_EMULATOR_COMPAT=0 starts the vanilla 1.0.1 server, to prove each compat test needs its fix)
+ *
+ * The layer patches the package in-process (no fork). It depends on the package's private internals, which is why
+ * package.json pins the exact version. The package's route table captures handler references when `routes.js`
+ * loads, so every override below is installed before `lib/index.js` (which requires the routes) is loaded.
+ *
+ * Each `fix...` function fixes one 1.0.1 defect listed in /work/shared/notes/cosmos-emulator.md §3-§4; its comment
+ * names the defect. Protocol facts (headers azure-cosmos 4.17.1 sends) are in §4 of the same note.
+ */
+"use strict";
+
+const path = require("path");
+
+const PKG = path.dirname(require.resolve("@vercel/cosmosdb-server/package.json"));
+const lib = (p) => require(path.join(PKG, "lib", p));
+
+const EXPECTED_VERSION = "1.0.1";
+const SWEEP_INTERVAL_MS = 250;
+const MAX_BATCH_OPERATIONS = 100;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Shared helpers
+// ---------------------------------------------------------------------------------------------------------------
+
+const headerOf = (req, name) => {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+};
+
+const isTrue = (req, name) => String(headerOf(req, name) || "").toLowerCase() === "true";
+
+/** The collection's partition key paths, as arrays of path segments (["/a/b"] -> [["a","b"]]). */
+function partitionKeyPaths(collectionData) {
+  const paths = ((collectionData || {}).partitionKey || {}).paths || ["/id"];
+  return paths.map((p) => p.slice(1).split("/"));
+}
+
+function valueAt(segments, obj) {
+  let cur = obj;
+  for (const s of segments) {
+    if (cur === null || typeof cur !== "object") return undefined;
+    cur = cur[s];
+  }
+  return cur;
+}
+
+/**
+ * Canonical partition identity: the JSON text of the full array of key values, one per path, with `{}` for an
+ * absent value, which is exactly how azure-cosmos writes the `x-ms-documentdb-partitionkey` header.
+ */
+function canonicalFromDocument(collectionData, doc) {
+  return JSON.stringify(partitionKeyPaths(collectionData).map((seg) => {
+    const v = valueAt(seg, doc);
+    return v === undefined ? {} : v;
+  }));
+}
+
+function canonicalFromHeader(headerValue) {
+  if (headerValue === undefined || headerValue === null) return undefined;
+  let parsed;
+  try {
+    parsed = JSON.parse(headerValue);
+  } catch (err) {
+    throw Object.assign(new Error(`Failed to parse x-ms-documentdb-partitionkey headers: ${headerValue}`), {
+      badRequest: true,
+    });
+  }
+  return JSON.stringify(Array.isArray(parsed) ? parsed : [parsed]);
+}
+
+function notFound(res) {
+  res.statusCode = 404;
+  return { code: "NotFound", message: "Entity with the specified id does not exist in the system." };
+}
+
+function badRequest(res, message) {
+  res.statusCode = 400;
+  return { code: "BadRequest", message };
+}
+
+/** The live collection for a request, or null if the database or collection does not exist. */
+function collectionOf(account, dbId, collId) {
+  const database = account.database(dbId);
+  if (!database.read()) return null;
+  const collection = database.collection(collId);
+  return collection.read() ? collection : null;
+}
+
+/** Every live document of a collection (the engine's stored objects, not copies). */
+function documentsOf(collection) {
+  return [...collection.documents._data.values()].map((item) => item.read());
+}
+
+/** Run a SQL query over an explicit set of documents, the way Items.query does over all of them. */
+function queryOver(collection, docs, body, { continuation, maxItemCount }) {
+  const documents = collection.documents;
+  const parent = collection.read();
+  const compositeIndexes = ((parent.indexingPolicy || {}).compositeIndexes) || [];
+  try {
+    return documents._getQuery(body.query).exec(docs, {
+      parameters: body.parameters,
+      udf: documents._userDefinedFunctions(),
+      maxItemCount,
+      continuation,
+      compositeIndexes,
+    });
+  } catch (err) {
+    err.badRequest = true;
+    throw err;
+  }
+}
+
+// Milliseconds-precise write time of each stored document object (`_ts` has one-second resolution only).
+const writtenAtMs = new WeakMap();
+
+// ---------------------------------------------------------------------------------------------------------------
+// The fixes
+// ---------------------------------------------------------------------------------------------------------------
+
+/**
+ * Fix: 1.0.1 uses only the FIRST level of a hierarchical (MultiHash) partition key as an item's identity, so the same
+ * id under ["t1","u1"] and ["t1","u2"] conflicts (409) and reads with the full key 404. Identity becomes the full
+ * key array (the canonical JSON above) on both sides: the stored document and the request header.
+ */
+function fixHierarchicalPartitionKeyIdentity(Documents, partitionHeader) {
+  Documents.prototype._getPartition = function _getPartition(data) {
+    return canonicalFromDocument(this._parent.read(), data);
+  };
+  // Handlers resolve `parsePartitionKey` on the module object at call time, so replacing the export reaches them.
+  partitionHeader.parsePartitionKey = function parsePartitionKey(headerValue) {
+    const canonical = canonicalFromHeader(headerValue);
+    if (canonical === undefined) {
+      throw Object.assign(new Error("missing x-ms-documentdb-partitionkey header"), { badRequest: true });
+    }
+    return canonical;
+  };
+}
+
+/**
+ * Fix: 1.0.1 items carry no `_lsn`, so the change feed has no position to resume from. Every write (create, replace,
+ * upsert, patch; all go through Items._set) takes the next value of a per-container monotonic counter.
+ */
+function fixLsnOnEveryWrite(Documents, Items) {
+  Documents.prototype._set = function _set(data) {
+    this._lsnCounter = (this._lsnCounter || 0) + 1;
+    data._lsn = this._lsnCounter;
+    writtenAtMs.set(data, Date.now());
+    return Items.prototype._set.call(this, data);
+  };
+}
+
+/** Seconds of time-to-live for a stored document, or null when it never expires. */
+function effectiveTtlSeconds(collectionData, doc) {
+  const defaultTtl = collectionData.defaultTtl;
+  if (defaultTtl === undefined || defaultTtl === null) return null; // TTL off: item `ttl` is ignored
+  const itemTtl = doc.ttl;
+  if (typeof itemTtl === "number" && itemTtl !== 0) return itemTtl === -1 ? null : itemTtl;
+  return defaultTtl === -1 ? null : defaultTtl;
+}
+
+function isExpired(collectionData, doc, nowMs) {
+  const ttl = effectiveTtlSeconds(collectionData, doc);
+  if (ttl === null) return false;
+  const written = writtenAtMs.has(doc) ? writtenAtMs.get(doc) : doc._ts * 1000;
+  return nowMs >= written + ttl * 1000;
+}
+
+/** Remove the expired documents of one collection (a TTL expiry does not appear in the latest-version feed). */
+function purgeExpired(collection) {
+  const data = collection.read();
+  if (!data || data.defaultTtl === undefined || data.defaultTtl === null) return;
+  const now = Date.now();
+  for (const doc of documentsOf(collection)) {
+    if (isExpired(data, doc, now)) collection.documents.delete(doc.id, collection.documents._getPartition(doc));
+  }
+}
+
+/**
+ * Fix: 1.0.1 ignores TTL entirely (container `defaultTtl`, item `ttl`, patched `ttl`): items never expire and stay
+ * in reads, queries and the feed. Expiry is `write time + effective ttl`; every document request purges the
+ * collection's expired items first (so they vanish at once), and a sweeper frees memory in the background.
+ */
+function fixTtlExpiry(handlerModules) {
+  let account = null;
+  for (const mod of handlerModules) {
+    const original = mod.default;
+    mod.default = (acc, req, res, params) => {
+      account = acc;
+      const collection = collectionOf(acc, params.dbId, params.collId);
+      if (collection) purgeExpired(collection);
+      return original(acc, req, res, params);
+    };
+  }
+  const sweep = () => {
+    if (!account) return;
+    for (const dbItem of account.databases._data.values()) {
+      const database = account.database(dbItem.read().id);
+      for (const collItem of database.collections._data.values()) {
+        purgeExpired(database.collection(collItem.read().id));
+      }
+    }
+  };
+  setInterval(sweep, SWEEP_INTERVAL_MS).unref();
+}
+
+/**
+ * Fix: 1.0.1 answers a point read of a missing id, a deleted id or a wrong partition key with HTTP 500 ("Cannot
+ * read properties of undefined (reading 'pk')"), and ignores If-None-Match. Answer 404 NotFound, and 304 when
+ * If-None-Match equals the current ETag.
+ */
+function fixPointRead(readDocument) {
+  readDocument.default = (account, req, res, { dbId, collId, docId }) => {
+    const collection = collectionOf(account, dbId, collId);
+    if (!collection) return notFound(res);
+    let partition;
+    try {
+      partition = canonicalFromHeader(headerOf(req, "x-ms-documentdb-partitionkey"));
+    } catch (err) {
+      return badRequest(res, err.message);
+    }
+    if (partition === undefined) return badRequest(res, "missing x-ms-documentdb-partitionkey header");
+    const data = collection.document(docId, partition).read();
+    if (!data || data.id !== docId) return notFound(res);
+    const ifNoneMatch = headerOf(req, "if-none-match");
+    if (ifNoneMatch && ifNoneMatch === data._etag) {
+      res.statusCode = 304;
+      res.setHeader("etag", data._etag);
+      return {};
+    }
+    return data;
+  };
+}
+
+/**
+ * Fix: 1.0.1 rejects a query with a partition-key header unless the key is spelled out in the SQL (400 "missing
+ * partition keys"), and with cross-partition enabled it ignores the key and returns every partition. Scope the query
+ * to the documents of the header's key (a shorter array is a hierarchical-key prefix).
+ */
+function fixPartitionScopedQuery(queryDocuments, readItems, json) {
+  queryDocuments.default = (account, req, res, { dbId, collId }) =>
+    readItems.default(req, res, "Documents", async ({ continuation, maxItemCount }) => {
+      const body = await json.default(req);
+      if (!body.query) return badRequest(res, "missing query");
+      const collection = collectionOf(account, dbId, collId);
+      if (!collection) return null; // _read-items answers 404
+      const header = headerOf(req, "x-ms-documentdb-partitionkey");
+      let docs = documentsOf(collection);
+      if (header !== undefined && header !== "[{}]") {
+        const wanted = JSON.parse(canonicalFromHeader(header));
+        const coll = collection.read();
+        docs = docs.filter((doc) => {
+          const have = JSON.parse(canonicalFromDocument(coll, doc));
+          return wanted.every((v, i) => JSON.stringify(v) === JSON.stringify(have[i]));
+        });
+      }
+      try {
+        return queryOver(collection, docs, body, { continuation, maxItemCount });
+      } catch (err) {
+        if (err.badRequest) return badRequest(res, err.message);
+        throw err;
+      }
+    });
+}
+
+/** Parse an ETag / If-None-Match value written by this layer (`"12"` or `12`) into an LSN. */
+function lsnFrom(value) {
+  const n = parseInt(String(value).replace(/"/g, ""), 10);
+  return Number.isFinite(n) ? n : 0;
+}
+
+/**
+ * Fix: 1.0.1 has no incremental change feed. It answers every A-IM read carrying If-None-Match with 304 and always
+ * sends `ETag: "1"`, so a continuation or "Now" never sees a new change (0 of 50), a page size drops the rest, and a
+ * start time is ignored. Serve the latest-version feed from `_lsn`:
+ *   no If-None-Match -> from the beginning (or from If-Modified-Since); `*` -> 304 with the current highest `_lsn`;
+ *   `<lsn>` -> items with `_lsn` > lsn, in `_lsn` order, at most x-ms-max-item-count, ETag = last `_lsn` returned;
+ *   nothing new -> 304 with the unchanged ETag. Deleted and expired items are absent (they are no longer stored).
+ */
+function fixIncrementalChangeFeed(readDocuments) {
+  const original = readDocuments.default;
+  readDocuments.default = (account, req, res, params) => {
+    if (!headerOf(req, "a-im")) return original(account, req, res, params);
+    // The 1.0.1 request wrapper rewrites any A-IM 200 into 304 / ETag "1"; take the header away from it.
+    delete req.headers["a-im"];
+    const collection = collectionOf(account, params.dbId, params.collId);
+    if (!collection) return notFound(res);
+    const documents = collection.documents;
+    const highest = documents._lsnCounter || 0;
+    const ifNoneMatch = headerOf(req, "if-none-match");
+    const ifModifiedSince = headerOf(req, "if-modified-since");
+    if (ifNoneMatch === "*") {
+      res.statusCode = 304;
+      res.setHeader("etag", String(highest));
+      return {};
+    }
+    const after = ifNoneMatch ? lsnFrom(ifNoneMatch) : 0;
+    const sinceSeconds = !ifNoneMatch && ifModifiedSince ? Date.parse(ifModifiedSince) / 1000 : null;
+    const maxItemCount = parseInt(headerOf(req, "x-ms-max-item-count") || "-1", 10);
+    let changed = documentsOf(collection)
+      .filter((doc) => doc._lsn > after && (sinceSeconds === null || doc._ts >= sinceSeconds))
+      .sort((a, b) => a._lsn - b._lsn);
+    if (maxItemCount > 0) changed = changed.slice(0, maxItemCount);
+    if (changed.length === 0) {
+      res.statusCode = 304;
+      // Nothing new: keep the position. From a start time with nothing after it, every stored item is older.
+      res.setHeader("etag", String(ifNoneMatch ? after : highest));
+      return {};
+    }
+    res.statusCode = 200;
+    res.setHeader("etag", String(changed[changed.length - 1]._lsn));
+    res.setHeader("x-ms-item-count", String(changed.length));
+    return { _rid: collection.read()._rid, Documents: changed, _count: changed.length };
+  };
+}
+
+/**
+ * Fix: 1.0.1 transactional batches are neither complete nor atomic: Upsert/Read/Replace/Delete fail with 500 (the
+ * header partition key is never applied to an op), Patch is rejected (400), ops before the failing one stay written,
+ * and ops after it are 424 but ops before it keep their success status. Apply the header key to every op, support
+ * Patch (with `condition`), reject a body whose key differs from the header (400), and on the first failing op roll
+ * the whole batch back, answering 207 with that op's status and 424 for every other op.
+ */
+function fixAtomicTransactionalBatch(batchDocuments, documentOperations, patchOperations, json) {
+  batchDocuments.default = async (account, req, res, { dbId, collId }) => {
+    const ops = await json.default(req);
+    const collection = collectionOf(account, dbId, collId);
+    if (!collection) return notFound(res);
+    if (!Array.isArray(ops)) return badRequest(res, "Invalid request body");
+    if (ops.length > MAX_BATCH_OPERATIONS) {
+      return badRequest(res, `Batch request has more operations than what is supported (${MAX_BATCH_OPERATIONS}).`);
+    }
+    const partitionKey = headerOf(req, "x-ms-documentdb-partitionkey");
+    let partition;
+    try {
+      partition = canonicalFromHeader(partitionKey);
+    } catch (err) {
+      return badRequest(res, err.message);
+    }
+    if (partition === undefined) return badRequest(res, "missing x-ms-documentdb-partitionkey header");
+
+    const documents = collection.documents;
+    const snapshot = {
+      data: new Map(documents._data),
+      index: new Map(documents._index),
+      ridCount: documents._ridCount,
+      lsn: documents._lsnCounter,
+    };
+    const results = [];
+    let failedAt = -1;
+    for (let i = 0; i < ops.length && failedAt < 0; i += 1) {
+      const result = runBatchOperation(collection, ops[i] || {}, partitionKey, partition, documentOperations,
+        patchOperations);
+      results.push(result);
+      if (result.statusCode >= 400) failedAt = i;
+    }
+    if (failedAt < 0) {
+      res.statusCode = 200;
+      return results.map((r) => ({
+        statusCode: r.statusCode,
+        requestCharge: 1,
+        eTag: r.body ? r.body._etag : undefined,
+        resourceBody: r.body,
+      }));
+    }
+    documents._data = snapshot.data;
+    documents._index = snapshot.index;
+    documents._ridCount = snapshot.ridCount;
+    documents._lsnCounter = snapshot.lsn;
+    res.statusCode = 207;
+    return ops.map((_, i) => (i === failedAt
+      ? { statusCode: results[i].statusCode, requestCharge: 1, resourceBody: results[i].body }
+      : { statusCode: 424, requestCharge: 0 }));
+  };
+}
+
+function runBatchOperation(collection, op, partitionKey, partition, documentOperations, patchOperations) {
+  const input = { ...op, partitionKey };
+  const body = op.resourceBody;
+  const hasBody = ["Create", "Upsert", "Replace"].includes(op.operationType);
+  if (hasBody && body && canonicalFromDocument(collection.read(), body) !== partition) {
+    return {
+      statusCode: 400,
+      body: { code: "BadRequest", message: "PartitionKey extracted from document doesn't match the one specified "
+        + "in the header." },
+    };
+  }
+  try {
+    switch (op.operationType) {
+      case "Create": return documentOperations.createOperation(collection, input);
+      case "Upsert": return documentOperations.upsertOperation(collection, input);
+      case "Read": return documentOperations.readOperation(collection, input);
+      case "Delete": return documentOperations.deleteOperation(collection, input);
+      case "Replace":
+        if (body && op.id && body.id !== op.id) return { statusCode: 400, body: { message: "id mismatch" } };
+        return documentOperations.replaceOperation(collection, input);
+      case "Patch":
+        return patchOperations.patchOperation(collection, {
+          id: op.id,
+          partitionKey,
+          ifMatch: op.ifMatch,
+          operations: (body || {}).operations || [],
+          condition: (body || {}).condition,
+        });
+      default:
+        return { statusCode: 400, body: { message: `Operation type '${op.operationType}' is not supported.` } };
+    }
+  } catch (err) {
+    if (err.badRequest) return { statusCode: 400, body: { code: "BadRequest", message: err.message } };
+    throw err;
+  }
+}
+
+/**
+ * Fix: 1.0.1 evaluates a conditional patch's `filter_predicate` after lower-casing the whole clause (so
+ * `c.deliveryStatus = 'Pending'` becomes `c.deliverystatus = 'pending'` and never matches) and against every
+ * document with that id in any partition. Evaluate the predicate, case intact, against the target document only.
+ */
+function fixPatchConditionCase(patchOperations) {
+  const original = patchOperations.patchOperation;
+  patchOperations.patchOperation = (collection, input) => {
+    if (!input.condition) return original(collection, input);
+    const unconditional = { ...input, condition: undefined };
+    let data;
+    try {
+      data = collection.document(input.id, partitionHeaderCanonical(input.partitionKey)).read();
+    } catch (err) {
+      return { statusCode: 400, body: { code: "BadRequest", message: err.message } };
+    }
+    // Missing document or stale ETag: 1.0.1 answers those (404 / 412) before looking at the condition.
+    if (!data || data.id !== input.id || (input.ifMatch && input.ifMatch !== data._etag)) {
+      return original(collection, unconditional);
+    }
+    const m = /^\s*from\s+(\w+)\s+where\s+([\s\S]*)$/i.exec(input.condition);
+    if (!m) return { statusCode: 400, body: { code: "BadRequest", message: "Invalid condition in patch request." } };
+    let matched;
+    try {
+      matched = queryOver(collection, [data], { query: `SELECT * FROM ${m[1]} WHERE ${m[2]}` }, {}).result.length > 0;
+    } catch (err) {
+      return { statusCode: 400, body: { code: "BadRequest", message: "Invalid condition in patch request." } };
+    }
+    if (!matched) {
+      return {
+        statusCode: 412,
+        body: { code: "PreconditionFailed", message: "Condition specified in the patch request is not satisfied." },
+      };
+    }
+    return original(collection, unconditional);
+  };
+}
+
+function partitionHeaderCanonical(headerValue) {
+  const canonical = canonicalFromHeader(headerValue);
+  if (canonical === undefined) throw new Error("missing x-ms-documentdb-partitionkey header");
+  return canonical;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Installation: every override goes in before routes.js (required by index.js) captures the handlers.
+// ---------------------------------------------------------------------------------------------------------------
+
+function installCompatibilityLayer() {
+  const version = require(path.join(PKG, "package.json")).version;
+  if (version !== EXPECTED_VERSION) {
+    throw new Error(`compat layer targets @vercel/cosmosdb-server ${EXPECTED_VERSION}, found ${version}`);
+  }
+  if (require.cache[require.resolve(path.join(PKG, "lib", "routes.js"))]) {
+    throw new Error("compat layer must be installed before the router module loads");
+  }
+  const Items = lib("account/items.js").default;
+  const Documents = lib("account/documents.js").default;
+  const json = lib("json.js");
+  const readItems = lib("handler/_read-items.js");
+  const documentOperations = lib("handler/_document-operations.js");
+  const patchOperations = lib("handler/_patch-operations.js");
+  const partitionHeader = lib("utils/get-partition-from-header.js");
+  const h = (name) => lib(`handler/${name}.js`);
+
+  fixHierarchicalPartitionKeyIdentity(Documents, partitionHeader);
+  fixLsnOnEveryWrite(Documents, Items);
+  fixPointRead(h("read-document"));
+  fixPartitionScopedQuery(h("query-documents"), readItems, json);
+  fixIncrementalChangeFeed(h("read-documents"));
+  fixPatchConditionCase(patchOperations);
+  fixAtomicTransactionalBatch(h("batch-documents"), documentOperations, patchOperations, json);
+  // Last: wraps the (already replaced) document handlers so that expiry is applied before each of them runs.
+  fixTtlExpiry(["read-document", "read-documents", "query-documents", "batch-documents", "create-document",
+    "upsert-document", "replace-document", "delete-document", "patch-document"].map(h));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Main
+// ---------------------------------------------------------------------------------------------------------------
+
+function parseArgs(argv) {
+  const args = { port: 8081, host: "127.0.0.1" };
+  for (let i = 0; i < argv.length; i += 2) args[argv[i].replace(/^--/, "")] = argv[i + 1];
+  return args;
+}
+
+function main() {
+  const fs = require("fs");
+  const args = parseArgs(process.argv.slice(2));
+  const compat = process.env.CHATTER_EMULATOR_COMPAT !== "0";
+  if (compat) installCompatibilityLayer();
+  const { createHttpsServer } = lib("index.js");
+  const server = createHttpsServer({
+    cert: fs.readFileSync(args.cert),
+    key: fs.readFileSync(args.key),
+    keepAlive: true,
+  });
+  server.keepAliveTimeout = 60000;
+  server.listen(Number(args.port), args.host, () => {
+    // eslint-disable-next-line no-console
+    console.log(`cosmos-emulator: @vercel/cosmosdb-server ${EXPECTED_VERSION} `
+      + `(${compat ? "with" : "WITHOUT"} compat layer) ready at https://${args.host}:${args.port}/`);
+  });
+  const stop = () => {
+    server.close(() => process.exit(0));
+    server.closeAllConnections();
+  };
+  process.on("SIGTERM", stop);
+  process.on("SIGINT", stop);
+}
+
+if (require.main === module) main();
+
+module.exports = { installCompatibilityLayer };
