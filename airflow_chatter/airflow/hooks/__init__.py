@@ -1,0 +1,1 @@
+"""Hooks: they only handle connections and hand back the core's adapters."""

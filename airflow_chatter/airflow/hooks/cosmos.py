@@ -1,0 +1,180 @@
+"""The Cosmos DB hook: one connection type, ``chatter_cosmos``, handing out document containers.
+
+Builds on ``AzureCosmosDBHook`` (same login = endpoint, password = account key, same Entra ID extras)
+and adds what a drain needs: TLS settings for a local emulator, a data-plane Entra ID credential
+when no key is given, and ``CosmosDocumentContainer`` adapters for named containers.
+
+NOTE: ``CosmosClient(...)`` does network I/O in its constructor, so it is built lazily, on first use
+inside a task, never when the hook (or a DAG) is constructed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.microsoft.azure.hooks.cosmos import AzureCosmosDBHook
+from airflow.providers.microsoft.azure.utils import get_field
+
+from airflow_chatter.airflow.hooks._secrets import mask, scrub
+from airflow_chatter.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from azure.cosmos import CosmosClient
+
+    from airflow_chatter.ports import DocumentContainer
+
+
+def _as_bool(value: Any, *, option: str) -> bool:
+    if value is None or isinstance(value, bool):
+        return True if value is None else value
+    text = str(value).strip().lower()
+    if text in {"true", "1", "yes", "on"}:
+        return True
+    if text in {"false", "0", "no", "off"}:
+        return False
+    raise ConfigurationError(option, value, "is not a boolean")
+
+
+class ChatterCosmosHook(AzureCosmosDBHook):
+    """Connect to a Cosmos DB (NoSQL) account and hand out ``DocumentContainer`` adapters.
+
+    Connection: login is the account endpoint; password is the account key. Without a key the hook
+    authenticates with Entra ID through ``DefaultAzureCredential`` (data-plane RBAC), or, when the
+    extra ``resource_group_name`` is set, fetches the key through the management plane as the azure
+    provider does. Extras: ``database_name`` (the default database), ``connection_verify`` (default
+    true), ``ca_cert_path`` (a PEM file to verify a local emulator), ``connection_timeout`` (seconds,
+    default 10), and the azure provider's ``subscription_id``, ``resource_group_name``,
+    ``managed_identity_client_id`` and ``workload_identity_tenant_id``.
+
+    :param chatter_cosmos_conn_id: the connection id; default ``chatter_cosmos_default``.
+    :param database_name: overrides the connection's ``database_name`` extra.
+    """
+
+    conn_name_attr = "chatter_cosmos_conn_id"
+    default_conn_name = "chatter_cosmos_default"
+    conn_type = "chatter_cosmos"
+    hook_name = "Chatter Cosmos DB"
+
+    def __init__(
+        self,
+        chatter_cosmos_conn_id: str = default_conn_name,
+        *,
+        database_name: str | None = None,
+    ) -> None:
+        super().__init__(azure_cosmos_conn_id=chatter_cosmos_conn_id)
+        self.database_name = database_name
+        self._secrets: list[str] = []
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(conn_id={self.conn_id!r}, database_name={self.database_name!r})"
+
+    # -- connection --------------------------------------------------------------------------
+
+    def _extra(self, extras: dict[str, Any], name: str) -> Any:
+        return get_field(conn_id=self.conn_id, conn_type=self.conn_type, extras=extras, field_name=name)
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """Return ``CosmosClient`` keyword arguments from the connection (no network I/O)."""
+        conn = self.get_connection(self.conn_id)
+        extras = conn.extra_dejson
+        endpoint = conn.login or conn.host
+        if not endpoint:
+            raise ConfigurationError(f"connection {self.conn_id!r} login", None, "must be the Cosmos endpoint URI")
+        ca_cert_path = self._extra(extras, "ca_cert_path")
+        verify: bool | str = _as_bool(
+            self._extra(extras, "connection_verify"), option=f"connection {self.conn_id!r} extra connection_verify"
+        )
+        if ca_cert_path and verify:
+            verify = str(ca_cert_path)
+        timeout = self._extra(extras, "connection_timeout") or 10
+        self.default_database_name = self.database_name or self._extra(extras, "database_name")
+        self._secrets = [s for s in (conn.password,) if s]
+        mask(*self._secrets)
+        return {
+            "url": endpoint,
+            "credential": self._credential(conn.password, extras),
+            "connection_verify": verify,
+            "connection_timeout": int(timeout),
+            "user_agent_suffix": "airflow-chatter",
+        }
+
+    def _credential(self, key: str | None, extras: dict[str, Any]) -> Any:
+        if key:
+            return key
+        if self._extra(extras, "resource_group_name"):
+            # The azure provider's path: fetch the account key through the management plane.
+            return self._management_plane_key(extras)
+        from airflow.providers.microsoft.azure.utils import get_sync_default_azure_credential
+
+        return get_sync_default_azure_credential(
+            managed_identity_client_id=self._extra(extras, "managed_identity_client_id"),
+            workload_identity_tenant_id=self._extra(extras, "workload_identity_tenant_id"),
+        )
+
+    def _management_plane_key(self, extras: dict[str, Any]) -> str:
+        from urllib.parse import urlparse
+
+        from airflow.providers.microsoft.azure.utils import get_sync_default_azure_credential
+        from azure.mgmt.cosmosdb import CosmosDBManagementClient
+
+        conn = self.get_connection(self.conn_id)
+        credential = get_sync_default_azure_credential(
+            managed_identity_client_id=self._extra(extras, "managed_identity_client_id"),
+            workload_identity_tenant_id=self._extra(extras, "workload_identity_tenant_id"),
+        )
+        client = CosmosDBManagementClient(credential=credential, subscription_id=self._extra(extras, "subscription_id"))
+        account = urlparse(conn.login or "").netloc.split(".")[0]
+        keys = client.database_accounts.list_keys(self._extra(extras, "resource_group_name"), account)
+        key = str(keys.primary_master_key)
+        self._secrets.append(key)
+        mask(key)
+        return key
+
+    def get_conn(self) -> CosmosClient:
+        """Return the (cached) ``CosmosClient``; the first call talks to the account."""
+        if self._conn is None:
+            from azure.cosmos import CosmosClient
+
+            kwargs = self.client_kwargs()
+            try:
+                self._conn = CosmosClient(**kwargs)
+            except Exception as error:
+                raise self._clean(error) from None
+        return self._conn
+
+    def _clean(self, error: BaseException) -> RuntimeError:
+        """An error whose text names the connection and contains no secret (the cause is dropped)."""
+        message = scrub(f"{type(error).__name__}: {error}", self._secrets)
+        return RuntimeError(f"Cosmos connection {self.conn_id!r} failed: {message}")
+
+    def _database(self, database_name: str | None) -> str:
+        name = database_name or self.database_name or self.default_database_name
+        if not name:
+            raise ConfigurationError(
+                "database_name", None, f"must be given (or set as the extra of connection {self.conn_id!r})"
+            )
+        return name
+
+    # -- what a drain needs -----------------------------------------------------------------
+
+    def get_container(self, container_name: str, *, database_name: str | None = None) -> DocumentContainer:
+        """Return a ``CosmosDocumentContainer`` for a container of the (default) database."""
+        from airflow_chatter.adapters.cosmos import CosmosDocumentContainer
+
+        client = self.get_conn()
+        database = self._database(database_name)
+        proxy = client.get_database_client(database).get_container_client(container_name)
+        return CosmosDocumentContainer(proxy)
+
+    def test_connection(self) -> tuple[bool, str]:
+        """Read the database (or list databases): proves endpoint, credential and TLS settings."""
+        try:
+            client = self.get_conn()
+            database = self.database_name or self.default_database_name
+            if database:
+                client.get_database_client(database).read()
+                return True, f"Connected to Cosmos DB; database {database!r} exists."
+            next(iter(client.list_databases()), None)
+            return True, "Connected to Cosmos DB."
+        except Exception as error:
+            return False, str(error if isinstance(error, RuntimeError) else self._clean(error))
