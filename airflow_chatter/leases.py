@@ -1,0 +1,401 @@
+"""Lease documents: one per feed range of a source, in the lease container (F-04, L6).
+
+Python has no Change Feed Processor, so ownership, checkpoints and splits are built here. A lease
+document holds its feed range, the continuation to resume from, the owner and an expiry, and the
+Drain Suspension state of that lease (F-05). Every write is ETag-conditional: two drains (a scheduled
+run and a manual backfill, or two workers) can race for a lease, and exactly one wins.
+
+The lease container is partitioned on ``/id``, so every lease is its own logical partition and its
+partition key is its id.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from airflow_chatter.clock import Clock, utc_now
+from airflow_chatter.errors import ChatterError, InvalidLeaseDocumentError
+from airflow_chatter.ports import (
+    Conflict,
+    Document,
+    DocumentContainer,
+    FeedRange,
+    FeedRangeGone,
+    NotFound,
+    PreconditionFailed,
+)
+from airflow_chatter.suspension import SuspensionState, parse_utc
+
+LEASE_TYPE = "lease"
+ACTIVE = "active"
+#: The range split; its children carry on from its continuation. Kept (not deleted) as an audit trail
+#: and so that a drain still holding the parent's id learns where its documents went.
+SPLIT = "split"
+
+#: Token lengths above this are hashed into the id, keeping ids well inside Cosmos's 1023 limit.
+_MAX_READABLE_TOKEN = 256
+
+
+class LeaseHeldError(ChatterError):
+    """The lease is live and owned by another drain; it was left alone."""
+
+    def __init__(self, lease_id: str, owner: str, expires_at: datetime | None) -> None:
+        self.lease_id = lease_id
+        self.owner = owner
+        self.expires_at = expires_at
+        super().__init__(f"Lease {lease_id!r} is held by {owner!r} until {expires_at}; left alone")
+
+
+class LeaseLostError(ChatterError):
+    """A conditional lease write lost the race: another drain took the lease over."""
+
+    def __init__(self, lease_id: str, action: str) -> None:
+        self.lease_id = lease_id
+        self.action = action
+        super().__init__(f"Lease {lease_id!r} was taken over by another drain before {action}")
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A parsed lease document. ``etag`` guards the next write."""
+
+    id: str
+    processor: str
+    lease_prefix: str
+    feed_range: FeedRange
+    continuation: str | None
+    owner: str | None
+    expires_at: datetime | None
+    suspension: SuspensionState
+    state: str
+    children: tuple[str, ...]
+    created_at: datetime | None
+    updated_at: datetime | None
+    checkpointed_at: datetime | None
+    etag: str
+    document: Document = field(compare=False, repr=False)
+
+    @property
+    def token(self) -> str:
+        """The lease token: its feed range's token (the ``lease_token`` metrics attribute)."""
+        return self.feed_range.token
+
+    def is_live(self, now: datetime) -> bool:
+        """Owned, and the owner's expiry is still ahead."""
+        return self.owner is not None and self.expires_at is not None and self.expires_at > now
+
+    def to_document(self) -> Document:
+        """The JSON document for this lease, keeping fields this version does not know."""
+        doc = {k: v for k, v in self.document.items() if not k.startswith("_")}
+        doc.update(
+            {
+                "id": self.id,
+                "_chatterType": LEASE_TYPE,
+                "processor": self.processor,
+                "lease_prefix": self.lease_prefix,
+                "feed_range": self.feed_range.token,
+                "continuation": self.continuation,
+                "owner": self.owner,
+                "expires_at": _iso(self.expires_at),
+                "suspension": self.suspension.to_document(),
+                "state": self.state,
+                "children": list(self.children),
+                "created_at": _iso(self.created_at),
+                "updated_at": _iso(self.updated_at),
+                "checkpointed_at": _iso(self.checkpointed_at),
+            }
+        )
+        return doc
+
+    @classmethod
+    def from_document(cls, doc: object, lease_id: str | None = None) -> Lease:
+        """Parse a stored lease; ``InvalidLeaseDocumentError`` naming the lease for any bad field."""
+        name = lease_id or (doc.get("id") if isinstance(doc, Mapping) else None) or "<unknown>"
+        try:
+            return cls._parse(doc)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise InvalidLeaseDocumentError(str(name), str(exc)) from None
+
+    @classmethod
+    def _parse(cls, doc: object) -> Lease:
+        if not isinstance(doc, Mapping):
+            raise ValueError(f"a lease document must be a JSON object, got {type(doc).__name__}")
+        if doc.get("_chatterType") != LEASE_TYPE:
+            raise ValueError(f"_chatterType must be {LEASE_TYPE!r}, got {doc.get('_chatterType')!r}")
+        state = doc.get("state", ACTIVE)
+        if state not in (ACTIVE, SPLIT):
+            raise ValueError(f"state must be {ACTIVE!r} or {SPLIT!r}, got {state!r}")
+        children = doc.get("children", [])
+        if not isinstance(children, list) or not all(isinstance(c, str) for c in children):
+            raise ValueError(f"children must be a list of feed range tokens, got {children!r}")
+        etag = doc.get("_etag")
+        if not isinstance(etag, str) or not etag:
+            raise ValueError("the stored lease carries no _etag")
+        return cls(
+            id=_required_str(doc, "id"),
+            processor=_required_str(doc, "processor"),
+            lease_prefix=_optional_str(doc, "lease_prefix") or "",
+            feed_range=FeedRange(_required_str(doc, "feed_range")),
+            continuation=_optional_str(doc, "continuation"),
+            owner=_optional_str(doc, "owner"),
+            expires_at=parse_utc(doc.get("expires_at"), "expires_at"),
+            suspension=SuspensionState.from_document(doc.get("suspension")),
+            state=state,
+            children=tuple(children),
+            created_at=parse_utc(doc.get("created_at"), "created_at"),
+            updated_at=parse_utc(doc.get("updated_at"), "updated_at"),
+            checkpointed_at=parse_utc(doc.get("checkpointed_at"), "checkpointed_at"),
+            etag=etag,
+            document=dict(doc),
+        )
+
+
+def lease_id_for(processor_name: str, lease_prefix: str, feed_range: FeedRange) -> str:
+    """``{prefix}{processor name}:{b64url(token)}``; long tokens are hashed so the id stays short.
+
+    Deterministic, so every process derives the same id for the same (source, range) without a query;
+    base64url because Cosmos ids may not contain ``/ \\ ? #``.
+    """
+    raw = feed_range.token.encode("utf-8")
+    if len(raw) > _MAX_READABLE_TOKEN:
+        raw = b"sha256:" + hashlib.sha256(raw).digest()
+    encoded = base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+    return f"{lease_prefix}{processor_name}:{encoded}"
+
+
+class LeaseStore:
+    """Lease documents of one source (processor name + lease prefix) in one lease container.
+
+    ``owner`` names this drain in the leases it holds; ``lease_duration_seconds`` is how long a taken
+    lease stays live without a renewal (default 60 s, the CFP default expiry).
+    """
+
+    def __init__(
+        self,
+        container: DocumentContainer,
+        processor_name: str,
+        *,
+        owner: str,
+        lease_prefix: str = "",
+        lease_duration_seconds: float = 60.0,
+        clock: Clock = utc_now,
+    ) -> None:
+        if lease_duration_seconds <= 0:
+            raise ValueError("lease_duration_seconds must be positive")
+        self.container = container
+        self.processor_name = processor_name
+        self.lease_prefix = lease_prefix
+        self.owner = owner
+        self.lease_duration = timedelta(seconds=lease_duration_seconds)
+        self._clock = clock
+
+    # ------------------------------------------------------------------ reading
+
+    def lease_id(self, feed_range: FeedRange) -> str:
+        return lease_id_for(self.processor_name, self.lease_prefix, feed_range)
+
+    def get(self, lease_id: str) -> Lease:
+        """Read one lease; ``NotFound`` if absent, ``InvalidLeaseDocumentError`` if malformed."""
+        return Lease.from_document(self.container.read(lease_id, lease_id), lease_id)
+
+    def find(self, lease_id: str) -> Lease | None:
+        try:
+            return self.get(lease_id)
+        except NotFound:
+            return None
+
+    def list_leases(self) -> list[Lease]:
+        """Every lease of this source (active and split), by id."""
+        docs = self.container.query(
+            "SELECT * FROM c WHERE c.processor = @processor AND c.lease_prefix = @prefix",
+            {"@processor": self.processor_name, "@prefix": self.lease_prefix},
+        )
+        leases = [Lease.from_document(doc) for doc in docs if _is_ours(doc, self)]
+        return sorted(leases, key=lambda lease: lease.id)
+
+    # ------------------------------------------------------------------ creating, splits
+
+    def ensure_leases(self, monitored: DocumentContainer) -> list[Lease]:
+        """Create a lease for every current feed range that has none; return the active leases.
+
+        A new range inside a range that already has a lease is a split child: it starts from the
+        parent's continuation, and the parent is marked split once all its children exist. A new
+        range with no parent starts from the beginning of the change feed (RLY-08).
+        """
+        ranges = monitored.read_feed_ranges(force_refresh=True)
+        known = {lease.token: lease for lease in self.list_leases()}
+        for feed_range in ranges:
+            if feed_range.token in known:
+                continue
+            parent = self._parent_of(monitored, feed_range, known.values())
+            known[feed_range.token] = self._create(
+                feed_range, parent.continuation if parent else None
+            )
+        current = {r.token for r in ranges}
+        for lease in list(known.values()):
+            if lease.state == ACTIVE and lease.token not in current:
+                children = [r for r in ranges if _is_child(monitored, lease.feed_range, r)]
+                if children:
+                    self._mark_split(lease, children)
+        leases = [self.get(self.lease_id(r)) for r in ranges]
+        return [lease for lease in leases if lease.state == ACTIVE]
+
+    def split(self, lease: Lease, monitored: DocumentContainer, gone: FeedRangeGone) -> list[Lease]:
+        """Replace a gone range by its children, each starting from the parent's continuation.
+
+        INVARIANT: no document is skipped or lost across a split, because every child starts at the
+        parent's last checkpoint (tests/unit/test_leases.py::test_f04_split_children_resume_from_parent;
+        starting a child from ``None`` or from "now" would make that test fail).
+        """
+        ranges = monitored.read_feed_ranges(force_refresh=True)
+        children = [r for r in ranges if _is_child(monitored, lease.feed_range, r)]
+        if not children:
+            raise gone  # the range is gone but nothing replaces it: let the caller report it
+        created = [self._create(child, lease.continuation) for child in children]
+        self._mark_split(lease, children)
+        return created
+
+    def _create(self, feed_range: FeedRange, continuation: str | None) -> Lease:
+        now = self._now()
+        lease_id = self.lease_id(feed_range)
+        doc: Document = {
+            "id": lease_id,
+            "_chatterType": LEASE_TYPE,
+            "processor": self.processor_name,
+            "lease_prefix": self.lease_prefix,
+            "feed_range": feed_range.token,
+            "continuation": continuation,
+            "owner": None,
+            "expires_at": None,
+            "suspension": SuspensionState().to_document(),
+            "state": ACTIVE,
+            "children": [],
+            "created_at": _iso(now),
+            "updated_at": _iso(now),
+            "checkpointed_at": None,
+        }
+        try:
+            return Lease.from_document(self.container.create(doc, lease_id), lease_id)
+        except Conflict:
+            return self.get(lease_id)  # another drain created it first: theirs is as good as ours
+
+    def _mark_split(self, lease: Lease, children: list[FeedRange]) -> None:
+        try:
+            self._write(
+                lease, "marking it split", state=SPLIT, children=tuple(c.token for c in children), owner=None,
+                expires_at=None,
+            )
+        except LeaseLostError:
+            pass  # someone else is marking or draining it; the children exist either way
+
+    def _parent_of(
+        self, monitored: DocumentContainer, child: FeedRange, leases: Iterable[Lease]
+    ) -> Lease | None:
+        for lease in leases:
+            if lease.state == ACTIVE and _is_child(monitored, lease.feed_range, child):
+                return lease
+        return None
+
+    # ------------------------------------------------------------------ ownership
+
+    def acquire(self, lease_id: str) -> Lease:
+        """Take a free, expired or already-ours lease; ``LeaseHeldError`` if another drain holds it."""
+        lease = self.get(lease_id)
+        now = self._now()
+        if lease.is_live(now) and lease.owner != self.owner:
+            assert lease.owner is not None
+            raise LeaseHeldError(lease.id, lease.owner, lease.expires_at)
+        try:
+            return self._write(lease, "acquiring it", owner=self.owner, expires_at=now + self.lease_duration)
+        except LeaseLostError:
+            winner = self.get(lease_id)
+            raise LeaseHeldError(lease_id, winner.owner or "<unknown>", winner.expires_at) from None
+
+    def renew(self, lease: Lease) -> Lease:
+        """Extend our ownership; ``LeaseLostError`` if another drain took the lease meanwhile."""
+        return self._write(lease, "renewing it", owner=self.owner, expires_at=self._now() + self.lease_duration)
+
+    def needs_renewal(self, lease: Lease) -> bool:
+        """Whether less than half the lease duration is left (renew before it can expire mid-page)."""
+        if lease.expires_at is None:
+            return True
+        return lease.expires_at - self._now() < self.lease_duration / 2
+
+    def checkpoint(
+        self, lease: Lease, continuation: str, suspension: SuspensionState | None = None
+    ) -> Lease:
+        """Record the continuation after a confirmed page (and renew); conditional on our ETag."""
+        now = self._now()
+        changes: dict[str, Any] = {
+            "continuation": continuation,
+            "checkpointed_at": now,
+            "expires_at": now + self.lease_duration,
+            "owner": self.owner,
+        }
+        if suspension is not None:
+            changes["suspension"] = suspension
+        return self._write(lease, "checkpointing", **changes)
+
+    def save_suspension(self, lease: Lease, suspension: SuspensionState) -> Lease:
+        """Persist the Drain Suspension state (F-05); conditional on our ETag."""
+        if suspension == lease.suspension:
+            return lease
+        return self._write(lease, "saving its suspension state", suspension=suspension)
+
+    def release(self, lease: Lease) -> Lease | None:
+        """Give the lease up so the next drain need not wait for the expiry; ``None`` if already lost."""
+        if lease.owner != self.owner:
+            return None
+        try:
+            return self._write(lease, "releasing it", owner=None, expires_at=None)
+        except LeaseLostError:
+            return None
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _write(self, lease: Lease, action: str, **changes: Any) -> Lease:
+        updated = replace(lease, updated_at=self._now(), **changes)
+        try:
+            written = self.container.replace(lease.id, lease.id, updated.to_document(), if_match=lease.etag)
+        except (PreconditionFailed, NotFound):
+            raise LeaseLostError(lease.id, action) from None
+        return Lease.from_document(written, lease.id)
+
+    def _now(self) -> datetime:
+        return self._clock().astimezone(timezone.utc)
+
+
+def _is_child(monitored: DocumentContainer, parent: FeedRange, candidate: FeedRange) -> bool:
+    return candidate.token != parent.token and monitored.is_feed_range_subset(parent, candidate)
+
+
+def _is_ours(doc: object, store: LeaseStore) -> bool:
+    # The query filters already; this keeps a permissive adapter's extra rows out.
+    return (
+        isinstance(doc, Mapping)
+        and doc.get("processor") == store.processor_name
+        and (doc.get("lease_prefix") or "") == store.lease_prefix
+    )
+
+
+def _required_str(doc: Mapping[str, Any], name: str) -> str:
+    value = doc.get(name)
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _optional_str(doc: Mapping[str, Any], name: str) -> str | None:
+    value = doc.get(name)
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{name} must be a string or null, got {value!r}")
+    return value
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.astimezone(timezone.utc).isoformat() if value is not None else None
