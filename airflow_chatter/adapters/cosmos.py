@@ -1,0 +1,505 @@
+"""``CosmosDocumentContainer``: the document-container port over azure-cosmos (sync, 4.17.1).
+
+SDK objects and SDK errors stop here. Every call runs inside :func:`translated_errors`, the one place where an
+azure-cosmos / azure-core exception becomes a :class:`~airflow_chatter.ports.ContainerError`.
+
+Change-feed continuations are read per call, never from ``client_connection.last_response_headers``: that attribute
+is shared by every request on the client, so a concurrent reader (another feed range, another container, any write)
+overwrites it between our request and our read of it (azure-sdk-for-python #35328; lessons-from-peers L5). Each
+:meth:`CosmosDocumentContainer.read_change_feed` call passes its own ``response_hook``. The SDK hands that hook the
+very headers mapping of *this* call's response and afterwards rewrites its ``etag`` entry, in place, into its
+composite continuation token (``ChangeFeedFetcherV2.fetch_change_feed_items``). Keeping a reference to the mapping
+therefore yields this page's token and nobody else's. The captured list is local to the call, so concurrent readers
+need no lock and no client of their own; a lock guards only the lazy construction of the container proxy.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from azure.core import MatchConditions
+from azure.core.exceptions import (
+    AzureError,
+    ServiceRequestError,
+    ServiceRequestTimeoutError,
+    ServiceResponseError,
+    ServiceResponseTimeoutError,
+)
+from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy, PartitionKey, exceptions
+from azure.cosmos.documents import SSLConfiguration
+from azure.cosmos.partition_key import NonePartitionKeyValue
+from typing_extensions import override
+
+from airflow_chatter.ports import (
+    BadRequest,
+    BatchFailed,
+    BatchOperation,
+    BatchOperationKind,
+    BatchOperationResult,
+    ChangeFeedPage,
+    ChangeFeedStart,
+    Conflict,
+    ContainerError,
+    ContainerProperties,
+    Document,
+    DocumentContainer,
+    FeedRange,
+    FeedRangeGone,
+    NotFound,
+    PartitionKey as PartitionKeyValue,
+    PatchOperation,
+    PreconditionFailed,
+    RequestTimeout,
+    ServiceUnavailable,
+    Throttled,
+)
+
+#: The Cosmos DB emulator's well-known account key (any base64 key works with the project's emulator).
+EMULATOR_KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
+
+_STATUS_ERRORS: dict[int, type[ContainerError]] = {
+    400: BadRequest,
+    404: NotFound,
+    408: RequestTimeout,
+    409: Conflict,
+    410: FeedRangeGone,
+    412: PreconditionFailed,
+    503: ServiceUnavailable,
+}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Error translation: the only place SDK exceptions are looked at.
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _retry_after_ms(headers: Mapping[str, str] | None) -> int | None:
+    if not headers:
+        return None
+    for name in ("x-ms-retry-after-ms", "retry-after-ms"):
+        value = headers.get(name)
+        if value is not None:
+            try:
+                return int(float(value))
+            except ValueError:
+                return None
+    return None
+
+
+def translate_error(error: BaseException) -> ContainerError | None:
+    """Return the port error for an SDK exception, or ``None`` when it is not an SDK error."""
+    if isinstance(error, exceptions.CosmosBatchOperationError):
+        statuses = [int(r.get("statusCode", 424)) for r in (error.operation_responses or [])]
+        status = int(error.status_code or (statuses[error.error_index] if statuses else 500))
+        return BatchFailed(
+            str(error.message or error),
+            failed_index=int(error.error_index),
+            status_code=status,
+            operation_statuses=statuses,
+        )
+    if isinstance(error, exceptions.CosmosHttpResponseError):
+        status = int(error.status_code or 500)
+        message = str(error.message or error)
+        if status == 429:
+            return Throttled(message, retry_after_ms=_retry_after_ms(error.headers))
+        cls = _STATUS_ERRORS.get(status)
+        return cls(message) if cls else ContainerError(message, status_code=status)
+    if isinstance(error, exceptions.CosmosClientTimeoutError | ServiceRequestTimeoutError | ServiceResponseTimeoutError):
+        return RequestTimeout(str(error))
+    if isinstance(error, ServiceRequestError | ServiceResponseError):
+        return ServiceUnavailable(str(error))
+    if isinstance(error, AzureError):
+        return ContainerError(str(error))
+    return None
+
+
+@contextlib.contextmanager
+def translated_errors() -> Iterator[None]:
+    """Re-raise azure-cosmos / azure-core exceptions as the port's ``ContainerError`` subclasses."""
+    try:
+        yield
+    except ContainerError:
+        raise
+    except Exception as error:
+        translated = translate_error(error)
+        if translated is None:
+            raise
+        raise translated from error
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Helpers.
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _sdk_partition_key(value: PartitionKeyValue) -> Any:
+    """Our partition key value as the SDK takes it: hierarchical keys as lists, JSON null as ``None``."""
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def _extract_partition_key(document: Document, paths: Sequence[str]) -> PartitionKeyValue:
+    """The partition key value a document carries (``NonePartitionKeyValue`` marks an absent component)."""
+    values: list[Any] = []
+    for path in paths:
+        node: Any = document
+        for segment in path.lstrip("/").split("/"):
+            if isinstance(node, dict) and segment in node:
+                node = node[segment]
+            else:
+                node = NonePartitionKeyValue
+                break
+        values.append(node)
+    return values[0] if len(values) == 1 else values
+
+
+def _same_key(a: Any, b: Any) -> bool:
+    norm = lambda v: list(v) if isinstance(v, list | tuple) else [v]  # noqa: E731
+    return json.dumps(norm(a), sort_keys=True, default=str) == json.dumps(norm(b), sort_keys=True, default=str)
+
+
+def _fix_point_in_time_token(token: str) -> str:
+    """Work around azure-sdk-for-python #43018 (open, still in 4.17.1): a token whose ``startFrom`` is a point in
+    time cannot be resumed (``datetime.fromtimestamp`` is given milliseconds: "year 58883 is out of range").
+
+    Once every range of the token has a position, the start is never consulted again, so it becomes "Beginning".
+    A range without a position yet keeps the point in time, written in seconds so that 4.17.1 reads it right (a
+    fixed SDK would read it as 1970: it re-reads more, never less).
+    """
+    try:
+        state = json.loads(base64.b64decode(token, validate=True))
+    except (ValueError, TypeError):
+        return token
+    start = state.get("startFrom") or {}
+    if not isinstance(state, dict) or start.get("Type") != "PointInTime":
+        return token
+    ranges = (state.get("continuation") or {}).get("continuation") or []
+    if ranges and all(r.get("token") for r in ranges):
+        state["startFrom"] = {"Type": "Beginning"}
+    else:
+        state["startFrom"] = {"Type": "PointInTime", "PointInTimeMs": int(start["PointInTimeMs"]) // 1000}
+    return base64.b64encode(json.dumps(state).encode()).decode()
+
+
+def _sdk_batch_operation(operation: BatchOperation) -> tuple[Any, ...]:
+    options: dict[str, Any] = {}
+    if operation.if_match is not None:
+        options["if_match_etag"] = operation.if_match
+    kind = operation.kind
+    if kind is BatchOperationKind.CREATE:
+        return ("create", (operation.body,), options)
+    if kind is BatchOperationKind.UPSERT:
+        return ("upsert", (operation.body,), options)
+    if kind is BatchOperationKind.REPLACE:
+        return ("replace", (operation.id, operation.body), options)
+    if kind is BatchOperationKind.READ:
+        return ("read", (operation.id,), options)
+    if kind is BatchOperationKind.DELETE:
+        return ("delete", (operation.id,), options)
+    if kind is BatchOperationKind.PATCH:
+        if operation.filter_predicate is not None:
+            options["filter_predicate"] = operation.filter_predicate
+        return ("patch", (operation.id, [op.as_cosmos() for op in operation.patch_operations]), options)
+    raise BadRequest(f"unknown batch operation kind {kind!r}")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The adapter.
+# --------------------------------------------------------------------------------------------------------------
+
+
+class CosmosDocumentContainer(DocumentContainer):
+    """The document-container port over an azure-cosmos ``ContainerProxy``.
+
+    Give either ``container`` or ``container_factory`` (called once, on first use, so constructing the adapter does
+    no network I/O; ``CosmosClient(...)`` reads the account when it is built). ``account_endpoint`` overrides the
+    endpoint reported by :meth:`properties` (default: the client's URL).
+    """
+
+    def __init__(
+        self,
+        container: ContainerProxy | None = None,
+        *,
+        container_factory: Callable[[], ContainerProxy] | None = None,
+        account_endpoint: str | None = None,
+    ) -> None:
+        if (container is None) == (container_factory is None):
+            raise ValueError("give exactly one of container or container_factory")
+        self._container = container
+        self._factory = container_factory
+        self._account_endpoint = account_endpoint
+        self._lock = threading.Lock()
+        self._partition_key_paths: tuple[str, ...] | None = None
+
+    # -- plumbing ----------------------------------------------------------------------------------------------
+
+    @property
+    def container(self) -> ContainerProxy:
+        """The SDK container proxy, built on first use."""
+        if self._container is None:
+            with self._lock:
+                if self._container is None:
+                    assert self._factory is not None
+                    with translated_errors():
+                        self._container = self._factory()
+        return self._container
+
+    def _paths(self) -> tuple[str, ...]:
+        if self._partition_key_paths is None:
+            self._partition_key_paths = self.properties().partition_key_paths
+        return self._partition_key_paths
+
+    def _check_partition_key(self, document: Document, partition_key: PartitionKeyValue) -> None:
+        """Real Cosmos DB answers 400 when the body's key differs from the request's; the SDK sends only the body's."""
+        carried = _extract_partition_key(document, self._paths())
+        if not _same_key(carried, partition_key):
+            raise BadRequest(
+                f"partition key {partition_key!r} differs from the document's {carried!r} "
+                f"({', '.join(self._paths())})"
+            )
+
+    # -- metadata ------------------------------------------------------------------------------------------------
+
+    @override
+    def properties(self) -> ContainerProperties:
+        with translated_errors():
+            container = self.container
+            raw = container.read()
+            endpoint = self._account_endpoint or container.client_connection.url_connection
+        paths = tuple((raw.get("partitionKey") or {}).get("paths") or ())
+        self._partition_key_paths = paths
+        # container_link is "dbs/{database id}/colls/{container id}".
+        database_id = str(container.container_link).split("/")[1]
+        return ContainerProperties(
+            account_endpoint=str(endpoint),
+            database_id=database_id,
+            container_id=str(raw["id"]),
+            partition_key_paths=paths,
+            default_ttl=raw.get("defaultTtl"),
+        )
+
+    # -- point operations ----------------------------------------------------------------------------------------
+
+    @override
+    def create(self, document: Document, partition_key: PartitionKeyValue) -> Document:
+        self._check_partition_key(document, partition_key)
+        with translated_errors():
+            return dict(self.container.create_item(body=document))
+
+    @override
+    def read(self, item_id: str, partition_key: PartitionKeyValue) -> Document:
+        with translated_errors():
+            return dict(self.container.read_item(item=item_id, partition_key=_sdk_partition_key(partition_key)))
+
+    @override
+    def replace(
+        self,
+        item_id: str,
+        partition_key: PartitionKeyValue,
+        document: Document,
+        *,
+        if_match: str | None = None,
+    ) -> Document:
+        self._check_partition_key(document, partition_key)
+        if str(document.get("id")) != item_id:
+            raise BadRequest(f"document id {document.get('id')!r} differs from {item_id!r}")
+        with translated_errors():
+            return dict(self.container.replace_item(item=item_id, body=document, **self._if_match(if_match)))
+
+    @override
+    def upsert(
+        self, document: Document, partition_key: PartitionKeyValue, *, if_match: str | None = None
+    ) -> Document:
+        self._check_partition_key(document, partition_key)
+        with translated_errors():
+            return dict(self.container.upsert_item(body=document, **self._if_match(if_match)))
+
+    @override
+    def delete(
+        self, item_id: str, partition_key: PartitionKeyValue, *, if_match: str | None = None
+    ) -> None:
+        with translated_errors():
+            self.container.delete_item(
+                item=item_id, partition_key=_sdk_partition_key(partition_key), **self._if_match(if_match)
+            )
+
+    @override
+    def patch(
+        self,
+        item_id: str,
+        partition_key: PartitionKeyValue,
+        operations: Sequence[PatchOperation],
+        *,
+        if_match: str | None = None,
+        filter_predicate: str | None = None,
+    ) -> Document:
+        kwargs = self._if_match(if_match)
+        if filter_predicate is not None:
+            kwargs["filter_predicate"] = filter_predicate
+        with translated_errors():
+            return dict(
+                self.container.patch_item(
+                    item=item_id,
+                    partition_key=_sdk_partition_key(partition_key),
+                    patch_operations=[op.as_cosmos() for op in operations],
+                    **kwargs,
+                )
+            )
+
+    @staticmethod
+    def _if_match(if_match: str | None) -> dict[str, Any]:
+        if if_match is None:
+            return {}
+        return {"etag": if_match, "match_condition": MatchConditions.IfNotModified}
+
+    # -- batch ---------------------------------------------------------------------------------------------------
+
+    @override
+    def execute_batch(
+        self, partition_key: PartitionKeyValue, operations: Sequence[BatchOperation]
+    ) -> list[BatchOperationResult]:
+        for operation in operations:
+            if operation.body is not None:
+                self._check_partition_key(operation.body, partition_key)
+        sdk_operations = [_sdk_batch_operation(op) for op in operations]
+        with translated_errors():
+            results = self.container.execute_item_batch(
+                batch_operations=sdk_operations, partition_key=_sdk_partition_key(partition_key)
+            )
+        return [
+            BatchOperationResult(
+                status_code=int(r.get("statusCode", 0)),
+                etag=r.get("eTag"),
+                body=dict(r["resourceBody"]) if r.get("resourceBody") else None,
+            )
+            for r in results
+        ]
+
+    # -- queries -------------------------------------------------------------------------------------------------
+
+    @override
+    def query(
+        self,
+        sql: str,
+        parameters: Mapping[str, Any] | None = None,
+        *,
+        partition_key: PartitionKeyValue | None = None,
+    ) -> Iterator[Document]:
+        sdk_parameters = [{"name": name, "value": value} for name, value in (parameters or {}).items()]
+        kwargs: dict[str, Any] = {"query": sql, "parameters": sdk_parameters or None}
+        if partition_key is None:
+            kwargs["enable_cross_partition_query"] = True
+        else:
+            kwargs["partition_key"] = _sdk_partition_key(partition_key)
+
+        def rows() -> Iterator[Document]:
+            # Lazy: errors surface while iterating, so translation wraps the iteration too.
+            with translated_errors():
+                for row in self.container.query_items(**kwargs):
+                    yield dict(row) if isinstance(row, dict) else row
+
+        return rows()
+
+    # -- feed ranges and the change feed -------------------------------------------------------------------------
+
+    @override
+    def read_feed_ranges(self, *, force_refresh: bool = False) -> list[FeedRange]:
+        with translated_errors():
+            ranges = list(self.container.read_feed_ranges(force_refresh=force_refresh))
+        return [FeedRange(token=json.dumps(r, sort_keys=True)) for r in ranges]
+
+    @override
+    def is_feed_range_subset(self, parent: FeedRange, child: FeedRange) -> bool:
+        with translated_errors():
+            return bool(self.container.is_feed_range_subset(json.loads(parent.token), json.loads(child.token)))
+
+    @override
+    def read_change_feed(
+        self,
+        feed_range: FeedRange,
+        *,
+        continuation: str | None = None,
+        start: ChangeFeedStart | datetime = ChangeFeedStart.BEGINNING,
+        max_item_count: int = 100,
+    ) -> ChangeFeedPage:
+        # This call's own response headers; see the module docstring for why they are not read from the client.
+        responses: list[Mapping[str, Any]] = []
+
+        def capture(headers: Mapping[str, Any], _body: Any) -> None:
+            responses.append(headers)
+
+        kwargs: dict[str, Any] = {"max_item_count": max_item_count, "response_hook": capture}
+        if continuation is not None:
+            kwargs["continuation"] = continuation
+        else:
+            kwargs["feed_range"] = json.loads(feed_range.token)
+            if isinstance(start, datetime):
+                kwargs["start_time"] = start if start.tzinfo else start.replace(tzinfo=UTC)
+            else:
+                kwargs["start_time"] = "Now" if start is ChangeFeedStart.NOW else "Beginning"
+        with translated_errors():
+            pages = self.container.query_items_change_feed(**kwargs).by_page()
+            try:
+                documents = tuple(dict(d) for d in next(pages))
+            except StopIteration:
+                documents = ()
+        if not responses or not responses[-1].get("etag"):
+            raise ContainerError("the change feed answered without a continuation (ETag)")
+        token = _fix_point_in_time_token(str(responses[-1]["etag"]))
+        return ChangeFeedPage(documents=documents, continuation=token)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Clients and containers: for the emulator, a real account, and tests.
+# --------------------------------------------------------------------------------------------------------------
+
+
+def make_cosmos_client(endpoint: str, key: str, *, verify: bool | str = True, **kwargs: Any) -> CosmosClient:
+    """Build a ``CosmosClient`` for an account or the project emulator. Connects (reads the account) at once.
+
+    ``verify`` is ``True`` (system CAs), ``False`` (no verification) or a CA bundle path (the emulator's generated
+    certificate). azure-cosmos skips verification for 127.0.0.1 / localhost unless an ``ssl_config`` is given, so
+    a path is passed through one: the emulator's certificate is then really verified.
+    """
+    if isinstance(verify, str):
+        ssl_config = SSLConfiguration()
+        ssl_config.SSLCaCerts = verify
+        kwargs.setdefault("ssl_config", ssl_config)
+        kwargs.setdefault("connection_verify", verify)
+    else:
+        kwargs.setdefault("connection_verify", verify)
+    with translated_errors():
+        return CosmosClient(endpoint, credential=key, **kwargs)
+
+
+def create_container(
+    database: DatabaseProxy,
+    container_id: str,
+    partition_key_paths: Sequence[str] = ("/pk",),
+    *,
+    default_ttl: int | None = None,
+) -> ContainerProxy:
+    """Create a container with these partition key paths (two or three make a hierarchical key) and TTL."""
+    paths = list(partition_key_paths)
+    if len(paths) == 1:
+        key = PartitionKey(path=paths[0])
+    else:
+        key = PartitionKey(path=paths, kind="MultiHash")
+    kwargs: dict[str, Any] = {}
+    if default_ttl is not None:
+        kwargs["default_ttl"] = default_ttl
+    with translated_errors():
+        return database.create_container(id=container_id, partition_key=key, **kwargs)
+
+
+def ensure_database(client: CosmosClient, database_id: str) -> DatabaseProxy:
+    """Return the database, creating it if needed."""
+    with translated_errors():
+        return client.create_database_if_not_exists(id=database_id)
