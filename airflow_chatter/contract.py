@@ -58,6 +58,15 @@ def _is_blank(value: object) -> bool:
     return not isinstance(value, str) or not value.strip()
 
 
+def _utf8_encodable(text: str) -> bool:
+    """Whether ``text`` has UTF-8 bytes; a lone surrogate (legal in JSON escapes) has none."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _reject_constant(name: str) -> NoReturn:
     # NaN and Infinity are not JSON; a context carrying them is not JSON that parses to an object.
     raise ValueError(f"{name} is not a JSON value")
@@ -86,6 +95,10 @@ def _parse_context(raw: object, present: bool) -> tuple[dict[str, Any] | None, s
         return None, f"is not JSON ({type(exc).__name__})"
     if not isinstance(parsed, dict):
         return None, f"is JSON {_json_kind(parsed)}, not a JSON object"
+    try:
+        json.dumps(parsed, ensure_ascii=False).encode("utf-8")
+    except (ValueError, RecursionError):
+        return None, "holds text that is not valid Unicode, so its entries can never become Kafka headers"
     return parsed, None
 
 
@@ -131,15 +144,21 @@ def _verify(document: object) -> Deliverable | Undeliverable:
     )
 
     problems: list[tuple[str, str]] = []
-    if _is_blank(destination):
-        problems.append((DESTINATION_FIELD, "is absent, not a string, or blank, and a message needs a topic"))
-    if not isinstance(body, str):
-        problems.append((MESSAGE_BODY_FIELD, "is absent or not a string, so there is no body to publish"))
+    # NOTE: text that cannot become UTF-8 bytes would fail the Kafka produce identically on every pass, so the
+    # contract reports it here, under the field that carries it, rather than letting it wedge the lease.
+    if _is_blank(destination) or not _utf8_encodable(str(destination)):
+        problems.append(
+            (DESTINATION_FIELD, "is absent, not a string, blank, or not valid Unicode, and a message needs a topic")
+        )
+    if not isinstance(body, str) or not _utf8_encodable(body):
+        problems.append(
+            (MESSAGE_BODY_FIELD, "is absent, not a string, or not valid Unicode, so there is no body to publish")
+        )
     if context_problem is not None:
         problems.append((MESSAGE_CONTEXT_FIELD, context_problem))
 
     content_type: str | None = None
-    if isinstance(own_content_type, str) and own_content_type.strip():
+    if isinstance(own_content_type, str) and own_content_type.strip() and _utf8_encodable(own_content_type):
         content_type = own_content_type
     elif context is not None and not _is_blank(context.get(CONTEXT_CONTENT_TYPE)):
         content_type = context[CONTEXT_CONTENT_TYPE]

@@ -1,0 +1,110 @@
+"""F-02, RLY-01, RLY-09: a verified document becomes one Kafka record."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from airflow_chatter.contract import Deliverable
+from airflow_chatter.mapping import to_outgoing_message
+
+PERSISTED_PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+SEND_SPAN = "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01"
+
+
+def deliverable(**changes: Any) -> Deliverable:
+    fields: dict[str, Any] = {
+        "message_id": "msg-1",
+        "destination": "orders",
+        "body": '{"orderId": "é"}',
+        "content_type": "application/json",
+        "context": {"tenant": "acme", "attempt": 2, "nested": {"a": [1, True, None]}, "ok": False, "none": None},
+        "infrastructure": None,
+    }
+    fields.update(changes)
+    return Deliverable(**fields)
+
+
+def headers_of(message: Any) -> dict[str, bytes]:
+    return dict(message.headers)
+
+
+def test_f_02_topic_is_destination_and_value_is_utf8_body() -> None:
+    message = to_outgoing_message(deliverable(), "tenant-1")
+    assert message.topic == "orders"
+    assert message.value == '{"orderId": "é"}'.encode(), "the body is published as its UTF-8 bytes, verbatim"
+
+
+def test_f_02_empty_body_is_an_empty_value() -> None:
+    assert to_outgoing_message(deliverable(body=""), "t").value == b""
+
+
+@pytest.mark.parametrize(
+    ("pk", "key"), [("tenant-1", b"tenant-1"), (5, b"5"), (["t1", 5], b'["t1",5]'), (None, b"null")]
+)
+def test_f_02_default_key_is_the_partition_key(pk: Any, key: bytes) -> None:
+    """F-02: one aggregate's messages share a key, so they land in one Kafka partition in feed order."""
+    assert to_outgoing_message(deliverable(), pk).key == key
+
+
+def test_f_02_key_strategy_message_id_and_none() -> None:
+    assert to_outgoing_message(deliverable(), "t", "message_id").key == b"msg-1"
+    assert to_outgoing_message(deliverable(), "t", "none").key is None
+
+
+def test_f_02_unknown_key_strategy_is_refused() -> None:
+    with pytest.raises(ValueError):
+        to_outgoing_message(deliverable(), "t", "random")  # type: ignore[arg-type]
+
+
+def test_f_02_headers_start_with_message_id_and_content_type_then_context_in_order() -> None:
+    message = to_outgoing_message(deliverable(), "t")
+    assert [name for name, _ in message.headers] == [
+        "message-id", "content-type", "tenant", "attempt", "nested", "ok", "none",
+    ]
+    assert message.headers[0] == ("message-id", b"msg-1"), "the downstream inbox deduplicates on this (F-07)"
+    assert message.headers[1] == ("content-type", b"application/json")
+
+
+def test_f_02_context_strings_are_utf8_and_other_values_compact_json() -> None:
+    headers = headers_of(to_outgoing_message(deliverable(context={"s": "é", "i": 2, "f": 1.5, "o": {"a": [1, True, None]},
+                                                                  "b": False, "n": None}), "t"))
+    assert headers["s"] == "é".encode()
+    assert headers["i"] == b"2" and headers["f"] == b"1.5"
+    assert headers["o"] == b'{"a":[1,true,null]}', "compact JSON, no spaces"
+    assert headers["b"] == b"false" and headers["n"] == b"null"
+
+
+@pytest.mark.parametrize("name", ["message-id", "content-type", "Message-Id", "CONTENT-TYPE"])
+def test_f_02_context_entry_never_overrides_message_id_or_content_type(name: str) -> None:
+    """F-02: a context entry cannot change the identity the inbox deduplicates on or the declared content type."""
+    message = to_outgoing_message(deliverable(context={name: "forged"}), "t")
+    values = [value for header, value in message.headers if header.lower() == name.lower()]
+    assert values == ([b"msg-1"] if name.lower() == "message-id" else [b"application/json"]), "exactly one, ours"
+
+
+def test_rly_09_tracing_off_persisted_trace_context_rides_out_unchanged() -> None:
+    ctx = {"traceparent": PERSISTED_PARENT, "tracestate": "k=v"}
+    headers = headers_of(to_outgoing_message(deliverable(context=ctx), "t"))
+    assert headers["traceparent"] == PERSISTED_PARENT.encode() and headers["tracestate"] == b"k=v"
+
+
+def test_rly_09_tracing_on_overwrites_traceparent_and_tracestate_only() -> None:
+    ctx = {"traceparent": PERSISTED_PARENT, "tracestate": "k=v", "tenant": "acme"}
+    source = deliverable(context=ctx)
+    message = to_outgoing_message(
+        source, "t", trace_headers={"traceparent": SEND_SPAN, "tracestate": "k=w", "message-id": "x", "tenant": "y"}
+    )
+    headers = headers_of(message)
+    assert headers["traceparent"] == SEND_SPAN.encode(), "the send span's context replaces the persisted one"
+    assert headers["tracestate"] == b"k=w"
+    assert headers["tenant"] == b"acme" and headers["message-id"] == b"msg-1", "nothing else is overwritten"
+    assert [n for n, _ in message.headers].count("traceparent") == 1, "replaced, not duplicated"
+    assert source.context["traceparent"] == PERSISTED_PARENT, "the verified (persisted) context is never changed"
+
+
+def test_rly_09_document_without_trace_context_gets_the_new_root() -> None:
+    headers = headers_of(to_outgoing_message(deliverable(context={}), "t", trace_headers={"traceparent": SEND_SPAN}))
+    assert headers["traceparent"] == SEND_SPAN.encode()
+    assert "tracestate" not in headers
