@@ -1,0 +1,295 @@
+"""KafkaPublisher against a real Apache Kafka 4.x broker (scripts/kafka.sh or KAFKA_BOOTSTRAP_SERVERS).
+
+Every claim is checked by reading the topic back with a KafkaConsumer, never by the publisher's
+word alone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, overload
+
+import pytest
+
+from airflow_chatter.adapters.kafka import (
+    KafkaPublisher,
+    KafkaPublisherSettings,
+    check_connectivity,
+    ensure_topics,
+)
+from airflow_chatter.ports import OutgoingMessage, PublishError, PublishOutcome
+from tests.fixtures.kafka import KafkaBroker, consume_records
+
+pytestmark = pytest.mark.kafka
+
+
+def _settings(bootstrap: str, **overrides: Any) -> KafkaPublisherSettings:
+    values: dict[str, Any] = {
+        "bootstrap_servers": bootstrap,
+        "client_id": "chatter-test-publisher",
+        "max_block_ms": 15_000,
+        "request_timeout_ms": 10_000,
+        "delivery_timeout_ms": 30_000,
+    }
+    values.update(overrides)
+    return KafkaPublisherSettings(**values)
+
+
+@pytest.fixture
+def publisher(kafka_bootstrap: str) -> Iterator[KafkaPublisher]:
+    pub = KafkaPublisher(_settings(kafka_bootstrap))
+    yield pub
+    pub.close()
+
+
+def _by_position(records: Sequence[Any]) -> dict[tuple[int, int], Any]:
+    return {(r.partition, r.offset): r for r in records}
+
+
+def _assert_exactly_one_result(outcomes: Sequence[PublishOutcome]) -> None:
+    for outcome in outcomes:
+        assert (outcome.confirmation is None) != (outcome.error is None), outcome
+
+
+def test_round_trip_of_key_value_and_headers(
+    publisher: KafkaPublisher, kafka_bootstrap: str, kafka_topic: str
+) -> None:
+    messages = [
+        OutgoingMessage(
+            topic=kafka_topic,
+            value='{"order": 1, "note": "grüße"}'.encode(),
+            key=b"order-1",
+            headers=(
+                ("message-id", b"m-1"),
+                ("content-type", b"application/json"),
+                ("traceparent", b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
+                ("empty", b""),
+                ("dup", b"first"),
+                ("dup", b"second"),
+            ),
+        ),
+        OutgoingMessage(topic=kafka_topic, value=b"\x00\x01binary\xff", key=None, headers=()),
+        OutgoingMessage(topic=kafka_topic, value=b"", key=b"order-2", headers=(("message-id", b"m-3"),)),
+    ]
+
+    outcomes = publisher.send_batch(messages)
+
+    assert [o.message for o in outcomes] == messages
+    assert all(o.confirmed for o in outcomes), [str(o.error) for o in outcomes]
+    _assert_exactly_one_result(outcomes)
+    # The live producer really is idempotent with acks=all (kafka-python did not quietly degrade it).
+    producer = publisher._producer
+    assert producer is not None
+    assert producer.config["acks"] == -1
+    assert producer.config["enable_idempotence"] is True
+
+    consumed = _by_position(consume_records(kafka_bootstrap, kafka_topic, len(messages)))
+    assert len(consumed) == len(messages)
+    for outcome in outcomes:
+        conf = outcome.confirmation
+        assert conf is not None and conf.topic == kafka_topic
+        record = consumed[(conf.partition, conf.offset)]
+        assert record.key == outcome.message.key
+        assert record.value == outcome.message.value
+        assert [(k, v) for k, v in record.headers] == list(outcome.message.headers)
+
+
+def test_order_per_key_over_several_hundred_messages(
+    publisher: KafkaPublisher, kafka_bootstrap: str, kafka_topic: str
+) -> None:
+    keys = [f"aggregate-{n}".encode() for n in range(7)]
+    messages = [
+        OutgoingMessage(
+            topic=kafka_topic,
+            key=keys[i % len(keys)],
+            value=f"{keys[i % len(keys)].decode()}:{i // len(keys)}".encode(),
+            headers=(("message-id", f"m-{i}".encode()),),
+        )
+        for i in range(420)
+    ]
+
+    outcomes: list[PublishOutcome] = []
+    for start in range(0, len(messages), 150):  # several batches through one producer
+        outcomes.extend(publisher.send_batch(messages[start : start + 150]))
+
+    assert all(o.confirmed for o in outcomes), [str(o.error) for o in outcomes if o.error][:3]
+    records = consume_records(kafka_bootstrap, kafka_topic, len(messages))
+    assert len(records) == len(messages)
+
+    seen: dict[bytes, list[int]] = defaultdict(list)
+    partitions: dict[bytes, set[int]] = defaultdict(set)
+    for record in records:  # per partition in offset order
+        seen[record.key].append(int(record.value.decode().rsplit(":", 1)[1]))
+        partitions[record.key].add(record.partition)
+    for key in keys:
+        assert seen[key] == list(range(60)), key
+        assert len(partitions[key]) == 1, (key, partitions[key])
+
+    # Confirmations agree: per key one partition and strictly increasing offsets in send order.
+    by_key: dict[bytes, list[tuple[int, int]]] = defaultdict(list)
+    for outcome in outcomes:
+        assert outcome.confirmation is not None
+        by_key[outcome.message.key or b""].append(
+            (outcome.confirmation.partition, outcome.confirmation.offset)
+        )
+    for key, positions in by_key.items():
+        assert len({p for p, _ in positions}) == 1, key
+        offsets = [o for _, o in positions]
+        assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets), key
+
+
+def test_confirmations_carry_the_partition_and_offset_that_is_consumed(
+    kafka_bootstrap: str, kafka_topic: str
+) -> None:
+    ensure_topics(_settings(kafka_bootstrap), [kafka_topic], partitions=3)
+    messages = [
+        OutgoingMessage(
+            topic=kafka_topic,
+            key=(f"k{i % 5}".encode() if i % 3 else None),
+            value=f"payload-{i}".encode(),
+        )
+        for i in range(90)
+    ]
+    with KafkaPublisher(_settings(kafka_bootstrap, linger_ms=20)) as pub:
+        outcomes = pub.send_batch(messages)
+
+    assert all(o.confirmed for o in outcomes), [str(o.error) for o in outcomes if o.error][:3]
+    consumed = _by_position(consume_records(kafka_bootstrap, kafka_topic, len(messages)))
+    positions = set()
+    for outcome in outcomes:
+        conf = outcome.confirmation
+        assert conf is not None
+        positions.add((conf.partition, conf.offset))
+        assert consumed[(conf.partition, conf.offset)].value == outcome.message.value
+    assert len(positions) == len(messages)  # no two confirmations share a position
+    assert {p for p, _ in positions} <= {0, 1, 2}
+
+
+class _StopBrokerAt(Sequence[OutgoingMessage]):
+    """A batch that runs ``action`` when the publisher's send loop reaches item ``at``."""
+
+    def __init__(self, messages: list[OutgoingMessage], at: int, action: Callable[[], None]) -> None:
+        self._messages = messages
+        self._at = at
+        self._action = action
+        self.fired = False
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    @overload
+    def __getitem__(self, index: int) -> OutgoingMessage: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[OutgoingMessage]: ...
+
+    def __getitem__(self, index: int | slice) -> OutgoingMessage | Sequence[OutgoingMessage]:
+        return self._messages[index]
+
+    def __iter__(self) -> Iterator[OutgoingMessage]:
+        for i, message in enumerate(self._messages):
+            if i == self._at and not self.fired:
+                self.fired = True
+                self._action()
+            yield message
+
+
+def test_broker_stopped_mid_batch_reports_the_lost_messages_failed(
+    kafka_private_broker: Callable[[], KafkaBroker], kafka_topic: str
+) -> None:
+    broker = kafka_private_broker()
+    bootstrap = broker.bootstrap_servers
+    settings = _settings(
+        bootstrap, max_block_ms=5_000, request_timeout_ms=2_000, delivery_timeout_ms=6_000, linger_ms=0
+    )
+    publisher = KafkaPublisher(settings)
+    first, total = 60, 200
+    messages = [
+        OutgoingMessage(topic=kafka_topic, key=f"k{i % 4}".encode(), value=f"v{i}".encode())
+        for i in range(total)
+    ]
+    before_stop: dict[tuple[int, int], Any] = {}
+
+    def stop_broker() -> None:
+        # The first ``first`` messages are on the broker (read back) before it goes away.
+        before_stop.update(_by_position(consume_records(bootstrap, kafka_topic, first)))
+        broker.stop()
+
+    batch = _StopBrokerAt(messages, first, stop_broker)
+    try:
+        outcomes = publisher.send_batch(batch)
+
+        assert batch.fired, "the publisher did not iterate the batch while sending"
+        assert [o.message for o in outcomes] == messages
+        _assert_exactly_one_result(outcomes)
+        # Everything sent after the broker stopped is reported failed, none of it confirmed.
+        for outcome in outcomes[first:]:
+            assert not outcome.confirmed
+            assert isinstance(outcome.error, PublishError)
+        # Whatever was confirmed is exactly what the broker had stored.
+        confirmed = [o for o in outcomes if o.confirmed]
+        for outcome in confirmed:
+            conf = outcome.confirmation
+            assert conf is not None
+            assert before_stop[(conf.partition, conf.offset)].value == outcome.message.value
+
+        # The broker comes back (fresh storage): the same publisher rebuilds its producer and
+        # publishes again.
+        broker.start()
+        again = [OutgoingMessage(topic=kafka_topic + ".after", key=b"k", value=b"after-restart")]
+        outcomes = publisher.send_batch(again)
+        assert outcomes[0].confirmed, outcomes[0].error
+        records = consume_records(bootstrap, kafka_topic + ".after", 1)
+        assert records[0].value == b"after-restart"
+    finally:
+        publisher.close()
+
+
+def test_unreachable_broker_fails_every_message_within_the_bound(
+    kafka_unreachable_address: str,
+) -> None:
+    bound_s = 2.0
+    settings = KafkaPublisherSettings(
+        bootstrap_servers=kafka_unreachable_address,
+        max_block_ms=int(bound_s * 1000),
+        request_timeout_ms=1_000,
+        delivery_timeout_ms=3_000,
+    )
+    publisher = KafkaPublisher(settings)  # no network I/O here
+    messages = [OutgoingMessage(topic="chatter-test.unreachable", value=f"v{i}".encode()) for i in range(25)]
+    try:
+        for _attempt in range(2):  # the second call goes through the rebuilt producer
+            started = time.monotonic()
+            outcomes = publisher.send_batch(messages)
+            elapsed = time.monotonic() - started
+
+            assert [o.message for o in outcomes] == messages
+            assert not any(o.confirmed for o in outcomes)
+            assert all(isinstance(o.error, PublishError) for o in outcomes)
+            assert kafka_unreachable_address in str(outcomes[0].error)
+            assert elapsed < bound_s + 10, f"took {elapsed:.1f} s for a {bound_s} s bound"
+    finally:
+        publisher.close()
+
+    with pytest.raises(PublishError, match=kafka_unreachable_address):
+        check_connectivity(settings, timeout_s=bound_s)
+
+
+def test_check_connectivity_and_ensure_topics_against_the_broker(
+    kafka_bootstrap: str, kafka_topic: str
+) -> None:
+    settings = _settings(kafka_bootstrap)
+    check_connectivity(settings)
+    ensure_topics(settings, [kafka_topic], partitions=2)
+    ensure_topics(settings, [kafka_topic], partitions=2)  # existing topics are fine
+
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    try:
+        (described,) = admin.describe_topics([kafka_topic])
+    finally:
+        admin.close()
+    assert len(described["partitions"]) == 2
