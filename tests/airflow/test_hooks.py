@@ -36,29 +36,30 @@ def cosmos_conn(monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 @pytest.fixture
-def cosmos_client() -> Any:
-    with mock.patch("azure.cosmos.CosmosClient", autospec=False) as client:
+def patched_cosmos_client() -> Any:
+    with mock.patch("airflow_chatter.adapters.cosmos.CosmosClient", autospec=False) as client:
         yield client
 
 
-def test_constructing_the_cosmos_hook_does_no_network_io(cosmos_conn: str, cosmos_client: Any) -> None:
+def test_constructing_the_cosmos_hook_does_no_network_io(cosmos_conn: str, patched_cosmos_client: Any) -> None:
     ChatterCosmosHook(cosmos_conn)
-    assert not cosmos_client.called, "CosmosClient() does network I/O; it must wait for the first use in a task"
+    assert not patched_cosmos_client.called, "CosmosClient() does network I/O; it must wait for the first use in a task"
 
 
-def test_cosmos_client_uses_the_key_and_the_emulator_certificate(cosmos_conn: str, cosmos_client: Any) -> None:
+def test_cosmos_client_uses_the_key_and_the_emulator_certificate(cosmos_conn: str, patched_cosmos_client: Any) -> None:
     hook = ChatterCosmosHook(cosmos_conn)
     hook.get_conn()
     hook.get_conn()
-    assert cosmos_client.call_count == 1, "the client is cached per hook"
-    kwargs = cosmos_client.call_args.kwargs
-    assert kwargs["url"] == "https://127.0.0.1:8081/"
+    assert patched_cosmos_client.call_count == 1, "the client is cached per hook"
+    kwargs = patched_cosmos_client.call_args.kwargs
+    assert patched_cosmos_client.call_args.args == ("https://127.0.0.1:8081/",)
     assert kwargs["credential"] == COSMOS_KEY
     assert kwargs["connection_verify"] == "/tmp/emulator.pem", "a CA path verifies against that certificate"
+    assert kwargs["ssl_config"].SSLCaCerts == "/tmp/emulator.pem", "azure-cosmos skips loopback TLS checks without it"
 
 
 def test_cosmos_without_a_key_uses_default_azure_credential(
-    monkeypatch: pytest.MonkeyPatch, cosmos_client: Any
+    monkeypatch: pytest.MonkeyPatch, patched_cosmos_client: Any
 ) -> None:
     set_connection(
         monkeypatch,
@@ -73,20 +74,20 @@ def test_cosmos_without_a_key_uses_default_azure_credential(
     ) as credential:
         ChatterCosmosHook("chatter_cosmos_entra").get_conn()
     credential.assert_called_once_with(managed_identity_client_id="mi", workload_identity_tenant_id="t")
-    assert cosmos_client.call_args.kwargs["credential"] is sentinel, "no key means Entra ID (data-plane RBAC)"
-    assert cosmos_client.call_args.kwargs["connection_verify"] is True, "TLS is verified unless turned off"
+    assert patched_cosmos_client.call_args.kwargs["credential"] is sentinel, "no key means Entra ID (data-plane RBAC)"
+    assert patched_cosmos_client.call_args.kwargs["connection_verify"] is True, "TLS is verified unless turned off"
 
 
-def test_cosmos_test_connection_never_echoes_the_key(cosmos_conn: str, cosmos_client: Any) -> None:
-    cosmos_client.side_effect = ValueError(f"bad credential {COSMOS_KEY} for endpoint")
+def test_cosmos_test_connection_never_echoes_the_key(cosmos_conn: str, patched_cosmos_client: Any) -> None:
+    patched_cosmos_client.side_effect = ValueError(f"bad credential {COSMOS_KEY} for endpoint")
     ok, message = ChatterCosmosHook(cosmos_conn).test_connection()
     assert not ok
     assert COSMOS_KEY not in message, "a connection-test message is shown in the UI and logged"
     assert "chatter_cosmos_test" in message, "the message names the connection"
 
 
-def test_cosmos_get_conn_error_carries_no_key_and_no_cause(cosmos_conn: str, cosmos_client: Any) -> None:
-    cosmos_client.side_effect = ValueError(f"bad credential {COSMOS_KEY}")
+def test_cosmos_get_conn_error_carries_no_key_and_no_cause(cosmos_conn: str, patched_cosmos_client: Any) -> None:
+    patched_cosmos_client.side_effect = ValueError(f"bad credential {COSMOS_KEY}")
     with pytest.raises(RuntimeError) as raised:
         ChatterCosmosHook(cosmos_conn).get_conn()
     assert COSMOS_KEY not in str(raised.value)
@@ -95,10 +96,10 @@ def test_cosmos_get_conn_error_carries_no_key_and_no_cause(cosmos_conn: str, cos
     )
 
 
-def test_cosmos_test_connection_reads_the_database(cosmos_conn: str, cosmos_client: Any) -> None:
+def test_cosmos_test_connection_reads_the_database(cosmos_conn: str, patched_cosmos_client: Any) -> None:
     ok, message = ChatterCosmosHook(cosmos_conn).test_connection()
     assert ok, message
-    cosmos_client.return_value.get_database_client.assert_called_once_with("orders")
+    patched_cosmos_client.return_value.get_database_client.assert_called_once_with("orders")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -115,7 +116,7 @@ def test_kafka_client_config_pins_the_api_version(monkeypatch: pytest.MonkeyPatc
     )
     config = ChatterKafkaHook("kafka_plain").client_config()
     assert config["bootstrap_servers"] == ["127.0.0.1:19092", "127.0.0.1:19093"]
-    assert config["api_version"] == (3, 9), "an unpinned kafka-python client blocks 30 s probing the broker"
+    assert config["api_version"] == (2, 8, 0), "an unpinned kafka-python client blocks 30 s probing the broker"
     assert config["security_protocol"] == "PLAINTEXT"
     assert "sasl_plain_password" not in config
 

@@ -133,11 +133,15 @@ class ChatterCosmosHook(AzureCosmosDBHook):
     def get_conn(self) -> CosmosClient:
         """Return the (cached) ``CosmosClient``; the first call talks to the account."""
         if self._conn is None:
-            from azure.cosmos import CosmosClient
+            from airflow_chatter.adapters.cosmos import make_cosmos_client
 
             kwargs = self.client_kwargs()
             try:
-                self._conn = CosmosClient(**kwargs)
+                # make_cosmos_client passes a CA path through an SSLConfiguration: azure-cosmos otherwise
+                # skips verification for 127.0.0.1 (the local emulator).
+                self._conn = make_cosmos_client(
+                    kwargs.pop("url"), kwargs.pop("credential"), verify=kwargs.pop("connection_verify"), **kwargs
+                )
             except Exception as error:
                 raise self._clean(error) from None
         return self._conn
@@ -158,13 +162,21 @@ class ChatterCosmosHook(AzureCosmosDBHook):
     # -- what a drain needs -----------------------------------------------------------------
 
     def get_container(self, container_name: str, *, database_name: str | None = None) -> DocumentContainer:
-        """Return a ``CosmosDocumentContainer`` for a container of the (default) database."""
+        """Return a ``CosmosDocumentContainer`` for a container of the (default) database.
+
+        The adapter builds the client on its first call, so this does no network I/O.
+        """
         from airflow_chatter.adapters.cosmos import CosmosDocumentContainer
 
-        client = self.get_conn()
+        conn = self.get_connection(self.conn_id)
+        if database_name is None:
+            self.client_kwargs()  # resolves the default database; no I/O
         database = self._database(database_name)
-        proxy = client.get_database_client(database).get_container_client(container_name)
-        return CosmosDocumentContainer(proxy)
+
+        def container():  # type: ignore[no-untyped-def]
+            return self.get_conn().get_database_client(database).get_container_client(container_name)
+
+        return CosmosDocumentContainer(container_factory=container, account_endpoint=conn.login or conn.host)
 
     def test_connection(self) -> tuple[bool, str]:
         """Read the database (or list databases): proves endpoint, credential and TLS settings."""

@@ -15,6 +15,7 @@ from airflow_chatter.airflow.hooks._secrets import mask, scrub
 from airflow_chatter.errors import ConfigurationError
 
 if TYPE_CHECKING:
+    from airflow_chatter.adapters.kafka import KafkaPublisherSettings
     from airflow_chatter.ports import Publisher
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -40,7 +41,7 @@ class ChatterKafkaHook(BaseHook):
     Connection extras: ``bootstrap_servers`` (required, comma-separated), ``security_protocol``
     (default PLAINTEXT), ``sasl_mechanism`` (for SASL_*; login and password are the SASL user and
     password), ``ssl_cafile``, ``ssl_check_hostname`` (default true), ``api_version`` (default
-    ``"3.9"``), ``request_timeout_ms`` (default 30000) and ``client_id``.
+    ``"2.8.0"``), ``request_timeout_ms`` (default 30000) and ``client_id``.
 
     :param chatter_kafka_conn_id: the connection id; default ``chatter_kafka_default``.
     """
@@ -75,7 +76,7 @@ class ChatterKafkaHook(BaseHook):
         config: dict[str, Any] = {
             "bootstrap_servers": [s.strip() for s in str(servers).split(",") if s.strip()],
             "security_protocol": protocol,
-            "api_version": parse_api_version(extras.get("api_version") or "3.9", option=f"{where} api_version"),
+            "api_version": parse_api_version(extras.get("api_version") or "2.8.0", option=f"{where} api_version"),
             "request_timeout_ms": int(extras.get("request_timeout_ms") or 30000),
             "client_id": extras.get("client_id") or "airflow-chatter",
         }
@@ -101,31 +102,35 @@ class ChatterKafkaHook(BaseHook):
             config["ssl_check_hostname"] = True if check is None else str(check).lower() in {"true", "1", "yes"}
         return config
 
+    def publisher_settings(self, **overrides: Any) -> KafkaPublisherSettings:
+        """Return the ``KafkaPublisherSettings`` of this connection (``acks=all``, idempotent)."""
+        from airflow_chatter.adapters.kafka import KafkaPublisherSettings
+
+        config = self.client_config() | overrides
+        try:
+            return KafkaPublisherSettings.from_mapping(config)
+        except ValueError as error:
+            raise ConfigurationError(
+                f"connection {self.conn_id!r}", "***", scrub(str(error), self._secrets)
+            ) from None
+
     def get_conn(self) -> Publisher:
         return self.get_publisher()
 
     def get_publisher(self, **overrides: Any) -> Publisher:
-        """Return a ``KafkaPublisher`` (idempotent, ``acks=all``); it connects on first send."""
-        from airflow_chatter.adapters.kafka import KafkaPublisher, KafkaPublisherSettings
+        """Return a ``KafkaPublisher``; it connects on its first send, never here."""
+        from airflow_chatter.adapters.kafka import KafkaPublisher
 
-        config = self.client_config() | overrides
-        return KafkaPublisher(KafkaPublisherSettings(**config))
+        return KafkaPublisher(self.publisher_settings(**overrides))
 
     def test_connection(self, timeout_s: float = 10.0) -> tuple[bool, str]:
-        """Ask the broker for its cluster metadata, giving up after ``timeout_s`` seconds."""
-        admin = None
+        """Fetch the cluster's topic metadata from a broker, giving up after ``timeout_s`` seconds."""
         try:
-            from kafka.admin import KafkaAdminClient
+            from airflow_chatter.adapters.kafka import check_connectivity
 
-            timeout_ms = int(timeout_s * 1000)
-            config = self.client_config() | {"request_timeout_ms": timeout_ms}
-            admin = KafkaAdminClient(bootstrap_timeout_ms=timeout_ms, **config)
-            cluster = admin.describe_cluster()
-            brokers = cluster.get("brokers", []) if isinstance(cluster, dict) else []
-            return True, f"Connected to Kafka cluster {cluster.get('cluster_id')!r} ({len(brokers)} broker(s))."
+            settings = self.publisher_settings()
+            check_connectivity(settings, timeout_s=timeout_s)
+            return True, f"Connected to Kafka at {','.join(settings.bootstrap_servers)}."
         except Exception as error:
             message = scrub(f"{type(error).__name__}: {error}", self._secrets)
             return False, f"Kafka connection {self.conn_id!r} failed: {message}"
-        finally:
-            if admin is not None:
-                admin.close()

@@ -1,0 +1,269 @@
+"""The sources config file (YAML or JSON) the DAG factory reads: one entry per drained source.
+
+Validated with pydantic when a DAG file is parsed, so a bad file is an import error in the DAG
+processor that names the file, the source and the field, e.g.
+``chatter_sources.yaml: sources[1] (orders).max_batch_size: Input should be less than or equal to 1000``.
+The checks that belong to the core (``SourceOptions``: partition-key paths, key strategy, batch size,
+source identity pair, delivered ttl) run at parse time too, through ``to_options``.
+
+User callables (body resolver, pending filter) are dotted import paths: only their syntax is checked
+at parse time; they are imported in the task, so the DAG stays serializable.
+
+This module does not import Airflow.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from airflow_chatter.errors import ConfigurationError
+from airflow_chatter.options import MAX_BATCH_SIZE, MIN_BATCH_SIZE, DeliverySettings, SourceOptions
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
+_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+#: Airflow's cron presets; anything else must look like a 5-field cron expression (checked by Airflow too).
+_PRESETS = {"@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly"}
+_CONTAINER = re.compile(r"^[^/\\?#]{1,255}$")
+
+DEFAULT_BACKFILL_LEASE_PREFIX = "backfill-"
+
+
+class SourcesConfigError(ConfigurationError):
+    """The sources config file is invalid; the message names the file, the source and the field."""
+
+    def __init__(self, path: str, problems: Sequence[str]) -> None:
+        self.path = path
+        self.problems = tuple(problems)
+        self.option, self.value, self.reason = "sources", path, "; ".join(self.problems)
+        Exception.__init__(self, f"{path}: {self.reason}")
+
+
+def _dotted(value: str | None, field_name: str) -> str | None:
+    if value is not None and not _DOTTED.match(value):
+        raise ValueError(f"{field_name} must be a dotted import path such as 'package.module.function'")
+    return value
+
+
+class SourceConfig(BaseModel):
+    """One drained source. Field names are the config file's keys.
+
+    Required: ``name``, ``database``, ``monitored_container``, ``lease_container`` and
+    ``partition_key_paths``. Defaults: connections ``chatter_cosmos_default`` /
+    ``chatter_kafka_default``; ``key_strategy`` ``partition_key``; ``max_batch_size`` 100;
+    ``max_documents`` 5000 and ``max_seconds`` 240 per drain task; ``schedule`` every 5 minutes;
+    no pool; no topic mapping; ``lease_prefix`` empty and ``backfill_lease_prefix`` ``backfill-``;
+    ``delivered_ttl_seconds`` 86400; ``lease_duration_seconds`` 60.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="Unique source name; the drain DAG is chatter_drain_<name>.")
+    cosmos_conn_id: str = "chatter_cosmos_default"
+    kafka_conn_id: str = "chatter_kafka_default"
+    database: str
+    monitored_container: str
+    lease_container: str
+    partition_key_paths: str | list[str]
+    topics: dict[str, str] = Field(
+        default_factory=dict, description="Destination → Kafka topic; unmapped destinations are used as topics."
+    )
+    key_strategy: Literal["partition_key", "message_id", "none"] = "partition_key"
+    max_batch_size: Annotated[int, Field(ge=MIN_BATCH_SIZE, le=MAX_BATCH_SIZE)] = 100
+    max_documents: Annotated[int, Field(ge=1)] = 5000
+    max_seconds: Annotated[float, Field(gt=0, le=3600)] = 240
+    schedule: str | None = "*/5 * * * *"
+    pool: str | None = None
+    pool_slots: Annotated[int, Field(ge=1)] = 1
+    max_parallel_drains: Annotated[int, Field(ge=1)] | None = None
+    body_resolver: str | None = None
+    pending_filter: str | None = None
+    lease_prefix: str = ""
+    backfill_lease_prefix: str = DEFAULT_BACKFILL_LEASE_PREFIX
+    lease_duration_seconds: Annotated[float, Field(gt=0)] = 60
+    delivered_ttl_seconds: Annotated[int, Field(gt=0)] = 86400
+    monitored_source_identity: str | None = None
+    lease_source_identity: str | None = None
+    tags: list[str] = Field(default_factory=list)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError("name must be 1-100 letters, digits, '_' or '-' (it becomes part of a DAG id)")
+        return value
+
+    @field_validator("database", "monitored_container", "lease_container", "cosmos_conn_id", "kafka_conn_id")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip() or not _CONTAINER.match(value):
+            raise ValueError("must be a non-blank name without '/', '\\', '?' or '#'")
+        return value
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule(cls, value: str | None) -> str | None:
+        if value is None or value in _PRESETS or len(value.split()) == 5:
+            return value
+        raise ValueError(f"schedule must be a cron expression (5 fields), one of {sorted(_PRESETS)}, or null")
+
+    @field_validator("body_resolver")
+    @classmethod
+    def _resolver(cls, value: str | None) -> str | None:
+        return _dotted(value, "body_resolver")
+
+    @field_validator("pending_filter")
+    @classmethod
+    def _filter(cls, value: str | None) -> str | None:
+        return _dotted(value, "pending_filter")
+
+    @field_validator("topics")
+    @classmethod
+    def _topics(cls, value: dict[str, str]) -> dict[str, str]:
+        for destination, topic in value.items():
+            if not topic or not re.match(r"^[A-Za-z0-9._-]{1,249}$", topic):
+                raise ValueError(f"topics[{destination!r}]={topic!r} is not a valid Kafka topic name")
+        return value
+
+    @model_validator(mode="after")
+    def _prefixes(self) -> SourceConfig:
+        if self.backfill_lease_prefix == self.lease_prefix:
+            raise ValueError(
+                "backfill_lease_prefix must differ from lease_prefix, or a backfill would move the scheduled "
+                "drain's checkpoints"
+            )
+        return self
+
+    # -- core objects ------------------------------------------------------------------------
+
+    @property
+    def dag_id(self) -> str:
+        return f"chatter_drain_{self.name}"
+
+    def to_options(self, *, resolve: bool = False, lease_prefix: str | None = None) -> SourceOptions:
+        """Build the core's ``SourceOptions``; ``resolve`` imports the dotted callables (do it in tasks)."""
+        return SourceOptions(
+            name=self.name,
+            partition_key_paths=tuple([self.partition_key_paths] if isinstance(self.partition_key_paths, str)
+                                      else self.partition_key_paths),
+            key_strategy=self.key_strategy,
+            max_batch_size=self.max_batch_size,
+            delivery=DeliverySettings(delivered_ttl_seconds=self.delivered_ttl_seconds),
+            monitored_source_identity=self.monitored_source_identity,
+            lease_source_identity=self.lease_source_identity,
+            body_resolver=import_callable(self.body_resolver, "body_resolver") if resolve else None,
+            additional_pending_filter=import_callable(self.pending_filter, "pending_filter") if resolve else None,
+            lease_prefix=self.lease_prefix if lease_prefix is None else lease_prefix,
+            lease_duration_seconds=self.lease_duration_seconds,
+        )
+
+
+class SourcesFile(BaseModel):
+    """The whole file: ``sources`` is a list of ``SourceConfig`` entries with unique names."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    sources: list[SourceConfig] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique(self) -> SourcesFile:
+        seen: dict[str, str] = {}
+        for index, source in enumerate(self.sources):
+            if source.name in seen:
+                raise ValueError(f"sources[{index}].name {source.name!r} is used twice")
+            seen[source.name] = source.name
+        lease_sets: dict[tuple[str, ...], str] = {}
+        for source in self.sources:
+            if source.monitored_source_identity is not None:
+                continue
+            key = (source.cosmos_conn_id, source.database, source.monitored_container, source.lease_container)
+            if key in lease_sets:
+                raise ValueError(
+                    f"sources {lease_sets[key]!r} and {source.name!r} drain the same monitored and lease "
+                    "containers; one lease set would serve both (declare monitored_source_identity and "
+                    "lease_source_identity to tell them apart)"
+                )
+            lease_sets[key] = source.name
+        return self
+
+    def get(self, name: str) -> SourceConfig:
+        for source in self.sources:
+            if source.name == name:
+                return source
+        raise ConfigurationError("source", name, f"is not one of {[s.name for s in self.sources]}")
+
+
+def import_callable(path: str | None, option: str) -> Callable[..., Any] | None:
+    """Import ``package.module.attribute``; ``ConfigurationError`` naming ``option`` if that fails."""
+    if path is None:
+        return None
+    module_name, _, attribute = path.rpartition(".")
+    try:
+        target = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise ConfigurationError(option, path, f"cannot be imported ({type(error).__name__}: {error})") from None
+    if not callable(target):
+        raise ConfigurationError(option, path, "is not callable")
+    return target  # type: ignore[no-any-return]
+
+
+def _location(loc: Sequence[int | str], raw: Any) -> str:
+    parts: list[str] = []
+    for i, item in enumerate(loc):
+        if isinstance(item, int):
+            parts[-1:] = [f"{parts[-1] if parts else ''}[{item}]"]
+            if i == 1 and loc[0] == "sources":
+                try:
+                    name = raw["sources"][item].get("name")
+                except (KeyError, IndexError, TypeError, AttributeError):
+                    name = None
+                if name:
+                    parts[-1] += f" ({name})"
+        else:
+            parts.append(str(item))
+    return ".".join(parts) or "sources"
+
+
+def parse_sources(raw: Any, *, path: str = "<config>") -> SourcesFile:
+    """Validate a parsed config document; ``SourcesConfigError`` names each bad field."""
+    try:
+        config = SourcesFile.model_validate(raw)
+    except ValidationError as error:
+        problems = [
+            f"{_location(e['loc'], raw)}: {e['msg'].removeprefix('Value error, ')}" for e in error.errors()
+        ]
+        raise SourcesConfigError(path, problems) from None
+    for index, source in enumerate(config.sources):
+        try:
+            source.to_options()
+        except ConfigurationError as error:
+            raise SourcesConfigError(path, [f"sources[{index}] ({source.name}).{error.option}: {error}"]) from None
+    return config
+
+
+def load_sources(path: str | Path) -> SourcesFile:
+    """Read and validate a YAML (``.yaml``/``.yml``) or JSON sources file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise SourcesConfigError(str(path), [f"cannot be read ({error.strerror})"]) from None
+    if path.suffix.lower() == ".json":
+        try:
+            raw = json.loads(text)
+        except ValueError as error:
+            raise SourcesConfigError(path.name, [f"is not valid JSON ({error})"]) from None
+    else:
+        import yaml
+
+        try:
+            raw = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            raise SourcesConfigError(path.name, [f"is not valid YAML ({error})"]) from None
+    return parse_sources(raw, path=path.name)
