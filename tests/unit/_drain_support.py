@@ -88,9 +88,10 @@ def outbox_doc(
     destination: str = "orders",
     body: str = '{"n":1}',
     context: dict[str, Any] | None = None,
+    paths: tuple[str, ...] = ("/tenantId",),
     **overrides: Any,
 ) -> Document:
-    """A genuine pending outbox document on ``/tenantId``; ``overrides`` change exactly those fields."""
+    """A genuine pending outbox document (default on ``/tenantId``); ``overrides`` change exactly those fields."""
     message = OutboxMessage(
         message_id or f"msg-{uuid.uuid4().hex[:8]}",
         destination,
@@ -98,7 +99,7 @@ def outbox_doc(
         "application/json",
         context or {},
     )
-    doc = message.to_document(("/tenantId",), tenant)
+    doc = message.to_document(paths, tenant)
     for key, value in overrides.items():
         if value is _ABSENT:
             doc.pop(key, None)
@@ -135,3 +136,99 @@ def context_json(**entries: Any) -> str:
 
 def ids(documents: Iterable[Document]) -> list[str]:
     return [d["id"] for d in documents]
+
+
+# ------------------------------------------------------------------------------------------------
+# The rig: two in-memory containers, a fake publisher, a manual clock and an SDK meter provider.
+# Everything that touches MemoryDocumentContainer's own API (fault injection, counters, splits)
+# goes through the few functions below, so the tests read in port terms.
+# ------------------------------------------------------------------------------------------------
+
+from airflow_chatter.adapters.memory import MemoryDocumentContainer  # noqa: E402
+from airflow_chatter.drain import DrainEngine, DrainSummary  # noqa: E402
+from airflow_chatter.options import SourceOptions  # noqa: E402
+from airflow_chatter.ports import FeedRange  # noqa: E402
+from airflow_chatter.testing.fakes import FakePublisher  # noqa: E402
+
+
+def memory_container(
+    clock: ManualClock,
+    *,
+    paths: tuple[str, ...] = ("/tenantId",),
+    default_ttl: int | None = -1,
+    container_id: str = "orders",
+) -> MemoryDocumentContainer:
+    return MemoryDocumentContainer(
+        partition_key_paths=paths,
+        default_ttl=default_ttl,
+        clock=clock,
+        container_id=container_id,
+    )
+
+
+def fail_operation(container: MemoryDocumentContainer, operation: str, error: BaseException, **when: Any) -> None:
+    """Arm a fault: ``on_call=n`` (1-based) or ``times=n`` / forever."""
+    container.faults.fail(operation, error=error, **when)
+
+
+def clear_faults(container: MemoryDocumentContainer) -> None:
+    container.faults.clear()
+
+
+def calls(container: MemoryDocumentContainer, operation: str) -> int:
+    return container.calls[operation]
+
+
+def split(container: MemoryDocumentContainer, feed_range: FeedRange) -> tuple[FeedRange, ...]:
+    return tuple(container.split_feed_range(feed_range))
+
+
+@dataclass
+class Rig:
+    clock: ManualClock = field(default_factory=ManualClock)
+    metrics: Metrics = field(default_factory=Metrics)
+    paths: tuple[str, ...] = ("/tenantId",)
+
+    def __post_init__(self) -> None:
+        self.monitored = memory_container(self.clock, paths=self.paths)
+        self.leases = memory_container(self.clock, paths=("/id",), container_id="leases")
+        self.publisher = FakePublisher()
+        self.telemetry = self.metrics.telemetry()
+
+    def source(self, **kwargs: Any) -> SourceOptions:
+        kwargs.setdefault("name", "orders-outbox")
+        kwargs.setdefault("partition_key_paths", self.paths)
+        return SourceOptions(**kwargs)
+
+    def engine(self, publishers: Any = None, *, owner: str = "drain-a", **source_kwargs: Any) -> DrainEngine:
+        return DrainEngine(
+            self.source(**source_kwargs),
+            self.monitored,
+            self.leases,
+            publishers if publishers is not None else self.publisher,
+            clock=self.clock,
+            telemetry=self.telemetry,
+            owner=owner,
+        )
+
+    def seed(self, *documents: Document) -> list[Document]:
+        return [self.monitored.create(doc, self._pk(doc)) for doc in documents]
+
+    def current(self, doc: Document) -> Document:
+        return self.monitored.read(doc["id"], self._pk(doc))
+
+    def drain(self, engine: DrainEngine | None = None, **kwargs: Any) -> DrainSummary:
+        """Drain the (single) lease of the monitored container once."""
+        engine = engine or self.engine()
+        summaries = engine.drain_all(**kwargs)
+        assert len(summaries) == 1, summaries
+        return summaries[0]
+
+    def lease(self, engine: DrainEngine) -> Any:
+        (only,) = engine.store.list_leases()
+        return only
+
+    def _pk(self, doc: Document) -> Any:
+        from airflow_chatter.partition_keys import recover_partition_key
+
+        return recover_partition_key(doc, self.paths)
