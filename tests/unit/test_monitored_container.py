@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -42,7 +42,7 @@ class PropertiesOnlyContainer(DocumentContainer):
         assert self._properties is not None
         return self._properties
 
-    def _unused(self, *args: Any, **kwargs: Any) -> Any:
+    def _unused(self) -> NoReturn:
         raise AssertionError("start-time verification performs no document operation")
 
     def create(self, document: Document, partition_key: PartitionKey) -> Document:
@@ -58,7 +58,7 @@ class PropertiesOnlyContainer(DocumentContainer):
         return self._unused()
 
     def delete(self, item_id: str, partition_key: PartitionKey, *, if_match: str | None = None) -> None:
-        return self._unused()
+        self._unused()
 
     def patch(
         self,
