@@ -199,3 +199,46 @@ def test_cfg_05_bad_declared_path_fails_before_any_read() -> None:
     with pytest.raises(ConfigurationError):
         verify_monitored_container(target, [])
     assert target.reads == 0, "a declaration error needs no metadata read"
+
+
+# The same rules against the in-memory adapter (the real port implementation), where it can express the setting.
+# Cosmos DB itself refuses a defaultTtl of 0 or below -1, so those cases stay on the stub above.
+
+
+def memory(paths: Sequence[str] = ("/tenantId",), default_ttl: int | None = -1) -> Any:
+    # NOTE: imported here so the stub-based tests above still run while the memory adapter is being written.
+    adapter = pytest.importorskip("airflow_chatter.adapters.memory")
+    return adapter.MemoryDocumentContainer(
+        partition_key_paths=paths, default_ttl=default_ttl, database_id="shop", container_id="orders"
+    )
+
+
+def test_cnt_01_memory_container_with_ttl_on_and_matching_path_is_accepted() -> None:
+    target = memory()
+    properties = verify_monitored_container(target, ["tenantId"])
+    assert properties.container_id == "orders" and target.calls["properties"] == 1, "exactly one metadata read"
+
+
+def test_cnt_04_memory_container_reports_path_mismatch_and_positive_ttl_together() -> None:
+    target = memory(["/tenantId"], default_ttl=86400)
+    with pytest.raises(ContainerContractError) as caught:
+        verify_monitored_container(target, ["/TenantId"])
+    assert len(caught.value.violations) == 2 and "86400" in str(caught.value) and "/TenantId" in str(caught.value)
+    assert target.calls["properties"] == 1
+
+
+def test_cnt_03_memory_container_partitioned_on_status_is_refused() -> None:
+    with pytest.raises(ContainerContractError) as caught:
+        verify_monitored_container(memory(["/status"]), ["/status"])
+    assert "/status" in str(caught.value)
+
+
+def test_cnt_05_memory_container_read_failure_is_wrapped_naming_container_and_database() -> None:
+    target = memory()
+    cause = ServiceUnavailable("metadata read failed")
+    target.faults.fail("properties", error=cause)
+    with pytest.raises(ContainerContractError) as caught:
+        verify_monitored_container(target, ["/tenantId"], container_id="orders", database_id="shop")
+    assert caught.value.__cause__ is cause
+    assert "'orders'" in str(caught.value) and "'shop'" in str(caught.value)
+    assert target.calls["properties"] == 1
