@@ -530,8 +530,8 @@ class _Parser:
                 raise _unsupported(f"COUNT({argument.text})")
             self.expect_symbol(")")
             return True
-        token = self.peek()
-        raise _unsupported(f"projection {token.text if token else '<nothing>'!r}")
+        found = self.peek()
+        raise _unsupported(f"projection {found.text if found else '<nothing>'!r}")
 
     def from_clause(self) -> None:
         self.expect_keyword("FROM")
@@ -825,6 +825,10 @@ def _order_key(value: Any) -> tuple[int, Any]:
     return (rank, value)
 
 
+def _sort_key(key: Evaluator, parameters: Mapping[str, Any]) -> Callable[[Document], tuple[int, Any]]:
+    return lambda document: _order_key(key(document, parameters))
+
+
 def _normalise_parameters(parameters: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
     """Accept ``{"@name": value}`` (``@`` optional) or the SDK's ``[{"name": "@name", "value": value}]``."""
     if parameters is None:
@@ -843,8 +847,8 @@ def run_query(parsed: ParsedQuery, documents: Sequence[Document], parameters: Ma
         raise BadRequest(f"query parameter(s) {sorted(missing)} were not supplied")
     where = parsed.where
     rows = [d for d in documents if where is None or where(d, parameters) is True]
-    for key, descending in reversed(parsed.order_by):
-        rows.sort(key=lambda document, k=key: _order_key(k(document, parameters)), reverse=descending)
+    for key, descending in reversed(parsed.order_by):  # stable sorts, last key first
+        rows.sort(key=_sort_key(key, parameters), reverse=descending)
     if parsed.top is not None:
         rows = rows[: parsed.top]
     if parsed.count:
