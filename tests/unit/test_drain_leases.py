@@ -1,0 +1,153 @@
+"""A drain and its lease (F-04): ownership between drains, splits mid-drain, start-time checks (CNT, SRC), summaries."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import pytest
+
+from airflow_chatter.drain import DrainEngine
+from airflow_chatter.errors import ContainerContractError, DuplicateSourceError
+from airflow_chatter.identity import SourceRegistry
+from airflow_chatter.ports import OutgoingMessage, PublishOutcome
+from airflow_chatter.testing.fakes import FakePublisher
+
+from ._drain_support import Rig, memory_container, outbox_doc, split
+
+
+class HookedPublisher(FakePublisher):
+    """Runs ``during`` inside ``send_batch``: something happening while a drain is mid-page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.during: list = []  # type: ignore[type-arg]
+
+    def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
+        while self.during:
+            self.during.pop(0)()
+        return super().send_batch(messages)
+
+
+def test_f04_two_engines_on_one_lease_never_both_drain_it() -> None:
+    rig = Rig()
+    rig.publisher = HookedPublisher()
+    rig.seed(*(outbox_doc(f"msg-{i}") for i in range(5)))
+    first = rig.engine(owner="scheduled")
+    second = rig.engine(FakePublisher(), owner="backfill")
+    seen: list = []  # type: ignore[type-arg]
+    rig.publisher.during.append(lambda: seen.append(rig.drain(second)))
+    summary = rig.drain(first)
+    (concurrent,) = seen
+    assert concurrent.lease_held_by == "scheduled" and concurrent.published == 0 and concurrent.error is None
+    assert summary.published == 5 and summary.error is None
+    assert rig.lease(first).owner is None, "released at the end of the run"
+    assert rig.drain(second).documents == 0, "after release the other drain may take it (and finds nothing new)"
+
+
+def test_f04_an_expired_lease_is_taken_over_and_the_old_owner_stops_at_its_next_write() -> None:
+    rig = Rig()
+    rig.publisher = HookedPublisher()
+    rig.seed(outbox_doc("msg-1"))
+    slow = rig.engine(owner="slow")
+    fast = rig.engine(FakePublisher(), owner="fast")
+    taken: list = []  # type: ignore[type-arg]
+
+    def lease_expires_and_is_taken() -> None:
+        rig.clock.advance(120)
+        taken.append(rig.drain(fast))
+
+    rig.publisher.during.append(lease_expires_and_is_taken)
+    summary = rig.drain(slow)
+    assert taken[0].error is None and taken[0].lease_held_by is None, "an expired lease can be taken over"
+    assert summary.error_type == "LeaseLostError", "the old owner cannot checkpoint over the new owner"
+
+
+def test_f04_no_document_is_skipped_or_lost_across_a_split() -> None:
+    rig = Rig()
+    rig.seed(*(outbox_doc(f"before-{i}", f"tenant-{i}") for i in range(40)))
+    engine = rig.engine(max_batch_size=7)
+    first = rig.drain(engine, max_documents=10)
+    assert 0 < first.published < 40
+    (parent,) = rig.monitored.read_feed_ranges()
+    split(rig.monitored, parent)
+    rig.seed(*(outbox_doc(f"after-{i}", f"tenant-{i}") for i in range(40)))
+    summaries = engine.drain_all()
+    assert len(summaries) == 2 and all(s.error is None for s in summaries)
+    ids = [dict(m.headers)["message-id"].decode() for m in rig.publisher.sent]
+    assert len(ids) == len(set(ids)), "nothing published twice"
+    assert set(ids) == {f"before-{i}" for i in range(40)} | {f"after-{i}" for i in range(40)}, "nothing lost"
+
+
+def test_f04_a_range_that_splits_mid_drain_is_replaced_by_its_children() -> None:
+    rig = Rig()
+    rig.publisher = HookedPublisher()
+    rig.seed(*(outbox_doc(f"msg-{i}", f"tenant-{i}") for i in range(30)))
+    engine = rig.engine(max_batch_size=10)
+    (parent,) = rig.monitored.read_feed_ranges()
+    rig.publisher.during.append(lambda: split(rig.monitored, parent))
+    summaries = engine.drain_all()
+    assert len(summaries[0].split_into) == 2, "the gone range reported its children"
+    assert len(summaries) == 3 and all(s.error is None for s in summaries)
+    ids = [dict(m.headers)["message-id"].decode() for m in rig.publisher.sent]
+    assert sorted(ids) == sorted(f"msg-{i}" for i in range(30)) and len(ids) == 30
+
+
+def test_cnt_monitored_container_is_verified_once_at_start_with_every_violation() -> None:
+    rig = Rig()
+    rig.monitored = memory_container(rig.clock, paths=("/TenantId",), default_ttl=86400)
+    with pytest.raises(ContainerContractError) as caught:
+        rig.engine()
+    text = str(caught.value)
+    assert "86400" in text and "/TenantId" in text and "/tenantId" in text, "both violations in one error"
+    good = Rig()
+    good.engine()
+    assert good.monitored.calls["properties"] == 1, "one metadata read"
+
+
+def test_cnt_lease_container_must_be_partitioned_on_id_and_keep_its_leases() -> None:
+    rig = Rig()
+    rig.leases = memory_container(rig.clock, paths=("/pk",), default_ttl=3600, container_id="leases")
+    with pytest.raises(ContainerContractError) as caught:
+        rig.engine()
+    assert "/id" in str(caught.value) and "3600" in str(caught.value)
+
+
+def test_src_04_two_sources_on_one_processor_name_fail_fast_naming_both() -> None:
+    rig = Rig()
+    registry = SourceRegistry()
+
+    def build(name: str, pending_filter) -> DrainEngine:  # type: ignore[no-untyped-def]
+        return DrainEngine(
+            rig.source(name=name, additional_pending_filter=pending_filter),
+            rig.monitored, rig.leases, rig.publisher, clock=rig.clock, telemetry=rig.telemetry, registry=registry,
+        )
+
+    build("eu-orders", lambda d: True)
+    with pytest.raises(DuplicateSourceError) as caught:
+        build("us-orders", lambda d: False)
+    assert "eu-orders" in str(caught.value) and "us-orders" in str(caught.value)
+
+
+def test_src_02_declared_identity_names_the_leases() -> None:
+    rig = Rig()
+    declared = rig.engine(monitored_source_identity="orders-v1", lease_source_identity="leases-v1")
+    ground = rig.engine()
+    assert declared.source_identity != ground.source_identity
+    (lease,) = declared.ensure_leases()
+    assert lease.id.startswith(declared.source_identity)
+
+
+def test_f09_summary_is_json_able_and_logs_one_line() -> None:
+    rig = Rig()
+    rig.seed(outbox_doc("msg-1"))
+    summary = rig.drain()
+    data = json.loads(json.dumps(summary.to_dict()))
+    for key in (
+        "lease", "published", "delivered", "undeliverable", "skipped", "dropped", "refused_batches",
+        "confirmation_failures", "max_lag_seconds", "continuation_age_seconds", "pages", "error_type",
+        "error_message", "suspended",
+    ):
+        assert key in data, key
+    assert data["published"] == 1 and data["error_type"] is None and data["continuation_age_seconds"] == 0.0
+    assert "published=1" in summary.log_line()
