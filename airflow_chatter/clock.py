@@ -8,7 +8,7 @@ sleeping.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 #: A zero-argument callable returning the current time as an aware UTC ``datetime``.
 Clock = Callable[[], datetime]
@@ -16,7 +16,7 @@ Clock = Callable[[], datetime]
 
 def utc_now() -> datetime:
     """Return the current time as an aware ``datetime`` in UTC (the default ``Clock``)."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 __all__ = ["Clock", "utc_now"]

@@ -139,9 +139,7 @@ def _verify(document: object) -> Deliverable | Undeliverable:
     destination = fields.get(DESTINATION_FIELD)
     body = fields.get(MESSAGE_BODY_FIELD)
     own_content_type = fields.get(MESSAGE_CONTENT_TYPE_FIELD)
-    context, context_problem = _parse_context(
-        fields.get(MESSAGE_CONTEXT_FIELD), MESSAGE_CONTEXT_FIELD in fields
-    )
+    context, context_problem = _parse_context(fields.get(MESSAGE_CONTEXT_FIELD), MESSAGE_CONTEXT_FIELD in fields)
 
     problems: list[tuple[str, str]] = []
     # NOTE: text that cannot become UTF-8 bytes would fail the Kafka produce identically on every pass, so the

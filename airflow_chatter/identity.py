@@ -76,7 +76,9 @@ class SourceIdentity:
         components = tuple(self.components)
         if len(components) != _COMPONENT_COUNTS[self.kind] or not all(isinstance(c, str) for c in components):
             raise ConfigurationError(
-                "components", self.components, f"must be {_COMPONENT_COUNTS[self.kind]} strings for a {self.kind} identity"
+                "components",
+                self.components,
+                f"must be {_COMPONENT_COUNTS[self.kind]} strings for a {self.kind} identity",
             )
         object.__setattr__(self, "components", components)
 

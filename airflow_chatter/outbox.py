@@ -102,9 +102,7 @@ class OutboxMessage:
         _check_partition_roots(paths)
         item_id = build_item_id("outbox", self.message_id)
         try:
-            context_json = json.dumps(
-                dict(self.context), separators=(",", ":"), ensure_ascii=False, allow_nan=False
-            )
+            context_json = json.dumps(dict(self.context), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise ConfigurationError("context", self.context, f"is not JSON-serialisable ({exc})") from exc
         document: Document = {

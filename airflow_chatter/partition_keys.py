@@ -42,9 +42,7 @@ def canonicalize_paths(paths: str | Sequence[str]) -> tuple[str, ...]:
     canonical: list[str] = []
     for item in items:
         if not isinstance(item, str) or not item.strip() or not path_segments(item):
-            raise ConfigurationError(
-                "partition_key_paths", paths, f"has a blank or non-string path segment {item!r}"
-            )
+            raise ConfigurationError("partition_key_paths", paths, f"has a blank or non-string path segment {item!r}")
         canonical.append(canonicalize_path(item))
     return tuple(canonical)
 
@@ -73,7 +71,7 @@ def stamp_partition_value(
     logical partitions, and the document must land in the partition its batch was opened on.
     """
     canonical = canonicalize_paths(paths)
-    for path, value in zip(canonical, partition_values(canonical, values)):
+    for path, value in zip(canonical, partition_values(canonical, values), strict=True):
         if value is not None and not isinstance(value, _SCALAR_TYPES):
             raise ConfigurationError("partition_values", value, f"for {path} is not a JSON scalar")
         *parents, leaf = path_segments(path)
@@ -124,11 +122,13 @@ def partition_key_to_kafka_key(pk: PartitionKey) -> bytes:
     a hierarchical key is the compact JSON array of its values (raw UTF-8, not ``\\u`` escapes). Same key, same bytes,
     same Kafka partition: that is what keeps one aggregate's messages in feed order.
     """
+    # NOTE: "surrogatepass" because a key is only bytes to Kafka: a lone surrogate in a stored partition value must
+    # still yield a stable key rather than fail the produce of that document on every pass.
     if isinstance(pk, str):
-        return pk.encode("utf-8")
+        return pk.encode("utf-8", "surrogatepass")
     if isinstance(pk, (list, tuple)):
-        return _compact_json(list(pk)).encode("utf-8")
-    return _compact_json(pk).encode("utf-8")
+        return _compact_json(list(pk)).encode("utf-8", "surrogatepass")
+    return _compact_json(pk).encode("utf-8", "surrogatepass")
 
 
 __all__ = [

@@ -15,7 +15,9 @@ from airflow_chatter.ports import ContainerProperties
 PREFIX = "chatter-cosmos-outbox-relay:"
 
 
-def props(endpoint: str = "https://acct.documents.azure.com:443/", db: str = "shop", container: str = "orders") -> ContainerProperties:
+def props(
+    endpoint: str = "https://acct.documents.azure.com:443/", db: str = "shop", container: str = "orders"
+) -> ContainerProperties:
     return ContainerProperties(endpoint, db, container, ("/tenantId",), -1)
 
 
@@ -34,14 +36,24 @@ def test_src_03_declared_processor_name_matches_the_reference_encoding() -> None
 def test_src_03_ground_truth_processor_name_matches_the_reference_encoding() -> None:
     identity = SourceIdentity.ground_truth(props(), props(container="leases"))
     expected = reference_name(
-        1, ["", "", "https://acct.documents.azure.com/", "shop", "orders", "https://acct.documents.azure.com/", "shop", "leases"]
+        1,
+        [
+            "",
+            "",
+            "https://acct.documents.azure.com/",
+            "shop",
+            "orders",
+            "https://acct.documents.azure.com/",
+            "shop",
+            "leases",
+        ],
     )
     assert identity.processor_name == expected
 
 
 def test_src_03_name_is_prefixed_and_url_safe() -> None:
     name = SourceIdentity.declared("a", "b").processor_name
-    assert name.startswith(PREFIX) and not set(name[len(PREFIX):]) & set("+/=")
+    assert name.startswith(PREFIX) and not set(name[len(PREFIX) :]) & set("+/=")
 
 
 def test_src_03_length_prefix_keeps_component_boundaries() -> None:
@@ -57,8 +69,12 @@ def test_src_03_declared_and_ground_truth_names_never_collide() -> None:
 
 
 def test_src_02_same_names_in_different_accounts_are_distinct() -> None:
-    one = SourceIdentity.ground_truth(props("https://one.documents.azure.com/"), props("https://one.documents.azure.com/", container="l"))
-    two = SourceIdentity.ground_truth(props("https://two.documents.azure.com/"), props("https://two.documents.azure.com/", container="l"))
+    one = SourceIdentity.ground_truth(
+        props("https://one.documents.azure.com/"), props("https://one.documents.azure.com/", container="l")
+    )
+    two = SourceIdentity.ground_truth(
+        props("https://two.documents.azure.com/"), props("https://two.documents.azure.com/", container="l")
+    )
     assert one != two and one.processor_name != two.processor_name
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from airflow_chatter.contract import Deliverable
+from airflow_chatter.contract import Deliverable, verify
 from airflow_chatter.mapping import to_outgoing_message
 
 PERSISTED_PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -61,15 +64,24 @@ def test_f_02_unknown_key_strategy_is_refused() -> None:
 def test_f_02_headers_start_with_message_id_and_content_type_then_context_in_order() -> None:
     message = to_outgoing_message(deliverable(), "t")
     assert [name for name, _ in message.headers] == [
-        "message-id", "content-type", "tenant", "attempt", "nested", "ok", "none",
+        "message-id",
+        "content-type",
+        "tenant",
+        "attempt",
+        "nested",
+        "ok",
+        "none",
     ]
     assert message.headers[0] == ("message-id", b"msg-1"), "the downstream inbox deduplicates on this (F-07)"
     assert message.headers[1] == ("content-type", b"application/json")
 
 
 def test_f_02_context_strings_are_utf8_and_other_values_compact_json() -> None:
-    headers = headers_of(to_outgoing_message(deliverable(context={"s": "é", "i": 2, "f": 1.5, "o": {"a": [1, True, None]},
-                                                                  "b": False, "n": None}), "t"))
+    headers = headers_of(
+        to_outgoing_message(
+            deliverable(context={"s": "é", "i": 2, "f": 1.5, "o": {"a": [1, True, None]}, "b": False, "n": None}), "t"
+        )
+    )
     assert headers["s"] == "é".encode()
     assert headers["i"] == b"2" and headers["f"] == b"1.5"
     assert headers["o"] == b'{"a":[1,true,null]}', "compact JSON, no spaces"
@@ -108,3 +120,45 @@ def test_rly_09_document_without_trace_context_gets_the_new_root() -> None:
     headers = headers_of(to_outgoing_message(deliverable(context={}), "t", trace_headers={"traceparent": SEND_SPAN}))
     assert headers["traceparent"] == SEND_SPAN.encode()
     assert "tracestate" not in headers
+
+
+#: Text as json.loads can return it, lone surrogates (from "\\ud800" escapes) included.
+any_char = st.characters(exclude_categories=())
+any_text = st.text(any_char)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | any_text,
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(any_char, max_size=6), children, max_size=3)
+    ),
+    max_leaves=12,
+)
+documents = st.fixed_dictionaries(
+    # MessageId stays encodable: the pending predicate admits no other (PND-02), and only admitted documents map.
+    {"MessageId": st.text(min_size=1), "Destination": any_text, "MessageBody": any_text},
+    optional={
+        "MessageContentType": any_text,
+        "MessageContext": st.one_of(
+            any_text,
+            st.dictionaries(
+                st.sampled_from(["Chatter.ContentType", "content-type", "traceparent", "x", "é"]), json_values
+            ).map(json.dumps),
+        ),
+    },
+)
+partition_keys = st.one_of(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | any_text,
+    st.lists(st.none() | st.integers() | any_text, min_size=2, max_size=3),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(documents, partition_keys, st.sampled_from(["partition_key", "message_id", "none"]))
+def test_f_02_every_deliverable_maps_without_raising(doc: dict[str, Any], pk: Any, strategy: Any) -> None:
+    """F-02: whatever the contract lets through maps to a Kafka record; a failure here would wedge a lease."""
+    verdict = verify(doc)
+    if not isinstance(verdict, Deliverable):
+        return
+    message = to_outgoing_message(verdict, pk, strategy)
+    assert message.topic == verdict.destination and message.headers[0] == ("message-id", verdict.message_id.encode())
+    names = [name.lower() for name, _ in message.headers]
+    assert names.count("message-id") == 1 and names.count("content-type") == 1

@@ -51,7 +51,9 @@ class PropertiesOnlyContainer(DocumentContainer):
     def read(self, item_id: str, partition_key: PartitionKey) -> Document:
         return self._unused()
 
-    def replace(self, item_id: str, partition_key: PartitionKey, document: Document, *, if_match: str | None = None) -> Document:
+    def replace(
+        self, item_id: str, partition_key: PartitionKey, document: Document, *, if_match: str | None = None
+    ) -> Document:
         return self._unused()
 
     def upsert(self, document: Document, partition_key: PartitionKey, *, if_match: str | None = None) -> Document:
@@ -71,7 +73,9 @@ class PropertiesOnlyContainer(DocumentContainer):
     ) -> Document:
         return self._unused()
 
-    def execute_batch(self, partition_key: PartitionKey, operations: Sequence[BatchOperation]) -> list[BatchOperationResult]:
+    def execute_batch(
+        self, partition_key: PartitionKey, operations: Sequence[BatchOperation]
+    ) -> list[BatchOperationResult]:
         return self._unused()
 
     def query(

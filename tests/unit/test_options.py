@@ -27,7 +27,9 @@ def assert_refused(option: str, value: Any, build: Any) -> None:
 def test_cfg_01_delivery_defaults() -> None:
     settings = DeliverySettings()
     assert (settings.delivered_ttl_seconds, settings.status_patch_path, settings.delivered_status_value) == (
-        86400, "/status", "delivered"
+        86400,
+        "/status",
+        "delivered",
     )
 
 

@@ -106,7 +106,13 @@ def test_obx_03_rejects_a_reserved_partition_root(root: str) -> None:
 def test_obx_03_reserved_set_is_exactly_the_eight_fields() -> None:
     """OBX-03: ``ttl`` and ``_ts`` belong to Cosmos, not to the outbox document."""
     assert RESERVED_ROOT_FIELDS == {
-        "id", "_chatterType", "status", "MessageId", "Destination", "MessageBody", "MessageContentType",
+        "id",
+        "_chatterType",
+        "status",
+        "MessageId",
+        "Destination",
+        "MessageBody",
+        "MessageContentType",
         "MessageContext",
     }
     document = message().to_document(["/ttl"], 5)

@@ -18,7 +18,12 @@ from airflow_chatter.partition_keys import (
 
 @pytest.mark.parametrize(
     ("path", "canonical"),
-    [("tenantId", "/tenantId"), ("/tenantId", "/tenantId"), ("//tenant//id/", "/tenant/id"), ("/TenantId", "/TenantId")],
+    [
+        ("tenantId", "/tenantId"),
+        ("/tenantId", "/tenantId"),
+        ("//tenant//id/", "/tenant/id"),
+        ("/TenantId", "/TenantId"),
+    ],
 )
 def test_cnt_02_canonicalisation_drops_empty_parts_and_keeps_case(path: str, canonical: str) -> None:
     """CNT-02: split on '/', drop empty parts, re-join with a leading '/'; case is significant."""
@@ -127,3 +132,9 @@ def test_rly_04_recovery_round_trips_stamping() -> None:
 def test_f_02_kafka_key_is_string_form_or_compact_json_array(pk: Any, key: bytes) -> None:
     """F-02: a single value as its string form, a hierarchical key as the compact JSON array of its values."""
     assert partition_key_to_kafka_key(pk) == key
+
+
+def test_f_02_kafka_key_of_a_lone_surrogate_is_stable_bytes_not_an_error() -> None:
+    """A partition value without UTF-8 bytes must not fail every produce of its document."""
+    assert partition_key_to_kafka_key("t\ud800") == partition_key_to_kafka_key("t\ud800")
+    assert partition_key_to_kafka_key(["t\ud800", 1]).endswith(b",1]")
