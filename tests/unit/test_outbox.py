@@ -191,7 +191,9 @@ def test_pnd_04_own_stamps_are_not_pending() -> None:
 any_char = st.characters(exclude_categories=())
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(any_char),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(any_char, max_size=8), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(any_char, max_size=8), children, max_size=4)
+    ),
     max_leaves=20,
 )
 
