@@ -1,0 +1,334 @@
+"""The emulator's compatibility layer, proved with the raw azure-cosmos SDK: one test (or a few) per fix.
+
+Each fix in scripts/cosmos-emulator/server.js repairs a defect of ``@vercel/cosmosdb-server`` 1.0.1
+(/work/shared/notes/cosmos-emulator.md §3). Every test here asserts real Cosmos DB behaviour, so it passes on a
+real account and on the patched emulator, and FAILS on the vanilla server. To see that:
+
+    CHATTER_EMULATOR_COMPAT=0 COSMOS_EMULATOR_PORT=8085 scripts/cosmos-emulator.sh start
+    COSMOS_ENDPOINT=https://127.0.0.1:8085/ COSMOS_KEY=... COSMOS_VERIFY=<cert> pytest tests/integration/test_emulator_compat.py
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from azure.cosmos import ContainerProxy, exceptions
+from azure.core import MatchConditions
+
+from tests.fixtures.cosmos import ContainerFactory
+
+pytestmark = pytest.mark.cosmos
+
+#: Real Cosmos DB deletes expired items in the background; the emulator at once. Poll up to this long.
+TTL_POLL_SECONDS = 30.0
+
+
+def _uid(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+class FeedReader:
+    """Read one change-feed page at a time, taking each page's continuation from that call's own headers."""
+
+    def __init__(self, container: ContainerProxy) -> None:
+        self.container = container
+        self.continuation: str | None = None
+
+    def page(self, **kwargs: Any) -> list[dict[str, Any]]:
+        seen: list[Mapping[str, Any]] = []
+        hook: Callable[[Mapping[str, Any], Any], None] = lambda headers, _body: seen.append(headers)  # noqa: E731
+        if self.continuation is not None:
+            kwargs = {"continuation": self.continuation, **{k: v for k, v in kwargs.items() if k != "start_time"}}
+        pages = self.container.query_items_change_feed(response_hook=hook, **kwargs).by_page()
+        try:
+            documents = list(next(pages))
+        except StopIteration:
+            documents = []
+        assert seen, "the change feed answered"
+        self.continuation = seen[-1]["etag"]
+        return documents
+
+    def drain(self, **kwargs: Any) -> list[dict[str, Any]]:
+        documents: list[dict[str, Any]] = []
+        for _ in range(100):
+            page = self.page(**kwargs)
+            if not page:
+                return documents
+            documents.extend(page)
+        pytest.fail("the change feed never answered an empty page")
+
+
+def _ids(documents: list[dict[str, Any]]) -> list[str]:
+    return [d["id"] for d in documents]
+
+
+def _expect_gone(container: ContainerProxy, item_id: str, pk: Any) -> None:
+    deadline = time.monotonic() + TTL_POLL_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            container.read_item(item_id, pk)
+        except exceptions.CosmosResourceNotFoundError:
+            return
+        time.sleep(0.25)
+    pytest.fail(f"{item_id} never expired")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Fix: incremental change feed (1.0.1 answers 304 / ETag "1" to every read after the first).
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_change_feed_resumed_from_a_continuation_sees_only_new_changes(cosmos_container_factory: ContainerFactory):
+    container = cosmos_container_factory(("/pk",))
+    container.create_item({"id": "old", "pk": "p"})
+    reader = FeedReader(container)
+    assert _ids(reader.drain(start_time="Beginning")) == ["old"]
+    container.create_item({"id": "new", "pk": "p"})
+    assert _ids(reader.drain()) == ["new"], "1.0.1 answers 304 to every resumed read: 0 of N new changes seen"
+
+
+def test_change_feed_pages_by_max_item_count_without_losing_the_rest(cosmos_container_factory: ContainerFactory):
+    container = cosmos_container_factory(("/pk",))
+    for i in range(5):
+        container.create_item({"id": f"d{i}", "pk": "p"})
+    reader = FeedReader(container)
+    sizes = []
+    seen: list[str] = []
+    for _ in range(10):
+        page = reader.page(start_time="Beginning", max_item_count=2)
+        if not page:
+            break
+        sizes.append(len(page))
+        seen.extend(_ids(page))
+    assert sizes == [2, 2, 1] and seen == [f"d{i}" for i in range(5)], "1.0.1 returns the first page only"
+
+
+def test_change_feed_from_now_sees_later_changes_only(cosmos_container_factory: ContainerFactory):
+    container = cosmos_container_factory(("/pk",))
+    container.create_item({"id": "before", "pk": "p"})
+    reader = FeedReader(container)
+    assert reader.drain(start_time="Now") == []
+    container.create_item({"id": "after", "pk": "p"})
+    assert _ids(reader.drain()) == ["after"], "1.0.1 never returns anything after 'Now'"
+
+
+def test_change_feed_from_a_point_in_time_skips_older_changes(cosmos_container_factory: ContainerFactory):
+    container = cosmos_container_factory(("/pk",))
+    before = container.create_item({"id": "before", "pk": "p"})
+    time.sleep(2.1)
+    container.create_item({"id": "after", "pk": "p"})
+    since = datetime.fromtimestamp(before["_ts"] + 1, tz=UTC)
+    page = FeedReader(container).page(start_time=since)
+    assert _ids(page) == ["after"], "1.0.1 ignores If-Modified-Since and returns every document"
+
+
+def test_change_feed_empty_poll_keeps_the_position(cosmos_container_factory: ContainerFactory):
+    container = cosmos_container_factory(("/pk",))
+    container.create_item({"id": "a", "pk": "p"})
+    reader = FeedReader(container)
+    reader.drain(start_time="Beginning")
+    assert reader.page() == [], "nothing new: 304"
+    container.create_item({"id": "b", "pk": "p"})
+    container.upsert_item({"id": "a", "pk": "p", "n": 1})
+    changed = reader.drain()
+    assert _ids(changed) == ["b", "a"], "a 304 must carry the unchanged ETag, or the position is lost"
+    assert changed[1]["n"] == 1, "latest version"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Fix: _lsn on every write (1.0.1 items carry no _lsn).
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_every_write_stamps_a_monotonic_lsn_seen_in_the_change_feed(cosmos_container_factory: ContainerFactory):
+    container = cosmos_container_factory(("/pk",))
+    container.create_item({"id": "a", "pk": "p"})
+    container.create_item({"id": "b", "pk": "p"})
+    container.patch_item("a", "p", [{"op": "set", "path": "/n", "value": 1}])
+    documents = FeedReader(container).drain(start_time="Beginning")
+    lsns = [d.get("_lsn") for d in documents]
+    assert all(isinstance(lsn, int) for lsn in lsns), f"1.0.1 items have no _lsn: {lsns}"
+    assert _ids(documents) == ["b", "a"], "latest version, in modification order"
+    assert lsns == sorted(lsns) and len(set(lsns)) == 2
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Fix: TTL (1.0.1 never expires anything).
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_item_ttl_expires_from_reads_queries_and_the_feed(cosmos_container_factory: ContainerFactory):
+    container = cosmos_container_factory(("/pk",), default_ttl=-1)
+    container.create_item({"id": "short", "pk": "p", "ttl": 1})
+    container.create_item({"id": "control", "pk": "p"})
+    _expect_gone(container, "short", "p")
+    queried = _ids(list(container.query_items("SELECT * FROM c", enable_cross_partition_query=True)))
+    assert queried == ["control"], "expired items leave queries"
+    assert _ids(FeedReader(container).drain(start_time="Beginning")) == ["control"], "and the latest-version feed"
+
+
+def test_container_default_ttl_expires_items_and_ttl_off_ignores_item_ttl(
+    cosmos_container_factory: ContainerFactory,
+):
+    expiring = cosmos_container_factory(("/pk",), default_ttl=1)
+    ttl_off = cosmos_container_factory(("/pk",), default_ttl=None)
+    expiring.create_item({"id": "a", "pk": "p"})
+    expiring.create_item({"id": "forever", "pk": "p", "ttl": -1})
+    ttl_off.create_item({"id": "a", "pk": "p", "ttl": 1})
+    _expect_gone(expiring, "a", "p")
+    assert expiring.read_item("forever", "p"), "item ttl -1 overrides the container default"
+    assert ttl_off.read_item("a", "p")["ttl"] == 1, "without a container defaultTtl, item ttl means nothing"
+
+
+def test_patched_ttl_starts_expiry(cosmos_container_factory: ContainerFactory):
+    container = cosmos_container_factory(("/pk",), default_ttl=-1)
+    container.create_item({"id": "a", "pk": "p"})
+    container.patch_item("a", "p", [{"op": "set", "path": "/ttl", "value": 1}])
+    _expect_gone(container, "a", "p")
+    container.create_item({"id": "a", "pk": "p"})  # the id is free again
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Fix: point read of a missing item (1.0.1: HTTP 500) and If-None-Match.
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_point_read_of_missing_deleted_or_wrong_key_item_is_404(cosmos_container_factory: ContainerFactory):
+    container = cosmos_container_factory(("/pk",))
+    container.create_item({"id": "a", "pk": "p1"})
+    container.create_item({"id": "gone", "pk": "p1"})
+    container.delete_item("gone", "p1")
+    for item_id, pk in (("missing", "p1"), ("gone", "p1"), ("a", "p2")):
+        with pytest.raises(exceptions.CosmosResourceNotFoundError):
+            container.read_item(item_id, pk)
+
+
+def test_point_read_with_if_none_match_current_etag_is_not_modified(cosmos_container_factory: ContainerFactory):
+    container = cosmos_container_factory(("/pk",))
+    etag = container.create_item({"id": "a", "pk": "p", "n": 1})["_etag"]
+    unchanged = container.read_item("a", "p", etag=etag, match_condition=MatchConditions.IfModified)
+    assert "n" not in unchanged, "304 Not Modified carries no body (the SDK returns {})"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Fix: queries scoped by the partition-key header.
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_query_with_partition_key_is_scoped_to_that_key(cosmos_container_factory: ContainerFactory):
+    container = cosmos_container_factory(("/pk",))
+    for item_id, pk in (("a", "A"), ("b", "B"), ("c", "A")):
+        container.create_item({"id": item_id, "pk": pk, "status": "pending"})
+    scoped = container.query_items(
+        "SELECT * FROM c WHERE c.status = @s", parameters=[{"name": "@s", "value": "pending"}], partition_key="A"
+    )
+    assert sorted(_ids(list(scoped))) == ["a", "c"], "1.0.1: 400 'missing partition keys'"
+    count = list(container.query_items("SELECT VALUE COUNT(1) FROM c", partition_key="B"))
+    assert count == [1]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Fix: transactional batch (every op kind, header key, atomic rollback, 424s).
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_batch_runs_every_operation_kind(cosmos_container_factory: ContainerFactory):
+    container = cosmos_container_factory(("/pk",))
+    for item_id in ("read-me", "replace-me", "delete-me", "patch-me"):
+        container.create_item({"id": item_id, "pk": "p", "n": 0})
+    results = container.execute_item_batch(
+        [
+            ("create", ({"id": "new", "pk": "p", "n": 1},)),
+            ("upsert", ({"id": "upserted", "pk": "p", "n": 1},)),
+            ("read", ("read-me",)),
+            ("replace", ("replace-me", {"id": "replace-me", "pk": "p", "n": 1})),
+            ("delete", ("delete-me",)),
+            ("patch", ("patch-me", [{"op": "incr", "path": "/n", "value": 1}]),
+             {"filter_predicate": "FROM c WHERE c.n = 0"}),
+        ],
+        partition_key="p",
+    )
+    assert [r["statusCode"] for r in results] == [201, 201, 200, 200, 204, 200]
+    for item_id in ("new", "upserted", "replace-me", "patch-me"):
+        assert container.read_item(item_id, "p")["n"] == 1
+    with pytest.raises(exceptions.CosmosResourceNotFoundError):
+        container.read_item("delete-me", "p")
+
+
+def test_batch_is_atomic_and_reports_424_for_every_other_operation(cosmos_container_factory: ContainerFactory):
+    container = cosmos_container_factory(("/pk",))
+    container.create_item({"id": "exists", "pk": "p", "n": 0})
+    with pytest.raises(exceptions.CosmosBatchOperationError) as caught:
+        container.execute_item_batch(
+            [
+                ("create", ({"id": "first", "pk": "p"},)),
+                ("create", ({"id": "second", "pk": "p"},)),
+                ("create", ({"id": "exists", "pk": "p"},)),
+                ("create", ({"id": "fourth", "pk": "p"},)),
+            ],
+            partition_key="p",
+        )
+    assert caught.value.error_index == 2
+    assert [r["statusCode"] for r in caught.value.operation_responses] == [424, 424, 409, 424]
+    for item_id in ("first", "second", "fourth"):
+        with pytest.raises(exceptions.CosmosResourceNotFoundError):
+            container.read_item(item_id, "p")  # 1.0.1 keeps the ops before the failing one
+
+
+def test_batch_patch_with_a_false_condition_fails_with_412(cosmos_container_factory: ContainerFactory):
+    container = cosmos_container_factory(("/pk",))
+    container.create_item({"id": "a", "pk": "p", "status": "delivered"})
+    with pytest.raises(exceptions.CosmosBatchOperationError) as caught:
+        container.execute_item_batch(
+            [
+                ("create", ({"id": "b", "pk": "p"},)),
+                ("patch", ("a", [{"op": "set", "path": "/status", "value": "x"}]),
+                 {"filter_predicate": "FROM c WHERE c.status = 'pending'"}),
+            ],
+            partition_key="p",
+        )
+    assert [r["statusCode"] for r in caught.value.operation_responses] == [424, 412]
+    with pytest.raises(exceptions.CosmosResourceNotFoundError):
+        container.read_item("b", "p")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Fix: conditional patch predicates keep their case (1.0.1 lower-cases the whole predicate).
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_patch_filter_predicate_is_case_sensitive_like_cosmos(cosmos_container_factory: ContainerFactory):
+    container = cosmos_container_factory(("/pk",))
+    container.create_item({"id": "a", "pk": "p", "deliveryStatus": "Pending"})
+    patched = container.patch_item(
+        "a", "p", [{"op": "set", "path": "/deliveryStatus", "value": "Delivered"}],
+        filter_predicate="FROM c WHERE c.deliveryStatus = 'Pending'",
+    )
+    assert patched["deliveryStatus"] == "Delivered"
+    with pytest.raises(exceptions.CosmosAccessConditionFailedError):
+        container.patch_item(
+            "a", "p", [{"op": "set", "path": "/deliveryStatus", "value": "x"}],
+            filter_predicate="from c where c.deliveryStatus = 'delivered'",
+        )
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Fix: hierarchical partition keys (1.0.1 uses only the first level as identity).
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_hierarchical_key_identity_is_the_full_key(cosmos_container_factory: ContainerFactory):
+    container = cosmos_container_factory(("/tenant", "/user"))
+    container.create_item({"id": "a", "tenant": "t1", "user": "u1", "n": 1})
+    container.create_item({"id": "a", "tenant": "t1", "user": "u2", "n": 2})  # 1.0.1: 409
+    assert container.read_item("a", ["t1", "u1"])["n"] == 1
+    assert container.read_item("a", ["t1", "u2"])["n"] == 2
+    with pytest.raises(exceptions.CosmosResourceNotFoundError):
+        container.read_item("a", ["t1", "u3"])
+    scoped = list(container.query_items("SELECT * FROM c", partition_key=["t1", "u2"]))
+    assert [d["n"] for d in scoped] == [2]
