@@ -1,0 +1,1 @@
+"""Operators: list leases, drain one lease, requeue undeliverable documents."""

@@ -1,0 +1,409 @@
+"""Operators: list a source's leases, drain one lease, requeue undeliverable documents.
+
+Each ``execute`` resolves the two hooks, builds the core objects and calls one core function; loops
+and decisions stay in ``airflow_chatter.drain`` and ``airflow_chatter.airflow.runtime``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+
+from airflow_chatter.airflow.config import SourceConfig
+from airflow_chatter.errors import ConfigurationError
+from airflow_chatter.ports import OutgoingMessage, Publisher, PublishOutcome
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_chatter.drain import DrainEngine
+    from airflow_chatter.ports import DocumentContainer
+
+
+def source_config(source: SourceConfig | Mapping[str, Any]) -> SourceConfig:
+    """Accept a ``SourceConfig`` or its dict form (validated: a bad one fails at DAG parse time)."""
+    if isinstance(source, SourceConfig):
+        return source
+    from airflow_chatter.airflow.config import parse_sources
+
+    return parse_sources({"sources": [dict(source)]}, path="source").sources[0]
+
+
+def as_int(value: Any, option: str, *, minimum: int = 1) -> int:
+    """A rendered template is a string: convert it, naming the option when it is not an integer."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ConfigurationError(option, value, "must be an integer") from None
+    if number < minimum:
+        raise ConfigurationError(option, value, f"must be at least {minimum}")
+    return number
+
+
+def as_float(value: Any, option: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigurationError(option, value, "must be a number of seconds") from None
+    if not number > 0:
+        raise ConfigurationError(option, value, "must be positive")
+    return number
+
+
+def as_bool(value: Any, option: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in {"true", "1", "yes"}:
+        return True
+    if text in {"false", "0", "no", "", "none"}:
+        return False
+    raise ConfigurationError(option, value, "must be true or false")
+
+
+def as_datetime(value: Any, option: str) -> datetime | None:
+    """``None``/empty/``beginning`` → ``None``; otherwise an ISO 8601 timestamp (naive means UTC)."""
+    if value is None or isinstance(value, datetime):
+        return value
+    text = str(value).strip()
+    if not text or text.lower() in {"none", "beginning"}:
+        return None
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigurationError(option, value, "must be an ISO 8601 timestamp such as 2026-01-31T00:00:00Z") from None
+    if parsed.tzinfo is None:
+        from datetime import timezone
+
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return parsed
+
+
+def as_list(value: Any, option: str) -> list[str]:
+    """A list of strings from a list, a JSON list rendered to text, or a comma-separated string."""
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            import json
+
+            try:
+                value = json.loads(text)
+            except ValueError:
+                raise ConfigurationError(option, value, "is not a JSON list") from None
+        else:
+            return [part.strip() for part in text.split(",") if part.strip()]
+    if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+        raise ConfigurationError(option, value, "must be a list of strings")
+    return [v for v in value if v]
+
+
+class _ChatterSourceOperator(BaseOperator):
+    """Shared plumbing: the source config, the two connections, the engine."""
+
+    ui_color = "#cfe8fc"
+
+    def __init__(
+        self,
+        *,
+        source: SourceConfig | Mapping[str, Any],
+        cosmos_conn_id: str | None = None,
+        kafka_conn_id: str | None = None,
+        lease_prefix: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        config = source_config(source)
+        self.source = config.model_dump(mode="json")
+        self.cosmos_conn_id = cosmos_conn_id or config.cosmos_conn_id
+        self.kafka_conn_id = kafka_conn_id or config.kafka_conn_id
+        self.lease_prefix = config.lease_prefix if lease_prefix is None else lease_prefix
+
+    @property
+    def config(self) -> SourceConfig:
+        return SourceConfig.model_validate(self.source)
+
+    def _owner(self, context: Context | Mapping[str, Any]) -> str:
+        from airflow_chatter.identity import instance_name
+
+        ti = context.get("ti") if context else None
+        if ti is None:
+            return instance_name()
+        return f"airflow:{ti.dag_id}.{ti.task_id}[{getattr(ti, 'map_index', -1)}]@{instance_name()}"
+
+    def containers(self) -> tuple[DocumentContainer, DocumentContainer]:
+        """The monitored and lease containers (lazy adapters: no I/O yet)."""
+        from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
+
+        config = self.config
+        hook = ChatterCosmosHook(self.cosmos_conn_id, database_name=config.database)
+        return hook.get_container(config.monitored_container), hook.get_container(config.lease_container)
+
+    def publisher(self) -> Publisher:
+        from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
+
+        return ChatterKafkaHook(self.kafka_conn_id).get_publisher()
+
+    def engine(
+        self,
+        context: Context | Mapping[str, Any],
+        publisher: Publisher,
+        *,
+        since: datetime | None = None,
+    ) -> DrainEngine:
+        from airflow_chatter.airflow.runtime import build_engine, modified_since
+
+        monitored, leases = self.containers()
+        return build_engine(
+            self.config,
+            monitored,
+            leases,
+            publisher,
+            lease_prefix=self.lease_prefix,
+            extra_filter=modified_since(since) if since is not None else None,
+            owner=self._owner(context),
+        )
+
+
+class _UnusedPublisher(Publisher):
+    """Listing leases builds an engine but publishes nothing; this fails loudly if that changes."""
+
+    def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
+        raise RuntimeError("listing leases must not publish")
+
+
+class ChatterListLeasesOperator(_ChatterSourceOperator):
+    """Create missing lease documents (new feed ranges, split children) and return the active lease ids.
+
+    The return value feeds ``ChatterDrainOperator.partial(...).expand(lease_id=...)``. The monitored and
+    lease containers are verified first (partition key, TTL), so a misconfigured source fails here.
+
+    :param source: the source config (a ``SourceConfig`` or its dict form).
+    :param lease_prefix: lease set to list; default the source's ``lease_prefix`` (a backfill passes
+        its own).
+    :param feed_ranges: (templated) only return leases whose feed range token or lease id is listed;
+        default all.
+    :param reset: (templated) delete this lease set's idle leases first, so its drains start from the
+        beginning (backfills only; refused for the scheduled lease set).
+    :param dry_run: (templated) create nothing; log and return no leases, pushing the plan (pending
+        count, feed ranges) as XCom ``plan``.
+    :param since: (templated) for the dry-run plan, count only documents modified at or after this
+        ISO timestamp.
+    """
+
+    template_fields: Sequence[str] = ("feed_ranges", "reset", "dry_run", "since", "cosmos_conn_id")
+
+    def __init__(
+        self,
+        *,
+        feed_ranges: Any = None,
+        reset: Any = False,
+        dry_run: Any = False,
+        since: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.feed_ranges = feed_ranges
+        self.reset = reset
+        self.dry_run = dry_run
+        self.since = since
+
+    def execute(self, context: Context) -> list[str]:
+        from airflow_chatter.airflow.runtime import count_pending, lease_report, reset_leases
+
+        wanted = set(as_list(self.feed_ranges, "feed_ranges"))
+        reset = as_bool(self.reset, "reset")
+        if as_bool(self.dry_run, "dry_run"):
+            monitored, _ = self.containers()
+            since = as_datetime(self.since, "since")
+            ranges = [r.token for r in monitored.read_feed_ranges(force_refresh=True)]
+            plan = {
+                "source": self.config.name,
+                "lease_prefix": self.lease_prefix,
+                "feed_ranges": [r for r in ranges if not wanted or r in wanted],
+                "pending": count_pending(monitored, since=since),
+                "since": since.isoformat() if since else None,
+                "reset": reset,
+            }
+            self.log.info("Dry run, nothing drained: %s", plan)
+            if context and context.get("ti") is not None:
+                context["ti"].xcom_push(key="plan", value=plan)
+            return []
+        engine = self.engine(context, _UnusedPublisher())
+        if reset:
+            if self.lease_prefix == self.config.lease_prefix:
+                raise ConfigurationError(
+                    "reset", True, "is refused for the scheduled lease set (it would drop its checkpoints)"
+                )
+            deleted = reset_leases(engine.store)
+            self.log.info("Reset %d lease(s) of prefix %r: %s", len(deleted), self.lease_prefix, deleted)
+        leases = engine.ensure_leases()
+        chosen = [lease for lease in leases if not wanted or lease.token in wanted or lease.id in wanted]
+        if wanted and not chosen:
+            raise ConfigurationError("feed_ranges", sorted(wanted), f"match none of {[l.token for l in leases]}")
+        for lease in chosen:
+            self.log.info("Lease %s", lease_report(lease))
+        return [lease.id for lease in chosen]
+
+
+class ChatterDrainOperator(_ChatterSourceOperator):
+    """Run one bounded drain of one lease and return its ``DrainSummary.to_dict()`` (XCom).
+
+    Logs the summary on one line. A failed drain raises its original error after pushing the summary
+    as XCom ``summary``, so Airflow retries it; a lease held by another live drain is left alone and
+    reported in the summary (``lease_held_by``), not failed.
+
+    :param source: the source config (a ``SourceConfig`` or its dict form).
+    :param lease_id: (templated) the lease to drain, usually mapped from ``ChatterListLeasesOperator``.
+    :param max_documents: (templated) change-feed documents to read at most; default the source's.
+    :param max_seconds: (templated) seconds to drain at most; default the source's.
+    :param lease_prefix: the lease set; default the source's (a backfill passes its own).
+    :param exclusive_with_prefix: also hold this other lease set's lease on the same range while
+        draining (a backfill passes the scheduled prefix), so the two never own a range together.
+    :param since: (templated) only publish documents modified at or after this ISO timestamp.
+    """
+
+    template_fields: Sequence[str] = (
+        "lease_id",
+        "max_documents",
+        "max_seconds",
+        "since",
+        "cosmos_conn_id",
+        "kafka_conn_id",
+    )
+
+    def __init__(
+        self,
+        *,
+        lease_id: str,
+        max_documents: Any = None,
+        max_seconds: Any = None,
+        exclusive_with_prefix: str | None = None,
+        since: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.lease_id = lease_id
+        self.max_documents = max_documents
+        self.max_seconds = max_seconds
+        self.exclusive_with_prefix = exclusive_with_prefix
+        self.since = since
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_chatter.airflow.runtime import BACKFILL_HOLD_MARGIN_SECONDS, exclusive_with
+
+        config = self.config
+        max_documents = as_int(
+            config.max_documents if self.max_documents in (None, "", "None") else self.max_documents,
+            "max_documents",
+        )
+        max_seconds = as_float(
+            config.max_seconds if self.max_seconds in (None, "", "None") else self.max_seconds, "max_seconds"
+        )
+        if not isinstance(self.lease_id, str) or not self.lease_id:
+            raise ConfigurationError("lease_id", self.lease_id, "must be a lease id")
+        publisher = self.publisher()
+        try:
+            engine = self.engine(context, publisher, since=as_datetime(self.since, "since"))
+            guard = (
+                exclusive_with(
+                    engine,
+                    self.lease_id,
+                    other_prefix=self.exclusive_with_prefix,
+                    hold_seconds=max_seconds + BACKFILL_HOLD_MARGIN_SECONDS,
+                )
+                if self.exclusive_with_prefix is not None
+                else nullcontext()
+            )
+            with guard:
+                summary = engine.drain_lease(self.lease_id, max_documents=max_documents, max_seconds=max_seconds)
+        finally:
+            publisher.close()
+        self.log.info("%s", summary.log_line())
+        result = summary.to_dict()
+        if summary.failed:
+            if context and context.get("ti") is not None:
+                context["ti"].xcom_push(key="summary", value=result)
+            summary.raise_for_error()
+        if summary.split_into:
+            self.log.info("Lease %s split into %s; the next run drains them", self.lease_id, summary.split_into)
+        return result
+
+
+class ChatterRequeueUndeliverableOperator(_ChatterSourceOperator):
+    """Set undeliverable outbox documents back to pending once their writer is fixed; log who and what.
+
+    Select by ``document_ids`` (outbox item ids), by ``where`` (a Cosmos SQL condition on ``c``, with
+    ``parameters``), or both. Each document is patched conditionally on the ETag it was read with.
+    The next scheduled drain verifies and publishes them again.
+
+    :param document_ids: (templated) item ids; a list, a JSON list or a comma-separated string.
+    :param where: (templated) e.g. ``"c.Destination = @topic"``; combined with the undeliverable filter.
+    :param parameters: query parameters for ``where``, e.g. ``{"@topic": "orders"}``.
+    :param limit: (templated) most documents to requeue in one run; default 1000.
+    :param requested_by: (templated) who asked; default the user who triggered the DAG run.
+    :param dry_run: (templated) select and log, change nothing.
+    """
+
+    template_fields: Sequence[str] = ("document_ids", "where", "limit", "requested_by", "dry_run")
+
+    def __init__(
+        self,
+        *,
+        document_ids: Any = None,
+        where: str | None = None,
+        parameters: Mapping[str, Any] | None = None,
+        limit: Any = 1000,
+        requested_by: str | None = None,
+        dry_run: Any = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.document_ids = document_ids
+        self.where = where
+        self.parameters = dict(parameters or {})
+        self.limit = limit
+        self.requested_by = requested_by
+        self.dry_run = dry_run
+
+    def _who(self, context: Context | Mapping[str, Any]) -> str:
+        if self.requested_by:
+            return str(self.requested_by)
+        dag_run = context.get("dag_run") if context else None
+        return str(getattr(dag_run, "triggering_user_name", None) or "unknown")
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_chatter.airflow.runtime import requeue_undeliverable, select_undeliverable
+
+        ids = as_list(self.document_ids, "document_ids")
+        where = (self.where or "").strip() or None
+        if not ids and not where:
+            raise ConfigurationError("document_ids/where", None, "select documents by id, by a where condition, or both")
+        limit = as_int(self.limit, "limit")
+        who = self._who(context)
+        monitored, _ = self.containers()
+        documents = select_undeliverable(
+            monitored, document_ids=ids or None, where=where, parameters=self.parameters, limit=limit
+        )
+        selection = {"document_ids": ids, "where": where, "parameters": self.parameters}
+        if as_bool(self.dry_run, "dry_run"):
+            found = [d["id"] for d in documents]
+            self.log.info("Dry run by %s: would requeue %d document(s) %s (selection %s)", who, len(found), found, selection)
+            return {"requested_by": who, "dry_run": True, "would_requeue": found}
+        paths = self.config.to_options().partition_key_paths
+        result = requeue_undeliverable(monitored, paths, documents, requested=ids)
+        self.log.info(
+            "%s requeued %d undeliverable document(s) to pending: %s (selection %s; changed meanwhile %s; not found %s)",
+            who,
+            len(result.requeued),
+            list(result.requeued),
+            selection,
+            list(result.changed_meanwhile),
+            list(result.not_found),
+        )
+        return {"requested_by": who, "dry_run": False, **result.to_dict()}

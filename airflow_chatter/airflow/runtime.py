@@ -1,0 +1,320 @@
+"""What the Airflow tasks call: building a drain engine from a source config, and the small pieces
+around it that are not the drain itself (topic mapping, backfill exclusion, pending peeks, requeue).
+
+Nothing here imports Airflow, so every piece is testable with ``MemoryDocumentContainer`` and
+``FakePublisher`` and usable outside Airflow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from airflow_chatter.airflow.config import SourceConfig
+from airflow_chatter.drain import DrainEngine
+from airflow_chatter.leases import Lease, LeaseStore
+from airflow_chatter.outbox import (
+    OUTBOX_TYPE,
+    PENDING,
+    STATUS_FIELD,
+    TYPE_FIELD,
+    UNDELIVERABLE,
+    is_pending_outbox,
+)
+from airflow_chatter.partition_keys import recover_partition_key
+from airflow_chatter.ports import (
+    ChangeFeedStart,
+    Document,
+    DocumentContainer,
+    OutgoingMessage,
+    PatchOperation,
+    PreconditionFailed,
+    Publisher,
+    PublishOutcome,
+)
+
+log = logging.getLogger(__name__)
+
+#: Longest a backfill may hold the scheduled lease of a range beyond its own time budget; after that
+#: the hold expires by itself even if the worker died.
+BACKFILL_HOLD_MARGIN_SECONDS = 60.0
+
+
+# ------------------------------------------------------------------------------------------------
+# Engine.
+# ------------------------------------------------------------------------------------------------
+
+
+class TopicMappingPublisher(Publisher):
+    """Send each message to ``topics[destination]`` (or the destination itself when unmapped)."""
+
+    def __init__(self, inner: Publisher, topics: Mapping[str, str]) -> None:
+        self.inner = inner
+        self.topics = dict(topics)
+
+    def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
+        mapped = [dataclasses.replace(m, topic=self.topics.get(m.topic, m.topic)) for m in messages]
+        return self.inner.send_batch(mapped)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+PendingFilter = Callable[[dict[str, Any]], bool]
+
+
+def modified_since(since: datetime) -> PendingFilter:
+    """A pending filter admitting documents last modified at or after ``since`` (``_ts``, UTC)."""
+    threshold = since.astimezone(timezone.utc).timestamp()
+
+    def admit(document: dict[str, Any]) -> bool:
+        ts = document.get("_ts")
+        return isinstance(ts, (int, float)) and not isinstance(ts, bool) and ts >= threshold
+
+    return admit
+
+
+def _both(first: PendingFilter | None, second: PendingFilter) -> PendingFilter:
+    if first is None:
+        return second
+    return lambda document: bool(first(document)) and bool(second(document))
+
+
+def build_engine(
+    config: SourceConfig,
+    monitored: DocumentContainer,
+    leases: DocumentContainer,
+    publisher: Publisher,
+    *,
+    lease_prefix: str | None = None,
+    extra_filter: PendingFilter | None = None,
+    owner: str | None = None,
+) -> DrainEngine:
+    """Build the ``DrainEngine`` of a source; imports its resolver/filter (do this in a task)."""
+    options = config.to_options(resolve=True, lease_prefix=lease_prefix)
+    if extra_filter is not None:
+        options = dataclasses.replace(
+            options, additional_pending_filter=_both(options.additional_pending_filter, extra_filter)
+        )
+    if config.topics:
+        publisher = TopicMappingPublisher(publisher, config.topics)
+    return DrainEngine(options, monitored, leases, publisher, owner=owner)
+
+
+def lease_report(lease: Lease) -> dict[str, Any]:
+    """The JSON-able view of a lease a task logs or returns (no continuation token: it is opaque)."""
+    return {
+        "id": lease.id,
+        "feed_range": lease.token,
+        "state": lease.state,
+        "owner": lease.owner,
+        "checkpointed": lease.continuation is not None,
+        "checkpointed_at": lease.checkpointed_at.isoformat() if lease.checkpointed_at else None,
+        "suspended": lease.suspension.suspended,
+    }
+
+
+def reset_leases(store: LeaseStore) -> list[str]:
+    """Delete this prefix's leases so the next drain starts from the beginning; live ones are kept.
+
+    Used by a backfill from the beginning. Never call it with the scheduled drain's prefix.
+    """
+    deleted: list[str] = []
+    now = datetime.now(timezone.utc)
+    for lease in store.list_leases():
+        if lease.is_live(now):
+            log.warning("Lease %s is live (owner %s); not reset", lease.id, lease.owner)
+            continue
+        try:
+            store.container.delete(lease.id, lease.id, if_match=lease.etag)
+            deleted.append(lease.id)
+        except PreconditionFailed:
+            log.warning("Lease %s changed while being reset; kept", lease.id)
+    return deleted
+
+
+# ------------------------------------------------------------------------------------------------
+# Backfill exclusion.
+# ------------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def exclusive_with(
+    engine: DrainEngine, lease_id: str, *, other_prefix: str, hold_seconds: float
+) -> Iterator[Lease]:
+    """Hold the *other* lease set's lease on the same feed range while draining ``lease_id``.
+
+    A backfill drains with its own lease prefix (so the scheduled checkpoints are untouched), which by
+    itself would let a scheduled drain and a backfill own one range at once. Taking the scheduled
+    lease of that range too (ownership only: acquire and release never move its continuation) makes
+    the two exclusive: whichever drain comes second gets ``LeaseHeldError`` and leaves the range
+    alone. The hold expires ``hold_seconds`` after it was taken even if this process dies.
+    """
+    store = engine.store
+    own = store.get(lease_id)
+    guard = LeaseStore(
+        store.container,
+        store.processor_name,
+        owner=store.owner,
+        lease_prefix=other_prefix,
+        lease_duration_seconds=hold_seconds,
+    )
+    guard_id = guard.lease_id(own.feed_range)
+    if guard.find(guard_id) is None:
+        guard.ensure_leases(engine.monitored)  # what the other lease set would create on its first run
+    held = guard.acquire(guard_id)  # LeaseHeldError: the other drain owns the range right now
+    try:
+        yield held
+    finally:
+        current = guard.find(guard_id)
+        if current is not None:
+            guard.release(current)
+
+
+# ------------------------------------------------------------------------------------------------
+# Pending peeks (sensor, trigger, dry runs).
+# ------------------------------------------------------------------------------------------------
+
+PENDING_COUNT_SQL = (
+    f"SELECT VALUE COUNT(1) FROM c WHERE c.{TYPE_FIELD} = @type AND c.{STATUS_FIELD} = @status"
+)
+
+
+def count_pending(container: DocumentContainer, *, since: datetime | None = None) -> int:
+    """Count pending outbox documents (one cross-partition query; a dry run's estimate)."""
+    sql = PENDING_COUNT_SQL
+    parameters: dict[str, Any] = {"@type": OUTBOX_TYPE, "@status": PENDING}
+    if since is not None:
+        sql += " AND c._ts >= @since"
+        parameters["@since"] = int(since.astimezone(timezone.utc).timestamp())
+    return sum(int(n) for n in container.query(sql, parameters))  # type: ignore[call-overload]
+
+
+@dataclass(frozen=True)
+class Peek:
+    """What a peek saw: pending documents after the lease checkpoint, and where to look next time."""
+
+    lease_id: str
+    pending: int
+    documents: int
+    continuation: str | None
+
+
+def read_lease(leases: DocumentContainer, lease_id: str) -> Lease:
+    """Read one lease document by id (its own partition key)."""
+    return Lease.from_document(leases.read(lease_id, lease_id), lease_id)
+
+
+def peek_pending(
+    monitored: DocumentContainer,
+    leases: DocumentContainer,
+    lease_id: str,
+    *,
+    continuation: str | None = None,
+    page_size: int = 100,
+    max_pages: int = 5,
+) -> Peek:
+    """Read at most ``max_pages`` change-feed pages after the lease checkpoint (or ``continuation``).
+
+    Read-only: the lease is not taken and its checkpoint does not move. Stops at the first page with a
+    pending outbox document, or when caught up. The returned continuation lets a poller resume where
+    it stopped, so repeated peeks only read new changes.
+    """
+    lease = read_lease(leases, lease_id)
+    position = continuation if continuation is not None else lease.continuation
+    seen = 0
+    for _ in range(max_pages):
+        page = monitored.read_change_feed(
+            lease.feed_range, continuation=position, start=ChangeFeedStart.BEGINNING, max_item_count=page_size
+        )
+        seen += len(page.documents)
+        pending = sum(1 for document in page.documents if is_pending_outbox(document))
+        if pending:
+            # Do not move past a page with pending documents: the next peek must still see them.
+            return Peek(lease_id, pending, seen, position)
+        position = page.continuation
+        if not page.documents:
+            break
+    return Peek(lease_id, 0, seen, position)
+
+
+# ------------------------------------------------------------------------------------------------
+# Requeue.
+# ------------------------------------------------------------------------------------------------
+
+_UNDELIVERABLE_SQL = f"SELECT * FROM c WHERE c.{TYPE_FIELD} = @type AND c.{STATUS_FIELD} = @status"
+
+
+@dataclass(frozen=True)
+class RequeueResult:
+    requeued: tuple[str, ...]
+    changed_meanwhile: tuple[str, ...]
+    not_found: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) for k, v in dataclasses.asdict(self).items()}
+
+
+def select_undeliverable(
+    container: DocumentContainer,
+    *,
+    document_ids: Sequence[str] | None = None,
+    where: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
+    limit: int = 1000,
+) -> list[Document]:
+    """Undeliverable outbox documents by id and/or a query condition on ``c`` (at most ``limit``)."""
+    if not document_ids and not where:
+        raise ValueError("select undeliverable documents by document_ids or by a where condition")
+    sql = _UNDELIVERABLE_SQL
+    params: dict[str, Any] = {"@type": OUTBOX_TYPE, "@status": UNDELIVERABLE}
+    if document_ids:
+        # OR of equalities rather than ARRAY_CONTAINS: every adapter's SQL subset supports it.
+        names = [f"@id{i}" for i in range(len(document_ids))]
+        sql += " AND (" + " OR ".join(f"c.id = {name}" for name in names) + ")"
+        params.update(zip(names, document_ids))
+    if where:
+        sql += f" AND ({where})"
+        params.update(parameters or {})
+    found: list[Document] = []
+    for document in container.query(sql, params):
+        found.append(document)
+        if len(found) >= limit:
+            break
+    return found
+
+
+def requeue_undeliverable(
+    container: DocumentContainer,
+    partition_key_paths: Sequence[str],
+    documents: Sequence[Document],
+    *,
+    requested: Sequence[str] = (),
+) -> RequeueResult:
+    """Set ``status`` back to ``pending`` on each document, conditional on the ETag it was read with.
+
+    The patch is an update, so the document re-enters the change feed after every lease checkpoint and
+    the next scheduled drain verifies and publishes it again. A document changed since it was read is
+    left alone and reported in ``changed_meanwhile``.
+    """
+    requeued: list[str] = []
+    changed: list[str] = []
+    for document in documents:
+        key = recover_partition_key(document, partition_key_paths)
+        try:
+            container.patch(
+                document["id"],
+                key,
+                [PatchOperation("set", f"/{STATUS_FIELD}", PENDING)],
+                if_match=document.get("_etag"),
+            )
+            requeued.append(document["id"])
+        except PreconditionFailed:
+            changed.append(document["id"])
+    found = {d["id"] for d in documents}
+    return RequeueResult(tuple(requeued), tuple(changed), tuple(i for i in requested if i not in found))

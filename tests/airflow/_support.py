@@ -1,0 +1,91 @@
+"""Builders for the Airflow-layer tests: memory containers wired in place of the Cosmos hook, a fake publisher."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from airflow_chatter.adapters.memory import MemoryDocumentContainer
+from airflow_chatter.airflow.config import SourceConfig
+from airflow_chatter.outbox import OutboxMessage
+from airflow_chatter.ports import Document
+from airflow_chatter.testing.fakes import FakePublisher
+
+PK_PATH = "/tenant"
+
+
+def source(**changes: Any) -> SourceConfig:
+    """A valid source config; each test changes exactly the fields it is about."""
+    values: dict[str, Any] = {
+        "name": "orders",
+        "database": "shop",
+        "monitored_container": "orders",
+        "lease_container": "leases",
+        "partition_key_paths": PK_PATH,
+        "max_documents": 1000,
+        "max_seconds": 30,
+    }
+    values.update(changes)
+    return SourceConfig.model_validate(values)
+
+
+def outbox_document(tenant: str, n: int, *, destination: str = "orders.events", **overrides: Any) -> Document:
+    message = OutboxMessage(
+        message_id=f"msg-{tenant}-{n}-{uuid.uuid4().hex[:6]}",
+        destination=destination,
+        body=json.dumps({"order": n, "tenant": tenant}),
+        content_type="application/json",
+        context={"tenant": tenant},
+    )
+    document = message.to_document(PK_PATH, tenant)
+    document.update(overrides)
+    return document
+
+
+@dataclass
+class World:
+    """What the operators see through their hooks in a test."""
+
+    monitored: MemoryDocumentContainer
+    leases: MemoryDocumentContainer
+    publisher: FakePublisher = field(default_factory=FakePublisher)
+    closed: int = 0
+
+    def write(self, tenants: int, per_tenant: int, **overrides: Any) -> list[Document]:
+        written = []
+        for t in range(tenants):
+            for n in range(per_tenant):
+                document = outbox_document(f"t{t}", n, **overrides)
+                written.append(self.monitored.create(document, f"t{t}"))
+        return written
+
+    def statuses(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for document in self.monitored.query("SELECT * FROM c"):
+            counts[document.get("status", "?")] = counts.get(document.get("status", "?"), 0) + 1
+        return counts
+
+
+def install_world(monkeypatch: pytest.MonkeyPatch, *, feed_ranges: int = 1) -> World:
+    """Route ChatterCosmosHook/ChatterKafkaHook to memory containers and a fake publisher."""
+    from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
+    from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
+
+    world = World(
+        monitored=MemoryDocumentContainer(
+            partition_key_paths=(PK_PATH,), default_ttl=-1, feed_range_count=feed_ranges,
+            database_id="shop", container_id="orders",
+        ),
+        leases=MemoryDocumentContainer(partition_key_paths=("/id",), database_id="shop", container_id="leases"),
+    )
+
+    def get_container(self: ChatterCosmosHook, name: str, *, database_name: str | None = None) -> Any:
+        return {"orders": world.monitored, "leases": world.leases}[name]
+
+    monkeypatch.setattr(ChatterCosmosHook, "get_container", get_container)
+    monkeypatch.setattr(ChatterKafkaHook, "get_publisher", lambda self, **_: world.publisher)
+    return world

@@ -1,0 +1,171 @@
+"""Execute-level tests of the operators (no metadata DB): memory containers and a fake publisher."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_chatter.airflow.operators.drain import (
+    ChatterDrainOperator,
+    ChatterListLeasesOperator,
+    ChatterRequeueUndeliverableOperator,
+)
+from airflow_chatter.errors import ConfigurationError, ContainerContractError
+from airflow_chatter.leases import LeaseHeldError
+from tests.airflow._support import install_world, source
+
+
+def list_leases(**kwargs):  # type: ignore[no-untyped-def]
+    return ChatterListLeasesOperator(task_id="list_leases", source=kwargs.pop("source", source()), **kwargs)
+
+
+def drain(lease_id: str, **kwargs):  # type: ignore[no-untyped-def]
+    return ChatterDrainOperator(task_id="drain", source=kwargs.pop("source", source()), lease_id=lease_id, **kwargs)
+
+
+def test_list_leases_creates_one_lease_per_feed_range(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = install_world(monkeypatch, feed_ranges=3)
+    lease_ids = list_leases().execute(context={})
+    assert len(lease_ids) == 3, "one lease per feed range, so each can be drained by its own mapped task"
+    assert list_leases().execute(context={}) == lease_ids, "listing again creates nothing new"
+    assert len(list(world.leases.query("SELECT * FROM c"))) == 3
+
+
+def test_drain_publishes_stamps_and_checkpoints(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    world = install_world(monkeypatch)
+    world.write(tenants=4, per_tenant=5)
+    [lease_id] = list_leases().execute(context={})
+    capsys.readouterr()
+    summary = drain(lease_id).execute(context={})
+    assert summary["published"] == 20 and summary["delivered"] == 20
+    assert world.statuses() == {"delivered": 20}
+    assert len(world.publisher.sent) == 20
+    assert summary["continuation"] is not None, "the lease is checkpointed after the confirmed pages"
+    task_log = [line for line in capsys.readouterr().out.splitlines() if "ChatterDrainOperator" in line]
+    assert [line for line in task_log if "drain lease=" in line and "published=20" in line], "one-line summary"
+    again = drain(lease_id).execute(context={})
+    assert again["published"] == 0, "a second drain after the checkpoint publishes nothing"
+
+
+def test_drain_respects_the_document_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = install_world(monkeypatch)
+    world.write(tenants=1, per_tenant=30)
+    [lease_id] = list_leases().execute(context={})
+    summary = drain(lease_id, max_documents="10").execute(context={})
+    assert summary["documents"] == 10, "a rendered template is a string; the budget still bounds the drain"
+    assert summary["published"] == 10
+
+
+def test_templated_budget_that_is_not_a_number_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    install_world(monkeypatch)
+    with pytest.raises(ConfigurationError, match="max_documents"):
+        drain("x", max_documents="lots").execute(context={})
+
+
+def test_topic_mapping_renames_destinations(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = install_world(monkeypatch)
+    world.write(tenants=1, per_tenant=2)
+    config = source(topics={"orders.events": "shop.orders.v1"})
+    [lease_id] = list_leases(source=config).execute(context={})
+    drain(lease_id, source=config).execute(context={})
+    assert {m.topic for m in world.publisher.sent} == {"shop.orders.v1"}
+
+
+def test_malformed_documents_become_undeliverable(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = install_world(monkeypatch)
+    world.write(tenants=1, per_tenant=3)
+    world.write(tenants=1, per_tenant=2, MessageBody=None)
+    [lease_id] = list_leases().execute(context={})
+    summary = drain(lease_id).execute(context={})
+    assert summary["undeliverable"] == 2 and summary["delivered"] == 3
+    assert world.statuses() == {"delivered": 3, "undeliverable": 2}
+
+
+def test_failed_drain_raises_the_original_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_chatter.ports import PublishError
+
+    world = install_world(monkeypatch)
+    world.write(tenants=1, per_tenant=2)
+    world.publisher.fail_batch(PublishError("broker down"))  # type: ignore[attr-defined]
+    [lease_id] = list_leases().execute(context={})
+    with pytest.raises(PublishError, match="broker down"):
+        drain(lease_id).execute(context={})
+    assert world.statuses() == {"pending": 2}, "nothing is stamped when nothing was confirmed"
+
+
+def test_misconfigured_container_fails_listing(monkeypatch: pytest.MonkeyPatch) -> None:
+    install_world(monkeypatch)
+    with pytest.raises(ContainerContractError, match="partition-key path"):
+        list_leases(source=source(partition_key_paths="/customer")).execute(context={})
+
+
+def test_backfill_and_scheduled_drain_never_own_a_range_together(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = install_world(monkeypatch)
+    world.write(tenants=1, per_tenant=3)
+    config = source()
+    [scheduled] = list_leases(source=config).execute(context={})
+    [backfill] = list_leases(source=config, lease_prefix="backfill-").execute(context={})
+    assert scheduled != backfill, "the backfill has its own leases, so scheduled checkpoints are untouched"
+
+    from airflow_chatter.airflow.runtime import build_engine, exclusive_with
+
+    engine = build_engine(config, world.monitored, world.leases, world.publisher, lease_prefix="backfill-", owner="bf")
+    with exclusive_with(engine, backfill, other_prefix="", hold_seconds=120):
+        summary = drain(scheduled, source=config).execute(context={})
+        assert summary["lease_held_by"] == "bf", "the scheduled drain leaves a range the backfill holds alone"
+        assert summary["published"] == 0
+
+    other = build_engine(config, world.monitored, world.leases, world.publisher, lease_prefix="", owner="sched")
+    other.store.acquire(scheduled)  # the scheduled drain is running now
+    with pytest.raises(LeaseHeldError):
+        drain(backfill, source=config, lease_prefix="backfill-", exclusive_with_prefix="").execute(context={})
+    assert world.statuses() == {"pending": 3}
+
+
+def test_backfill_reset_is_refused_for_the_scheduled_lease_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    install_world(monkeypatch)
+    with pytest.raises(ConfigurationError, match="reset"):
+        list_leases(reset=True).execute(context={})
+
+
+def test_backfill_from_the_beginning_redrains_only_pending(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = install_world(monkeypatch)
+    world.write(tenants=2, per_tenant=3)
+    [scheduled] = list_leases().execute(context={})
+    drain(scheduled).execute(context={})
+    world.write(tenants=1, per_tenant=2)  # pending again, after the scheduled checkpoint
+    [backfill] = list_leases(lease_prefix="backfill-", reset=True).execute(context={})
+    summary = drain(backfill, lease_prefix="backfill-", exclusive_with_prefix="").execute(context={})
+    assert summary["published"] == 2, "delivered documents are skipped; only the pending ones go out again"
+    assert summary["skipped"] >= 6
+
+
+def test_dry_run_lists_and_creates_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = install_world(monkeypatch)
+    world.write(tenants=2, per_tenant=2)
+    assert list_leases(lease_prefix="backfill-", dry_run="True").execute(context={}) == []
+    assert list(world.leases.query("SELECT * FROM c")) == [], "a dry run writes no lease"
+
+
+def test_requeue_by_id_logs_who_and_what(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    world = install_world(monkeypatch)
+    bad = world.write(tenants=1, per_tenant=2, MessageBody=None)
+    [lease_id] = list_leases().execute(context={})
+    drain(lease_id).execute(context={})
+    assert world.statuses() == {"undeliverable": 2}
+    operator = ChatterRequeueUndeliverableOperator(
+        task_id="requeue", source=source(), document_ids=bad[0]["id"], requested_by="alice"
+    )
+    capsys.readouterr()
+    result = operator.execute(context={})
+    assert result["requeued"] == [bad[0]["id"]]
+    assert world.statuses() == {"undeliverable": 1, "pending": 1}
+    task_log = capsys.readouterr().out  # the operator logs through Airflow's structlog task logger
+    assert "alice requeued 1 undeliverable" in task_log and bad[0]["id"] in task_log, "who and what are logged"
+
+
+def test_requeue_needs_a_selection(monkeypatch: pytest.MonkeyPatch) -> None:
+    install_world(monkeypatch)
+    with pytest.raises(ConfigurationError, match="document_ids/where"):
+        ChatterRequeueUndeliverableOperator(task_id="requeue", source=source()).execute(context={})
