@@ -22,6 +22,10 @@ STATUS_PATCH_PATH = "/status"
 #: Not configurable (CFG-04): ``ttl`` is the only field Cosmos DB purges on.
 TTL_PATCH_PATH = "/ttl"
 
+#: Cosmos DB stores ``ttl`` as a signed 32-bit number of seconds; a larger value would make every delivered stamp
+#: fail after its publish, so the same message would be republished on every pass.
+MAX_TTL_SECONDS = 2_147_483_647
+
 #: Bounds of ``max_batch_size``: at least one document per page, and at most what one change-feed page should hold.
 MIN_BATCH_SIZE = 1
 MAX_BATCH_SIZE = 1000
@@ -47,10 +51,10 @@ class DeliverySettings:
     """How a published document is stamped.
 
     ``delivered_ttl_seconds`` (default 86400) is the ttl written with the delivered status, so a delivered document
-    purges itself; it must be > 0. ``status_patch_path`` (default ``/status``) must be exactly ``/status``.
-    ``delivered_status_value`` (default ``delivered``) must be non-blank and differ from ``pending`` (or the relay
-    would republish its own stamp) and from ``undeliverable`` (or a delivered document could never be told from
-    one the contract gave up on).
+    purges itself; it must be > 0 and fit Cosmos's 32-bit ``ttl``. ``status_patch_path`` (default ``/status``) must
+    be exactly ``/status``. ``delivered_status_value`` (default ``delivered``) must be non-blank and differ from
+    ``pending`` (or the relay would republish its own stamp) and from ``undeliverable`` (or a delivered document
+    could never be told from one the contract gave up on).
     """
 
     delivered_ttl_seconds: int = DEFAULT_DELIVERED_TTL_SECONDS
@@ -59,9 +63,11 @@ class DeliverySettings:
 
     def __post_init__(self) -> None:
         ttl = self.delivered_ttl_seconds
-        if not _is_int(ttl) or ttl <= 0:
+        if not _is_int(ttl) or not 0 < ttl <= MAX_TTL_SECONDS:
             raise ConfigurationError(
-                "delivered_ttl_seconds", ttl, "must be a positive integer; a delivered document must purge itself"
+                "delivered_ttl_seconds",
+                ttl,
+                f"must be an integer from 1 to {MAX_TTL_SECONDS}; a delivered document must purge itself",
             )
         _validate_json_pointer(self.status_patch_path)
         if self.status_patch_path != STATUS_PATCH_PATH:
@@ -163,6 +169,7 @@ class SourceOptions:
 
 __all__ = [
     "MAX_BATCH_SIZE",
+    "MAX_TTL_SECONDS",
     "MIN_BATCH_SIZE",
     "STATUS_PATCH_PATH",
     "TTL_PATCH_PATH",

@@ -33,14 +33,16 @@ def test_cfg_01_delivery_defaults() -> None:
     )
 
 
-@pytest.mark.parametrize("ttl", [0, -1, -86400, 1.5, True, "86400", None], ids=repr)
+@pytest.mark.parametrize("ttl", [0, -1, -86400, 1.5, True, "86400", None, 2**31], ids=repr)
 def test_cfg_01_delivered_ttl_must_be_a_positive_integer(ttl: Any) -> None:
     """CFG-01: a delivered document must schedule its own purge."""
     assert_refused("delivered_ttl_seconds", ttl, lambda: DeliverySettings(delivered_ttl_seconds=ttl))
 
 
-def test_cfg_01_accepts_a_positive_ttl() -> None:
-    assert DeliverySettings(delivered_ttl_seconds=1).delivered_ttl_seconds == 1
+@pytest.mark.parametrize("ttl", [1, 2**31 - 1])
+def test_cfg_01_accepts_a_positive_ttl_that_cosmos_can_store(ttl: int) -> None:
+    """CFG-01: Cosmos's ttl is 32-bit; a larger value would fail every delivered stamp after its publish."""
+    assert DeliverySettings(delivered_ttl_seconds=ttl).delivered_ttl_seconds == ttl
 
 
 @pytest.mark.parametrize("path", ["status", "", "/", "//", None], ids=repr)
