@@ -31,6 +31,7 @@ This module imports pytest; import it only from tests.
 from __future__ import annotations
 
 import abc
+import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -220,6 +221,7 @@ class DocumentContainerContract(abc.ABC):
         assert container.read("a", "p2")["n"] == 2
 
     def test_create_rejects_a_document_whose_partition_key_differs_from_the_argument_with_400(self) -> None:
+        """Real Cosmos DB answers 400 ("PartitionKey extracted from document doesn't match")."""
         container = self.make_container()
         with pytest.raises(BadRequest):
             container.create(self._doc("p1", "a"), "p2")
@@ -543,6 +545,7 @@ class DocumentContainerContract(abc.ABC):
         assert container.read("a", "p")["status"] == "delivered"
 
     def test_batch_with_more_than_100_operations_raises_400(self) -> None:
+        """The service refuses it; an adapter may refuse it client-side, as ``BadRequest`` or a 400 batch."""
         container = self.make_container()
         operations = [BatchOperation.create(self._doc(item_id=f"d{i}")) for i in range(MAX_BATCH_OPERATIONS + 1)]
         with pytest.raises((BadRequest, BatchFailed)) as caught:
@@ -665,6 +668,77 @@ class DocumentContainerContract(abc.ABC):
         assert left_first.ids == ["left-1"] and right_first.ids == ["right-1", "right-2"]
         assert self._drain(left, continuations=left_first.continuations).ids == ["left-2"]
         assert self._drain(right, continuations=right_first.continuations).ids == []
+
+    def _round_robin(
+        self, container: DocumentContainer, ranges: Sequence[FeedRange], continuations: dict[str, str]
+    ) -> dict[str, list[str]]:
+        """Read every range a page at a time, in turn, until each answers empty; update ``continuations``."""
+        seen: dict[str, list[str]] = {feed_range.token: [] for feed_range in ranges}
+        active = list(ranges)
+        for _ in range(_MAX_PAGES):
+            if not active:
+                return seen
+            for feed_range in list(active):
+                page = container.read_change_feed(
+                    feed_range, continuation=continuations.get(feed_range.token), max_item_count=2
+                )
+                continuations[feed_range.token] = page.continuation
+                if page.documents:
+                    seen[feed_range.token].extend(feed_ids(page.documents))
+                else:
+                    active.remove(feed_range)
+        pytest.fail("the change feed never answered an empty page")
+
+    def test_change_feed_continuations_of_interleaved_feed_range_readers_are_independent(self) -> None:
+        container = self.make_container()
+        ranges = container.read_feed_ranges()
+        if len(ranges) == 1 and self.supports_splits:
+            self.split_feed_range(container, ranges[0])
+            ranges = container.read_feed_ranges()
+        continuations: dict[str, str] = {}
+        for batch in ("one", "two"):
+            ids = [f"{batch}-{i}" for i in range(12)]
+            for i, item_id in enumerate(ids):
+                container.create(self._doc(f"key-{i}", item_id), f"key-{i}")
+            seen = self._round_robin(container, ranges, continuations)
+            everything = [item_id for per_range in seen.values() for item_id in per_range]
+            assert sorted(everything) == sorted(ids), "each reader resumes from its own range's continuation"
+            for token, per_range in seen.items():
+                assert len(set(per_range)) == len(per_range), f"{token} delivered a change twice"
+
+    def test_concurrent_readers_of_two_containers_each_get_their_own_continuation(self) -> None:
+        """Two threads write and read their own container's feed at once (Azure SDK issue #35328)."""
+        containers = [self.make_container(), self.make_container()]
+        rounds = 8
+        seen: dict[int, list[str]] = {}
+        errors: list[BaseException] = []
+        barrier = threading.Barrier(len(containers))
+
+        def write_and_read(index: int) -> None:
+            try:
+                container = containers[index]
+                continuations = self._drain(container).continuations
+                ids: list[str] = []
+                barrier.wait(timeout=60)
+                for round_number in range(rounds):
+                    container.create(self._doc("p", f"c{index}-{round_number}"), "p")
+                    drain = self._drain(container, continuations=continuations)
+                    continuations = drain.continuations
+                    ids.extend(drain.ids)
+                seen[index] = ids
+            except BaseException as error:  # noqa: BLE001 - re-raised in the test thread below
+                errors.append(error)
+
+        threads = [threading.Thread(target=write_and_read, args=(i,)) for i in range(len(containers))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=300)
+        if errors:
+            raise errors[0]
+        for index in range(len(containers)):
+            expected = [f"c{index}-{r}" for r in range(rounds)]
+            assert seen[index] == expected, "a reader saw another reader's position or lost its own"
 
     # ----------------------------------------------------------------------------------------------------------
     # Properties.
