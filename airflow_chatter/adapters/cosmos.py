@@ -26,6 +26,7 @@ from typing import Any
 from azure.core import MatchConditions
 from azure.core.exceptions import (
     AzureError,
+    HttpResponseError,
     ServiceRequestError,
     ServiceRequestTimeoutError,
     ServiceResponseError,
@@ -103,11 +104,11 @@ def translate_error(error: BaseException) -> ContainerError | None:
             status_code=status,
             operation_statuses=statuses,
         )
-    if isinstance(error, exceptions.CosmosHttpResponseError):
+    if isinstance(error, exceptions.CosmosHttpResponseError | HttpResponseError):
         status = int(error.status_code or 500)
         message = str(error.message or error)
         if status == 429:
-            return Throttled(message, retry_after_ms=_retry_after_ms(error.headers))
+            return Throttled(message, retry_after_ms=_retry_after_ms(getattr(error, "headers", None)))
         cls = _STATUS_ERRORS.get(status)
         return cls(message) if cls else ContainerError(message, status_code=status)
     if isinstance(error, exceptions.CosmosClientTimeoutError | ServiceRequestTimeoutError | ServiceResponseTimeoutError):
