@@ -1,7 +1,7 @@
 """``MemoryDocumentContainer``: a real, in-process implementation of the ``DocumentContainer`` port.
 
-It is not a mock. It keeps documents under one lock with the semantics of Azure Cosmos DB's NoSQL API (see
-``docs`` and the emulator notes, §3), because the drain's correctness arguments lean on exactly those semantics:
+It is not a mock. It keeps documents under one lock with the semantics of Azure Cosmos DB's NoSQL API (the "Real
+Cosmos DB" column of the emulator notes' feature matrix), because the drain's correctness leans on exactly them:
 
 * identity is (full partition key, id); hierarchical keys are lists and identity is the whole list;
 * every write gets a new opaque ``_etag``, a ``_ts`` in whole seconds from an injectable clock, and a
@@ -373,6 +373,7 @@ _STRING_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "/": "
 
 SUPPORTED_SQL = (
     "SELECT [TOP n] * FROM c [WHERE expr] [ORDER BY c.path [ASC|DESC], ...] | "
+    "(FROM root r also names the alias r) | "
     "SELECT VALUE COUNT(1) FROM c [WHERE expr]; expr: AND/OR/NOT, parentheses, = != <> < <= > >= between "
     "c.a.b / c[\"x\"] / c.a[0] paths, @params and JSON literals, IS_DEFINED(x), STARTSWITH(x, y[, ignore_case])"
 )
