@@ -33,7 +33,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, cast
 
@@ -375,7 +375,7 @@ SUPPORTED_SQL = (
     "SELECT [TOP n] * FROM c [WHERE expr] [ORDER BY c.path [ASC|DESC], ...] | "
     "(FROM root r also names the alias r) | "
     "SELECT VALUE COUNT(1) FROM c [WHERE expr]; expr: AND/OR/NOT, parentheses, = != <> < <= > >= between "
-    "c.a.b / c[\"x\"] / c.a[0] paths, @params and JSON literals, IS_DEFINED(x), STARTSWITH(x, y[, ignore_case])"
+    'c.a.b / c["x"] / c.a[0] paths, @params and JSON literals, IS_DEFINED(x), STARTSWITH(x, y[, ignore_case])'
 )
 
 
@@ -541,9 +541,12 @@ class _Parser:
             raise BadRequest(f"expected a collection alias after FROM, found {token.text!r}")
         self.alias = token.text
         following = self.peek()
-        if following is not None and following.kind == "ident" and following.upper not in _KEYWORDS:
-            if following.upper not in _UNSUPPORTED_KEYWORDS:
-                self.alias = self.advance().text  # FROM root r: r is the alias
+        if (
+            following is not None
+            and following.kind == "ident"
+            and following.upper not in _KEYWORDS | _UNSUPPORTED_KEYWORDS
+        ):
+            self.alias = self.advance().text  # FROM root r: r is the alias
         if self.at_keyword("JOIN", "IN", "AS"):
             self.fail("expected WHERE, ORDER BY or the end")
 
@@ -1085,7 +1088,7 @@ class MemoryDocumentContainer(DocumentContainer):
     def _now(self) -> float:
         now = self._clock()
         if now.tzinfo is None:
-            now = now.replace(tzinfo=timezone.utc)
+            now = now.replace(tzinfo=UTC)
         return now.timestamp()
 
     # -- port: metadata -------------------------------------------------------------------------------------
@@ -1147,9 +1150,7 @@ class MemoryDocumentContainer(DocumentContainer):
         )
 
     @override
-    def upsert(
-        self, document: Document, partition_key: PartitionKey, *, if_match: str | None = None
-    ) -> Document:
+    def upsert(self, document: Document, partition_key: PartitionKey, *, if_match: str | None = None) -> Document:
         """Create or replace a document; ``PreconditionFailed`` when ``if_match`` does not hold."""
         return cast(
             Document,
@@ -1164,9 +1165,7 @@ class MemoryDocumentContainer(DocumentContainer):
         )
 
     @override
-    def delete(
-        self, item_id: str, partition_key: PartitionKey, *, if_match: str | None = None
-    ) -> None:
+    def delete(self, item_id: str, partition_key: PartitionKey, *, if_match: str | None = None) -> None:
         """Delete a document; ``NotFound`` if absent, ``PreconditionFailed`` on a stale ETag."""
         self._run(
             "delete",
@@ -1501,23 +1500,19 @@ class MemoryDocumentContainer(DocumentContainer):
         self, transaction: _Transaction, partition_key: PartitionKey, operation: BatchOperation
     ) -> BatchOperationResult:
         kind = operation.kind
-        if kind in (BatchOperationKind.CREATE, BatchOperationKind.UPSERT, BatchOperationKind.REPLACE):
-            if operation.body is None:
-                raise BadRequest(f"a batch {kind.value} needs a body")
+        needs_body = (BatchOperationKind.CREATE, BatchOperationKind.UPSERT, BatchOperationKind.REPLACE)
+        if kind in needs_body and operation.body is None:
+            raise BadRequest(f"a batch {kind.value} needs a body")
         if kind is BatchOperationKind.CREATE:
             return _result(201, self._create(transaction, cast(Document, operation.body), partition_key))
         if kind is BatchOperationKind.UPSERT:
-            body, created = self._upsert(
-                transaction, cast(Document, operation.body), partition_key, operation.if_match
-            )
+            body, created = self._upsert(transaction, cast(Document, operation.body), partition_key, operation.if_match)
             return _result(201 if created else 200, body)
         if kind is BatchOperationKind.READ:
             return _result(200, self._public(self._existing(transaction, operation.id, partition_key)))
         if kind is BatchOperationKind.REPLACE:
             document = cast(Document, operation.body)
-            return _result(
-                200, self._replace(transaction, operation.id, partition_key, document, operation.if_match)
-            )
+            return _result(200, self._replace(transaction, operation.id, partition_key, document, operation.if_match))
         if kind is BatchOperationKind.DELETE:
             self._delete(transaction, operation.id, partition_key, operation.if_match)
             return BatchOperationResult(204)
@@ -1543,9 +1538,7 @@ class MemoryDocumentContainer(DocumentContainer):
         parsed = parse_query(sql)
         scope = None if partition_key is None else self._key(partition_key, allow_prefix=True)
         documents = [
-            stored.document
-            for stored in self._live(transaction)
-            if scope is None or stored.key.starts_with(scope)
+            stored.document for stored in self._live(transaction) if scope is None or stored.key.starts_with(scope)
         ]
         rows = run_query(parsed, documents, _normalise_parameters(parameters))
         return [copy.deepcopy(row) for row in rows]
@@ -1603,7 +1596,7 @@ class MemoryDocumentContainer(DocumentContainer):
                 raise BadRequest("the continuation belongs to a feed range that does not contain this one")
             return position.lsn, None
         if isinstance(start, datetime):
-            moment = start if start.tzinfo is not None else start.replace(tzinfo=timezone.utc)
+            moment = start if start.tzinfo is not None else start.replace(tzinfo=UTC)
             return 0, moment.timestamp()
         if start is ChangeFeedStart.NOW:
             return self._lsn, None

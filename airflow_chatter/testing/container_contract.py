@@ -118,9 +118,7 @@ class DocumentContainerContract(abc.ABC):
         """Move the clock of every container this test made forward (``supports_clock_control``)."""
         raise NotImplementedError("set supports_clock_control and implement advance_clock")
 
-    def split_feed_range(
-        self, container: DocumentContainer, feed_range: FeedRange
-    ) -> tuple[FeedRange, FeedRange]:
+    def split_feed_range(self, container: DocumentContainer, feed_range: FeedRange) -> tuple[FeedRange, FeedRange]:
         """Split a feed range into two children (``supports_splits``)."""
         raise NotImplementedError("set supports_splits and implement split_feed_range")
 
@@ -379,9 +377,7 @@ class DocumentContainerContract(abc.ABC):
     def test_patch_remove_deletes_a_field(self) -> None:
         container = self.make_container()
         container.create(self._doc(item_id="a", gone=1, tags=["x", "y"]), "p")
-        patched = container.patch(
-            "a", "p", [PatchOperation("remove", "/gone"), PatchOperation("remove", "/tags/0")]
-        )
+        patched = container.patch("a", "p", [PatchOperation("remove", "/gone"), PatchOperation("remove", "/tags/0")])
         assert "gone" not in patched and patched["tags"] == ["y"]
 
     def test_patch_remove_of_an_absent_path_raises_400(self) -> None:
@@ -402,9 +398,7 @@ class DocumentContainerContract(abc.ABC):
         container = self.make_container()
         container.create(self._doc(item_id="a", n=0), "p")
         with pytest.raises(BadRequest):
-            container.patch(
-                "a", "p", [PatchOperation("set", "/n", 1), PatchOperation("replace", "/absent", 1)]
-            )
+            container.patch("a", "p", [PatchOperation("set", "/n", 1), PatchOperation("replace", "/absent", 1)])
         assert container.read("a", "p")["n"] == 0, "a failed patch must not leave its first operation applied"
 
     def test_patch_with_more_than_ten_operations_raises_400(self) -> None:

@@ -7,9 +7,10 @@ the emulator and real-account subclasses rely on).
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 import pytest
@@ -39,7 +40,7 @@ from airflow_chatter.ports import (
 )
 from airflow_chatter.testing.container_contract import DocumentContainerContract, feed_ids
 
-_EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 class ManualClock:
@@ -77,9 +78,7 @@ class TestMemoryDocumentContainer(DocumentContainerContract):
     def advance_clock(self, seconds: float) -> None:
         self.clock.advance(seconds)
 
-    def split_feed_range(
-        self, container: DocumentContainer, feed_range: FeedRange
-    ) -> tuple[FeedRange, FeedRange]:
+    def split_feed_range(self, container: DocumentContainer, feed_range: FeedRange) -> tuple[FeedRange, FeedRange]:
         assert isinstance(container, MemoryDocumentContainer)
         return container.split_feed_range(feed_range)
 
@@ -278,7 +277,7 @@ def test_feed_ranges_tile_the_epk_space() -> None:
     container = MemoryDocumentContainer(feed_range_count=3)
     ranges = container.read_feed_ranges()
     assert len(ranges) == 3
-    whole = FeedRange('{"Range":{"isMinInclusive":true,"max":"%016X","min":"%016X"}}' % (EPK_SPACE, 0))
+    whole = FeedRange(json.dumps({"Range": {"isMinInclusive": True, "max": f"{EPK_SPACE:016X}", "min": 16 * "0"}}))
     assert all(container.is_feed_range_subset(whole, r) for r in ranges)
     for i in range(30):
         assert container.feed_range_of(f"k{i}") in ranges, "every key lands in exactly one range"
@@ -515,9 +514,7 @@ def test_an_ill_targeted_patch_is_400(container: MemoryDocumentContainer, operat
 
 def test_patch_paths_unescape_json_pointer_tokens(container: MemoryDocumentContainer) -> None:
     container.create(_doc("a", **{"a/b": 1, "m~n": 2}), "p")
-    patched = container.patch(
-        "a", "p", [PatchOperation("incr", "/a~1b", 1), PatchOperation("incr", "/m~0n", 1)]
-    )
+    patched = container.patch("a", "p", [PatchOperation("incr", "/a~1b", 1), PatchOperation("incr", "/m~0n", 1)])
     assert patched["a/b"] == 2 and patched["m~n"] == 3
 
 
@@ -682,7 +679,7 @@ def test_query_literals_and_undefined_semantics(container: MemoryDocumentContain
         "c.tags[1] = 'y'",
         "STARTSWITH(c.id, 'A', true)",
         "NOT (c.missing = 1) OR c.flag",
-        "c.id = \"a\"",
+        'c.id = "a"',
         "c.id = 'it\\'s' OR c.id = 'a'",
     ]
     for condition in matches:
