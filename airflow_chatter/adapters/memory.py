@@ -68,6 +68,8 @@ MAX_BATCH_OPERATIONS = 100
 MAX_ID_BYTES = 1023
 MAX_DOCUMENT_BYTES = 2 * 1024 * 1024
 MAX_PARTITION_KEY_LEVELS = 3
+#: ``ttl`` and ``defaultTtl`` are signed 32-bit seconds on the service; a larger value is a 400.
+MAX_TTL_SECONDS = 2**31 - 1
 
 #: The EPK space: partition keys hash to ``[0, EPK_SPACE)``; feed ranges are half-open intervals of it.
 EPK_SPACE = 1 << 60
@@ -1651,8 +1653,8 @@ def _check_id(item_id: Any) -> None:
 def _check_item_ttl(ttl: Any) -> None:
     if ttl is None:
         return
-    if isinstance(ttl, bool) or not isinstance(ttl, int) or not (ttl == -1 or ttl > 0):
-        raise BadRequest(f"an item ttl is -1 or a positive whole number of seconds, not {ttl!r}")
+    if isinstance(ttl, bool) or not isinstance(ttl, int) or not (ttl == -1 or 0 < ttl <= MAX_TTL_SECONDS):
+        raise BadRequest(f"an item ttl is -1 or 1..{MAX_TTL_SECONDS} whole seconds, not {ttl!r}")
 
 
 def _validated_paths(paths: Sequence[str]) -> tuple[str, ...]:
@@ -1669,7 +1671,7 @@ def _validated_paths(paths: Sequence[str]) -> tuple[str, ...]:
 def _validated_default_ttl(default_ttl: int | None) -> int | None:
     if default_ttl is None or default_ttl == -1:
         return default_ttl
-    if isinstance(default_ttl, bool) or not isinstance(default_ttl, int) or default_ttl <= 0:
+    if isinstance(default_ttl, bool) or not isinstance(default_ttl, int) or not 0 < default_ttl <= MAX_TTL_SECONDS:
         raise ValueError(f"default_ttl is None, -1 or a positive number of seconds, not {default_ttl!r}")
     return default_ttl
 

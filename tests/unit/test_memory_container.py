@@ -417,16 +417,20 @@ def test_an_update_restarts_the_ttl_clock(container: MemoryDocumentContainer, cl
         container.read("a", "p")
 
 
-@pytest.mark.parametrize("ttl", [0, -2, 1.5, "10", True])
+@pytest.mark.parametrize("ttl", [0, -2, 1.5, "10", True, 2**31])
 def test_an_invalid_item_ttl_is_400(container: MemoryDocumentContainer, ttl: Any) -> None:
     with pytest.raises(BadRequest):
         container.create(_doc("a", ttl=ttl), "p")
 
 
-@pytest.mark.parametrize("default_ttl", [0, -2, 1.5])
+@pytest.mark.parametrize("default_ttl", [0, -2, 1.5, 2**31])
 def test_an_invalid_default_ttl_is_refused(default_ttl: Any) -> None:
     with pytest.raises(ValueError):
         MemoryDocumentContainer(default_ttl=default_ttl)
+
+
+def test_the_largest_32_bit_ttl_is_accepted(container: MemoryDocumentContainer) -> None:
+    assert container.create(_doc("a", ttl=2**31 - 1), "p")["ttl"] == 2**31 - 1
 
 
 def test_ts_comes_from_the_injected_clock(container: MemoryDocumentContainer, clock: ManualClock) -> None:
