@@ -165,11 +165,15 @@ class SourceConfig(BaseModel):
 
 
 class SourcesFile(BaseModel):
-    """The whole file: ``sources`` is a list of ``SourceConfig`` entries with unique names."""
+    """The whole file: ``sources`` is a list of ``SourceConfig`` entries with unique names.
+
+    ``backfill_pool`` (optional) is the pool the manual backfill DAG's drains run in.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     sources: list[SourceConfig] = Field(min_length=1)
+    backfill_pool: str | None = None
 
     @model_validator(mode="after")
     def _unique(self) -> SourcesFile:
@@ -241,10 +245,24 @@ def parse_sources(raw: Any, *, path: str = "<config>") -> SourcesFile:
         raise SourcesConfigError(path, problems) from None
     for index, source in enumerate(config.sources):
         try:
-            source.to_options()
+            _check_partition_paths(source.to_options().partition_key_paths)
         except ConfigurationError as error:
             raise SourcesConfigError(path, [f"sources[{index}] ({source.name}).{error.option}: {error}"]) from None
     return config
+
+
+def _check_partition_paths(paths: Sequence[str]) -> None:
+    """Refuse at parse time what the drain would refuse at start: a key the outbox writes or patches."""
+    from airflow_chatter.monitored_container import STAMPED_ROOTS
+    from airflow_chatter.outbox import RESERVED_ROOT_FIELDS
+    from airflow_chatter.partition_keys import path_segments
+
+    for path in paths:
+        root = path_segments(path)[0]
+        if root in STAMPED_ROOTS or root in RESERVED_ROOT_FIELDS:
+            raise ConfigurationError(
+                "partition_key_paths", path, f"is rooted at {root!r}, a field the outbox writes or the drain patches"
+            )
 
 
 def load_sources(path: str | Path) -> SourcesFile:

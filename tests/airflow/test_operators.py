@@ -105,7 +105,7 @@ def test_backfill_and_scheduled_drain_never_own_a_range_together(monkeypatch: py
     world.write(tenants=1, per_tenant=3)
     config = source()
     [scheduled] = list_leases(source=config).execute(context={})
-    [backfill] = list_leases(source=config, lease_prefix="backfill-").execute(context={})
+    [backfill] = list_leases(source=config, lease_set="backfill").execute(context={})
     assert scheduled != backfill, "the backfill has its own leases, so scheduled checkpoints are untouched"
 
     from airflow_chatter.airflow.runtime import build_engine, exclusive_with
@@ -119,7 +119,7 @@ def test_backfill_and_scheduled_drain_never_own_a_range_together(monkeypatch: py
     other = build_engine(config, world.monitored, world.leases, world.publisher, lease_prefix="", owner="sched")
     other.store.acquire(scheduled)  # the scheduled drain is running now
     with pytest.raises(LeaseHeldError):
-        drain(backfill, source=config, lease_prefix="backfill-", exclusive_with_prefix="").execute(context={})
+        drain(backfill, source=config, lease_set="backfill", exclusive_with_scheduled=True).execute(context={})
     assert world.statuses() == {"pending": 3}
 
 
@@ -135,8 +135,8 @@ def test_backfill_from_the_beginning_redrains_only_pending(monkeypatch: pytest.M
     [scheduled] = list_leases().execute(context={})
     drain(scheduled).execute(context={})
     world.write(tenants=1, per_tenant=2)  # pending again, after the scheduled checkpoint
-    [backfill] = list_leases(lease_prefix="backfill-", reset=True).execute(context={})
-    summary = drain(backfill, lease_prefix="backfill-", exclusive_with_prefix="").execute(context={})
+    [backfill] = list_leases(lease_set="backfill", reset=True).execute(context={})
+    summary = drain(backfill, lease_set="backfill", exclusive_with_scheduled=True).execute(context={})
     assert summary["published"] == 2, "delivered documents are skipped; only the pending ones go out again"
     assert summary["skipped"] >= 6
 
@@ -144,7 +144,7 @@ def test_backfill_from_the_beginning_redrains_only_pending(monkeypatch: pytest.M
 def test_dry_run_lists_and_creates_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     world = install_world(monkeypatch)
     world.write(tenants=2, per_tenant=2)
-    assert list_leases(lease_prefix="backfill-", dry_run="True").execute(context={}) == []
+    assert list_leases(lease_set="backfill", dry_run="True").execute(context={}) == []
     assert list(world.leases.query("SELECT * FROM c")) == [], "a dry run writes no lease"
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_chatter.airflow.config import SourceConfig
+from airflow_chatter.airflow.config import SourceConfig, SourcesFile
 from airflow_chatter.errors import ConfigurationError
 from airflow_chatter.ports import OutgoingMessage, Publisher, PublishOutcome
 
@@ -104,29 +104,61 @@ def as_list(value: Any, option: str) -> list[str]:
 
 
 class _ChatterSourceOperator(BaseOperator):
-    """Shared plumbing: the source config, the two connections, the engine."""
+    """Shared plumbing: the source config, the two connections, the lease set, the engine.
+
+    Give ``source`` (a ``SourceConfig`` or its dict form), or ``source_name`` (templated) with the
+    ``sources`` catalog it is looked up in (how the backfill DAG lets its trigger form pick one).
+    ``lease_set`` is ``"scheduled"`` (the source's ``lease_prefix``) or ``"backfill"`` (its
+    ``backfill_lease_prefix``); ``lease_prefix`` overrides both.
+    """
 
     ui_color = "#cfe8fc"
 
     def __init__(
         self,
         *,
-        source: SourceConfig | Mapping[str, Any],
+        source: SourceConfig | Mapping[str, Any] | None = None,
+        source_name: str | None = None,
+        sources: SourcesFile | Mapping[str, Any] | None = None,
         cosmos_conn_id: str | None = None,
         kafka_conn_id: str | None = None,
+        lease_set: str = "scheduled",
         lease_prefix: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        config = source_config(source)
-        self.source = config.model_dump(mode="json")
-        self.cosmos_conn_id = cosmos_conn_id or config.cosmos_conn_id
-        self.kafka_conn_id = kafka_conn_id or config.kafka_conn_id
-        self.lease_prefix = config.lease_prefix if lease_prefix is None else lease_prefix
+        if (source is None) == (source_name is None):
+            raise ConfigurationError("source/source_name", source_name, "give exactly one of source or source_name")
+        if lease_set not in ("scheduled", "backfill"):
+            raise ConfigurationError("lease_set", lease_set, "must be 'scheduled' or 'backfill'")
+        self.source = source_config(source).model_dump(mode="json") if source is not None else None
+        self.source_name = source_name
+        if source_name is not None and sources is None:
+            raise ConfigurationError("sources", None, "is required with source_name")
+        self.sources = (
+            (sources if isinstance(sources, SourcesFile) else SourcesFile.model_validate(sources)).model_dump(
+                mode="json"
+            )
+            if sources is not None
+            else None
+        )
+        self.cosmos_conn_id = cosmos_conn_id
+        self.kafka_conn_id = kafka_conn_id
+        self.lease_set = lease_set
+        self._lease_prefix = lease_prefix
 
     @property
     def config(self) -> SourceConfig:
-        return SourceConfig.model_validate(self.source)
+        if self.source is not None:
+            return SourceConfig.model_validate(self.source)
+        return SourcesFile.model_validate(self.sources).get(str(self.source_name))
+
+    @property
+    def lease_prefix(self) -> str:
+        if self._lease_prefix is not None:
+            return self._lease_prefix
+        config = self.config
+        return config.backfill_lease_prefix if self.lease_set == "backfill" else config.lease_prefix
 
     def _owner(self, context: Context | Mapping[str, Any]) -> str:
         from airflow_chatter.identity import instance_name
@@ -141,13 +173,13 @@ class _ChatterSourceOperator(BaseOperator):
         from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
 
         config = self.config
-        hook = ChatterCosmosHook(self.cosmos_conn_id, database_name=config.database)
+        hook = ChatterCosmosHook(self.cosmos_conn_id or config.cosmos_conn_id, database_name=config.database)
         return hook.get_container(config.monitored_container), hook.get_container(config.lease_container)
 
     def publisher(self) -> Publisher:
         from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
 
-        return ChatterKafkaHook(self.kafka_conn_id).get_publisher()
+        return ChatterKafkaHook(self.kafka_conn_id or self.config.kafka_conn_id).get_publisher()
 
     def engine(
         self,
@@ -184,8 +216,7 @@ class ChatterListLeasesOperator(_ChatterSourceOperator):
     lease containers are verified first (partition key, TTL), so a misconfigured source fails here.
 
     :param source: the source config (a ``SourceConfig`` or its dict form).
-    :param lease_prefix: lease set to list; default the source's ``lease_prefix`` (a backfill passes
-        its own).
+    :param lease_set: ``"scheduled"`` (default) or ``"backfill"`` (the source's backfill prefix).
     :param feed_ranges: (templated) only return leases whose feed range token or lease id is listed;
         default all.
     :param reset: (templated) delete this lease set's idle leases first, so its drains start from the
@@ -196,7 +227,7 @@ class ChatterListLeasesOperator(_ChatterSourceOperator):
         ISO timestamp.
     """
 
-    template_fields: Sequence[str] = ("feed_ranges", "reset", "dry_run", "since", "cosmos_conn_id")
+    template_fields: Sequence[str] = ("source_name", "feed_ranges", "reset", "dry_run", "since", "cosmos_conn_id")
 
     def __init__(
         self,
@@ -236,7 +267,7 @@ class ChatterListLeasesOperator(_ChatterSourceOperator):
             return []
         engine = self.engine(context, _UnusedPublisher())
         if reset:
-            if self.lease_prefix == self.config.lease_prefix:
+            if self.lease_set != "backfill" or self.lease_prefix == self.config.lease_prefix:
                 raise ConfigurationError(
                     "reset", True, "is refused for the scheduled lease set (it would drop its checkpoints)"
                 )
@@ -262,13 +293,14 @@ class ChatterDrainOperator(_ChatterSourceOperator):
     :param lease_id: (templated) the lease to drain, usually mapped from ``ChatterListLeasesOperator``.
     :param max_documents: (templated) change-feed documents to read at most; default the source's.
     :param max_seconds: (templated) seconds to drain at most; default the source's.
-    :param lease_prefix: the lease set; default the source's (a backfill passes its own).
-    :param exclusive_with_prefix: also hold this other lease set's lease on the same range while
-        draining (a backfill passes the scheduled prefix), so the two never own a range together.
+    :param lease_set: ``"scheduled"`` (default) or ``"backfill"`` (the source's backfill prefix).
+    :param exclusive_with_scheduled: also hold the scheduled lease of the same range while draining
+        (backfills), so a backfill and the scheduled drain never own a range together.
     :param since: (templated) only publish documents modified at or after this ISO timestamp.
     """
 
     template_fields: Sequence[str] = (
+        "source_name",
         "lease_id",
         "max_documents",
         "max_seconds",
@@ -283,7 +315,7 @@ class ChatterDrainOperator(_ChatterSourceOperator):
         lease_id: str,
         max_documents: Any = None,
         max_seconds: Any = None,
-        exclusive_with_prefix: str | None = None,
+        exclusive_with_scheduled: bool = False,
         since: Any = None,
         **kwargs: Any,
     ) -> None:
@@ -291,7 +323,7 @@ class ChatterDrainOperator(_ChatterSourceOperator):
         self.lease_id = lease_id
         self.max_documents = max_documents
         self.max_seconds = max_seconds
-        self.exclusive_with_prefix = exclusive_with_prefix
+        self.exclusive_with_scheduled = exclusive_with_scheduled
         self.since = since
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -310,14 +342,18 @@ class ChatterDrainOperator(_ChatterSourceOperator):
         publisher = self.publisher()
         try:
             engine = self.engine(context, publisher, since=as_datetime(self.since, "since"))
+            if self.exclusive_with_scheduled and self.lease_prefix == config.lease_prefix:
+                raise ConfigurationError(
+                    "exclusive_with_scheduled", True, "needs a lease set other than the scheduled one"
+                )
             guard = (
                 exclusive_with(
                     engine,
                     self.lease_id,
-                    other_prefix=self.exclusive_with_prefix,
+                    other_prefix=config.lease_prefix,
                     hold_seconds=max_seconds + BACKFILL_HOLD_MARGIN_SECONDS,
                 )
-                if self.exclusive_with_prefix is not None
+                if self.exclusive_with_scheduled
                 else nullcontext()
             )
             with guard:
