@@ -36,7 +36,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
@@ -95,14 +95,15 @@ class FeedDrain:
 class DocumentContainerContract(abc.ABC):
     """Every behaviour of the ``DocumentContainer`` port, as a test. Subclass it; see the module docstring."""
 
-    supports_clock_control: ClassVar[bool] = False
-    supports_splits: ClassVar[bool] = False
-    supports_fault_injection: ClassVar[bool] = False
-    supports_hierarchical_prefix_queries: ClassVar[bool] = True
+    # Capabilities: plain attributes, so a subclass may also decide per instance (e.g. emulator vs real account).
+    supports_clock_control: bool = False
+    supports_splits: bool = False
+    supports_fault_injection: bool = False
+    supports_hierarchical_prefix_queries: bool = True
 
     #: How long a real-time TTL test polls for an expiry before it fails (real Cosmos deletes in the background).
-    ttl_poll_deadline_seconds: ClassVar[float] = 30.0
-    ttl_poll_interval_seconds: ClassVar[float] = 0.25
+    ttl_poll_deadline_seconds: float = 30.0
+    ttl_poll_interval_seconds: float = 0.25
 
     # ----------------------------------------------------------------------------------------------------------
     # Hooks.
