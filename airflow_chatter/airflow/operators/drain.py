@@ -103,8 +103,9 @@ def as_list(value: Any, option: str) -> list[str]:
     return [v for v in value if v]
 
 
-class _ChatterSourceOperator(BaseOperator):
-    """Shared plumbing: the source config, the two connections, the lease set, the engine.
+class ChatterSourceMixin:
+    """Shared plumbing of the operators and the sensor: the source config, the connections, the lease
+    set, the engine.
 
     Give ``source`` (a ``SourceConfig`` or its dict form), or ``source_name`` (templated) with the
     ``sources`` catalog it is looked up in (how the backfill DAG lets its trigger form pick one).
@@ -113,6 +114,7 @@ class _ChatterSourceOperator(BaseOperator):
     """
 
     ui_color = "#cfe8fc"
+    log: Any
 
     def __init__(
         self,
@@ -202,7 +204,11 @@ class _ChatterSourceOperator(BaseOperator):
         )
 
 
-class _UnusedPublisher(Publisher):
+class _ChatterSourceOperator(ChatterSourceMixin, BaseOperator):
+    pass
+
+
+class UnusedPublisher(Publisher):
     """Listing leases builds an engine but publishes nothing; this fails loudly if that changes."""
 
     def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
@@ -265,7 +271,7 @@ class ChatterListLeasesOperator(_ChatterSourceOperator):
             if context and context.get("ti") is not None:
                 context["ti"].xcom_push(key="plan", value=plan)
             return []
-        engine = self.engine(context, _UnusedPublisher())
+        engine = self.engine(context, UnusedPublisher())
         if reset:
             if self.lease_set != "backfill" or self.lease_prefix == self.config.lease_prefix:
                 raise ConfigurationError(

@@ -1,0 +1,1 @@
+"""Sensors: the pending-outbox sensor (deferrable, or poke / reschedule)."""

@@ -1,0 +1,1 @@
+"""Triggers: run in the triggerer, so they import only the installed package."""
