@@ -115,8 +115,93 @@ function queryOver(collection, docs, body, { continuation, maxItemCount }) {
   }
 }
 
+// Effective partition keys (EPK), computed exactly as azure-cosmos 4.17.1 does for hash V2 and MultiHash keys
+// (partition_key.py: MurmurHash3 x64 128 of each component's binary form, bytes reversed, top 2 bits cleared).
+const M64 = (1n << 64n) - 1n;
+const rotl64 = (v, s) => ((v << BigInt(s)) | (v >> BigInt(64 - s))) & M64;
+const fmix64 = (k) => {
+  let h = k;
+  h ^= h >> 33n; h = (h * 0xff51afd7ed558ccdn) & M64;
+  h ^= h >> 33n; h = (h * 0xc4ceb9fe1a85ec53n) & M64;
+  return h ^ (h >> 33n);
+};
+
+function murmurHash3x64128(buf) {
+  const c1 = 0x87c37b91114253d5n;
+  const c2 = 0x4cf5ad432745937fn;
+  let h1 = 0n;
+  let h2 = 0n;
+  let p = 0;
+  for (; p + 16 <= buf.length; p += 16) {
+    let k1 = buf.readBigUInt64LE(p);
+    let k2 = buf.readBigUInt64LE(p + 8);
+    k1 = (rotl64((k1 * c1) & M64, 31) * c2) & M64;
+    h1 ^= k1;
+    h1 = (((rotl64(h1, 27) + h2) & M64) * 5n + 0x52dce729n) & M64;
+    k2 = (rotl64((k2 * c2) & M64, 33) * c1) & M64;
+    h2 ^= k2;
+    h2 = (((rotl64(h2, 31) + h1) & M64) * 5n + 0x38495ab5n) & M64;
+  }
+  const n = buf.length & 15;
+  let k1 = 0n;
+  let k2 = 0n;
+  for (let i = n - 1; i >= 8; i -= 1) k2 ^= BigInt(buf[p + i]) << BigInt((i - 8) * 8);
+  h2 ^= (rotl64((k2 * c2) & M64, 33) * c1) & M64;
+  for (let i = Math.min(n, 8) - 1; i >= 0; i -= 1) k1 ^= BigInt(buf[p + i]) << BigInt(i * 8);
+  h1 ^= (rotl64((k1 * c1) & M64, 31) * c2) & M64;
+  h1 ^= BigInt(buf.length);
+  h2 ^= BigInt(buf.length);
+  h1 = (h1 + h2) & M64;
+  h2 = (h2 + h1) & M64;
+  h1 = fmix64(h1);
+  h2 = fmix64(h2);
+  h1 = (h1 + h2) & M64;
+  h2 = (h2 + h1) & M64;
+  return [h1, h2];
+}
+
+function epkComponentBytes(v) {
+  if (v === true) return Buffer.from([0x03]);
+  if (v === false) return Buffer.from([0x02]);
+  if (v === null) return Buffer.from([0x01]);
+  if (typeof v === "number") {
+    const b = Buffer.alloc(9);
+    b[0] = 0x05;
+    b.writeDoubleLE(v, 1);
+    return b;
+  }
+  if (typeof v === "string") return Buffer.concat([Buffer.from([0x08]), Buffer.from(v, "utf8"), Buffer.from([0xff])]);
+  return Buffer.from([0x00]); // undefined / {}: the absent value
+}
+
+function epkHashHex(buf) {
+  const [low, high] = murmurHash3x64128(buf);
+  const bytes = Buffer.alloc(16);
+  bytes.writeBigUInt64LE(low, 0);
+  bytes.writeBigUInt64LE(high, 8);
+  bytes.reverse();
+  bytes[0] &= 0x3f;
+  return bytes.toString("hex").toUpperCase();
+}
+
+/** The document's EPK, or null for key kinds this layer does not hash (hash V1). */
+function effectivePartitionKey(collectionData, doc) {
+  const key = (collectionData || {}).partitionKey || {};
+  const values = JSON.parse(canonicalFromDocument(collectionData, doc));
+  if (key.kind === "MultiHash") return values.map((v) => epkHashHex(epkComponentBytes(v))).join("");
+  if ((key.kind || "Hash") === "Hash" && key.version === 2) return epkHashHex(Buffer.concat(values.map(epkComponentBytes)));
+  return null;
+}
+
 // Milliseconds-precise write time of each stored document object (`_ts` has one-second resolution only).
 const writtenAtMs = new WeakMap();
+
+/** Filters a request applies to the documents it reads (query, change feed); the EPK fix adds one. */
+const documentScopes = [];
+
+function documentsInScope(req, collection) {
+  return documentScopes.reduce((docs, scope) => scope(req, collection, docs), documentsOf(collection));
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // The fixes
@@ -249,7 +334,7 @@ function fixPartitionScopedQuery(queryDocuments, readItems, json) {
       const collection = collectionOf(account, dbId, collId);
       if (!collection) return null; // _read-items answers 404
       const header = headerOf(req, "x-ms-documentdb-partitionkey");
-      let docs = documentsOf(collection);
+      let docs = documentsInScope(req, collection);
       if (header !== undefined && header !== "[{}]") {
         const wanted = JSON.parse(canonicalFromHeader(header));
         const coll = collection.read();
@@ -301,7 +386,7 @@ function fixIncrementalChangeFeed(readDocuments) {
     const after = ifNoneMatch ? lsnFrom(ifNoneMatch) : 0;
     const sinceSeconds = !ifNoneMatch && ifModifiedSince ? Date.parse(ifModifiedSince) / 1000 : null;
     const maxItemCount = parseInt(headerOf(req, "x-ms-max-item-count") || "-1", 10);
-    let changed = documentsOf(collection)
+    let changed = documentsInScope(req, collection)
       .filter((doc) => doc._lsn > after && (sinceSeconds === null || doc._ts >= sinceSeconds))
       .sort((a, b) => a._lsn - b._lsn);
     if (maxItemCount > 0) changed = changed.slice(0, maxItemCount);
@@ -459,6 +544,26 @@ function partitionHeaderCanonical(headerValue) {
   return canonical;
 }
 
+/**
+ * Fix: 1.0.1 ignores `x-ms-start-epk` / `x-ms-end-epk`, the effective-partition-key range azure-cosmos sends for a
+ * query scoped to a hierarchical-key prefix (1.0.1: 400) and for a change feed scoped by `partition_key=` (1.0.1:
+ * every partition). Keep only the documents whose EPK lies in the range: [start, end), or exactly start when
+ * start == end (the point range of one full key).
+ */
+function fixEffectivePartitionKeyRangeScope() {
+  documentScopes.push((req, collection, docs) => {
+    const start = headerOf(req, "x-ms-start-epk");
+    const end = headerOf(req, "x-ms-end-epk");
+    if (start === undefined || end === undefined) return docs;
+    const data = collection.read();
+    return docs.filter((doc) => {
+      const epk = effectivePartitionKey(data, doc);
+      if (epk === null) return true;
+      return start === end ? epk === start : epk >= start && epk < end;
+    });
+  });
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Installation: every override goes in before routes.js (required by index.js) captures the handlers.
 // ---------------------------------------------------------------------------------------------------------------
@@ -484,6 +589,7 @@ function installCompatibilityLayer() {
   fixLsnOnEveryWrite(Documents, Items);
   fixPointRead(h("read-document"));
   fixPartitionScopedQuery(h("query-documents"), readItems, json);
+  fixEffectivePartitionKeyRangeScope();
   fixIncrementalChangeFeed(h("read-documents"));
   fixPatchConditionCase(patchOperations);
   fixAtomicTransactionalBatch(h("batch-documents"), documentOperations, patchOperations, json);

@@ -5,10 +5,10 @@ Against the project emulator by default, or a real account when ``COSMOS_ENDPOIN
 
 * splits: the emulator always has exactly one feed range, and a real account cannot be split on demand;
 * fault injection: neither the emulator nor a real account fails on request (429/503/408 mapping is pinned by the
-  adapter's own error-translation tests instead);
-* hierarchical-key prefix queries on the emulator: azure-cosmos sends a prefix as a hashed effective-partition-key
-  range (``x-ms-start-epk``/``x-ms-end-epk``), and the emulator's compat layer does no EPK hashing. Claimed on a
-  real account.
+  adapter's own error-translation tests instead.
+
+Hierarchical-key prefix queries are claimed: azure-cosmos sends a prefix as a hashed effective-partition-key range,
+which the emulator's compat layer evaluates (``fixEffectivePartitionKeyRangeScope`` in server.js).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from airflow_chatter.ports import (
     Throttled,
 )
 from airflow_chatter.testing.container_contract import DocumentContainerContract
-from tests.fixtures.cosmos import ContainerFactory, CosmosEndpoint
+from tests.fixtures.cosmos import ContainerFactory
 
 pytestmark = pytest.mark.cosmos
 
@@ -50,10 +50,8 @@ class TestCosmosContainerContract(DocumentContainerContract):
     supports_hierarchical_prefix_queries = True
 
     @pytest.fixture(autouse=True)
-    def _use_cosmos(self, cosmos_endpoint: CosmosEndpoint, cosmos_container_factory: ContainerFactory) -> None:
+    def _use_cosmos(self, cosmos_container_factory: ContainerFactory) -> None:
         self._new_container = cosmos_container_factory
-        # Prefix queries are routed by hashed EPK ranges, which the emulator cannot evaluate (see above).
-        self.supports_hierarchical_prefix_queries = not cosmos_endpoint.is_emulator
 
     def make_container(
         self, partition_key_paths: Sequence[str] = ("/pk",), default_ttl: int | None = -1

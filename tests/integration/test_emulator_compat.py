@@ -332,3 +332,24 @@ def test_hierarchical_key_identity_is_the_full_key(cosmos_container_factory: Con
         container.read_item("a", ["t1", "u3"])
     scoped = list(container.query_items("SELECT * FROM c", partition_key=["t1", "u2"]))
     assert [d["n"] for d in scoped] == [2]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Fix: effective-partition-key ranges (hierarchical prefix queries; change feed scoped by partition_key=).
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_query_scoped_to_a_hierarchical_key_prefix(cosmos_container_factory: ContainerFactory):
+    container = cosmos_container_factory(("/tenant", "/user"))
+    for item_id, tenant, user in (("a", "t1", "u1"), ("b", "t1", "u2"), ("c", "t2", "u1")):
+        container.create_item({"id": item_id, "tenant": tenant, "user": user})
+    found = container.query_items("SELECT * FROM c", partition_key=["t1"])
+    assert sorted(_ids(list(found))) == ["a", "b"], "1.0.1: 400 (the prefix arrives as a hashed EPK range)"
+
+
+def test_change_feed_scoped_to_a_partition_key(cosmos_container_factory: ContainerFactory):
+    container = cosmos_container_factory(("/pk",))
+    for i in range(6):
+        container.create_item({"id": f"d{i}", "pk": f"p{i % 3}"})
+    scoped = FeedReader(container).drain(start_time="Beginning", partition_key="p1")
+    assert _ids(scoped) == ["d1", "d4"], "1.0.1 returns every partition's changes"
