@@ -103,7 +103,7 @@ def as_list(value: Any, option: str) -> list[str]:
     return [v for v in value if v]
 
 
-class ChatterSourceMixin:
+class ChatterSourceBaseOperator(BaseOperator):
     """Shared plumbing of the operators and the sensor: the source config, the connections, the lease
     set, the engine.
 
@@ -114,7 +114,6 @@ class ChatterSourceMixin:
     """
 
     ui_color = "#cfe8fc"
-    log: Any
 
     def __init__(
         self,
@@ -204,10 +203,6 @@ class ChatterSourceMixin:
         )
 
 
-class _ChatterSourceOperator(ChatterSourceMixin, BaseOperator):
-    pass
-
-
 class UnusedPublisher(Publisher):
     """Listing leases builds an engine but publishes nothing; this fails loudly if that changes."""
 
@@ -215,7 +210,7 @@ class UnusedPublisher(Publisher):
         raise RuntimeError("listing leases must not publish")
 
 
-class ChatterListLeasesOperator(_ChatterSourceOperator):
+class ChatterListLeasesOperator(ChatterSourceBaseOperator):
     """Create missing lease documents (new feed ranges, split children) and return the active lease ids.
 
     The return value feeds ``ChatterDrainOperator.partial(...).expand(lease_id=...)``. The monitored and
@@ -288,7 +283,7 @@ class ChatterListLeasesOperator(_ChatterSourceOperator):
         return [lease.id for lease in chosen]
 
 
-class ChatterDrainOperator(_ChatterSourceOperator):
+class ChatterDrainOperator(ChatterSourceBaseOperator):
     """Run one bounded drain of one lease and return its ``DrainSummary.to_dict()`` (XCom).
 
     Logs the summary on one line. A failed drain raises its original error after pushing the summary
@@ -377,7 +372,7 @@ class ChatterDrainOperator(_ChatterSourceOperator):
         return result
 
 
-class ChatterRequeueUndeliverableOperator(_ChatterSourceOperator):
+class ChatterRequeueUndeliverableOperator(ChatterSourceBaseOperator):
     """Set undeliverable outbox documents back to pending once their writer is fixed; log who and what.
 
     Select by ``document_ids`` (outbox item ids), by ``where`` (a Cosmos SQL condition on ``c``, with

@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
-from airflow_chatter.airflow.operators.drain import ChatterSourceMixin, UnusedPublisher, as_list
+from airflow_chatter.airflow.operators.drain import ChatterSourceBaseOperator, UnusedPublisher, as_list
 from airflow_chatter.airflow.triggers.pending import ChatterPendingOutboxTrigger, check_poll_interval
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-class ChatterPendingOutboxSensor(ChatterSourceMixin, BaseSensorOperator):
+class ChatterPendingOutboxSensor(ChatterSourceBaseOperator, BaseSensorOperator):
     """Wait until one of a source's leases has a pending outbox document after its checkpoint.
 
     Deferrable by default: the wait happens in the triggerer (``ChatterPendingOutboxTrigger``) and
