@@ -315,3 +315,21 @@ def test_f02_key_strategy_message_id(rig: Rig) -> None:
     rig.seed(outbox_doc("msg-1"))
     rig.drain(rig.engine(key_strategy="message_id"))
     assert rig.publisher.sent[0].key == b"msg-1"
+
+
+def test_rly_07_messages_in_flight_with_the_failing_one_are_acknowledged_but_never_stamped(rig: Rig) -> None:
+    """Pins the one place a batch publish differs from one-at-a-time: Kafka had the whole batch in flight.
+
+    Documents after the first failure in the *same* send_batch may reach Kafka; they are not stamped and not
+    checkpointed, so the next run publishes them again (at-least-once; consumers dedupe on message-id).
+    """
+    docs = rig.seed(outbox_doc("msg-a"), outbox_doc("msg-b"), outbox_doc("msg-c"))
+    rig.publisher.fail_nth(2, PublishError("b refused"))
+    engine = rig.engine()
+    summary = rig.drain(engine)
+    assert summary.error_type == "PublishError" and summary.published == 1 and summary.delivered == 1
+    assert [rig.current(d)["status"] for d in docs] == ["delivered", "pending", "pending"]
+    assert [dict(m.headers)["message-id"] for m in rig.publisher.sent] == [b"msg-a", b"msg-c"]
+    assert rig.lease(engine).continuation is None
+    rig.publisher.clear_faults()
+    assert rig.drain(engine).published == 2, "b and c again; c is a duplicate downstream dedupes"
