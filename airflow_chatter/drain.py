@@ -291,6 +291,8 @@ class DrainEngine:
         reported in ``lease_held_by``.
         """
         lease_id = lease if isinstance(lease, str) else self.store.lease_id(lease)
+        if not isinstance(lease, str) and self.store.find(lease_id) is None:
+            self.ensure_leases()  # a current feed range with no lease yet gets one (from its parent, if split)
         tally = _Tally(lease_id, source_identity=self.source_identity)
         budget = _Budget(max_documents, max_seconds)
         try:

@@ -151,3 +151,13 @@ def test_f09_summary_is_json_able_and_logs_one_line() -> None:
         assert key in data, key
     assert data["published"] == 1 and data["error_type"] is None and data["continuation_age_seconds"] == 0.0
     assert "published=1" in summary.log_line()
+
+
+def test_f04_draining_a_feed_range_creates_its_lease_on_first_use() -> None:
+    rig = Rig()
+    rig.seed(outbox_doc("msg-1"))
+    engine = rig.engine()
+    (feed_range,) = rig.monitored.read_feed_ranges()
+    summary = engine.drain_lease(feed_range)
+    assert summary.error is None and summary.published == 1
+    assert rig.lease(engine).token == feed_range.token
