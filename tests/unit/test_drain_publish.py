@@ -6,6 +6,8 @@ import json
 import logging
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -333,3 +335,26 @@ def test_rly_07_messages_in_flight_with_the_failing_one_are_acknowledged_but_nev
     assert rig.lease(engine).continuation is None
     rig.publisher.clear_faults()
     assert rig.drain(engine).published == 2, "b and c again; c is a duplicate downstream dedupes"
+
+
+def _json_values() -> st.SearchStrategy[object]:
+    scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
+    return st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3), max_leaves=6)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    fields=st.dictionaries(
+        st.sampled_from(["Destination", "MessageBody", "MessageContentType", "MessageContext"]),
+        _json_values() | st.text(),
+    )
+)
+def test_ctr_02_arbitrary_field_values_never_fault_the_drain(fields: dict) -> None:
+    rig = Rig()
+    doc = outbox_doc("msg-1", Destination=ABSENT, MessageBody=ABSENT, MessageContentType=ABSENT, MessageContext=ABSENT)
+    doc.update(fields)
+    (seeded,) = rig.seed(doc)
+    summary = rig.drain()
+    assert summary.error is None, summary.error_message
+    assert rig.current(seeded)["status"] in ("delivered", "undeliverable"), "every admitted doc reaches a verdict"
+    assert summary.delivered + summary.undeliverable == 1
