@@ -85,3 +85,20 @@ def test_rsv_07_a_thin_trigger_without_a_resolver_is_undeliverable(rig: Rig) -> 
     (doc,) = rig.seed(_thin("msg-1"))
     summary = rig.drain()
     assert summary.undeliverable == 1 and rig.current(doc)["status"] == "undeliverable"
+
+
+def test_rly_09_a_resolved_message_carries_the_send_spans_trace_context(rig: Rig) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from ._drain_support import header
+
+    rig.telemetry = rig.metrics.telemetry(tracer_provider=TracerProvider())
+    persisted = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    rig.seed(outbox_doc("msg-1", context={"traceparent": persisted}))
+    resolved = OutgoingMessage("invoices", b"v", None, (("traceparent", persisted.encode()), ("x", b"1")))
+    rig.drain(rig.engine(body_resolver=lambda ctx: resolved))
+    (sent,) = rig.publisher.sent
+    traceparent = header(sent, "traceparent")
+    assert traceparent is not None and traceparent.decode().split("-")[1] == persisted.split("-")[1]
+    assert traceparent.decode() != persisted and header(sent, "x") == b"1"
+    assert [k for k, _ in sent.headers].count("traceparent") == 1
