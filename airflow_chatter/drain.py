@@ -23,7 +23,7 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow_chatter.clock import Clock, utc_now
@@ -52,8 +52,8 @@ from airflow_chatter.ports import (
     OutgoingMessage,
     PartitionKey,
     PatchOperation,
-    PublishError,
     Publisher,
+    PublishError,
 )
 from airflow_chatter.suspension import ConfirmationReceipt, DrainGate
 from airflow_chatter.telemetry import (
@@ -231,9 +231,7 @@ class DrainEngine:
         self.identity = _source_identity(source, self.properties, lease_properties)
         self.source_identity = self.identity.processor_name
         if registry is not None:
-            registry.register(
-                self.identity, source.name, source.additional_pending_filter, source.body_resolver
-            )
+            registry.register(self.identity, source.name, source.additional_pending_filter, source.body_resolver)
         self._publishers, self._default_publisher = _publisher_table(publishers, default_publisher)
         self._gate = DrainGate(self.source_identity, clock=clock, telemetry=self._telemetry)
         self.store = LeaseStore(
@@ -259,9 +257,7 @@ class DrainEngine:
         """Create leases for the monitored container's current feed ranges; return the active ones."""
         return self.store.ensure_leases(self.monitored)
 
-    def drain_all(
-        self, *, max_documents: int | None = None, max_seconds: float | None = None
-    ) -> list[DrainSummary]:
+    def drain_all(self, *, max_documents: int | None = None, max_seconds: float | None = None) -> list[DrainSummary]:
         """Drain every active lease once (and the children of any that split during the run).
 
         ``max_documents`` bounds each lease; ``max_seconds`` bounds the whole call. A failing lease
@@ -486,9 +482,7 @@ class DrainEngine:
             return ConfirmationReceipt.from_status_write(written, self._delivered_value), None
         if not isinstance(resolved, OutgoingMessage):
             flush()
-            raise ConfigurationError(
-                "body_resolver", type(resolved).__name__, "must return an OutgoingMessage or None"
-            )
+            raise ConfigurationError("body_resolver", type(resolved).__name__, "must return an OutgoingMessage or None")
         planned = _Planned(
             document,
             partition_key,
@@ -579,7 +573,7 @@ class DrainEngine:
         self._telemetry.record_lag(lag)
 
     def _now(self) -> datetime:
-        return self._clock().astimezone(timezone.utc)
+        return self._clock().astimezone(UTC)
 
 
 @dataclass
@@ -646,9 +640,7 @@ def _source_identity(
     return SourceIdentity.ground_truth(monitored, lease)
 
 
-def _publisher_table(
-    publishers: Mapping[str, Publisher] | Publisher, default: str
-) -> tuple[dict[str, Publisher], str]:
+def _publisher_table(publishers: Mapping[str, Publisher] | Publisher, default: str) -> tuple[dict[str, Publisher], str]:
     if isinstance(publishers, Publisher):
         return {default: publishers}, default
     table = dict(publishers)
@@ -656,9 +648,7 @@ def _publisher_table(
         raise ConfigurationError("publishers", sorted(table), "must map infrastructure names to Publishers")
     if default not in table:
         if len(table) != 1:
-            raise ConfigurationError(
-                "publishers", sorted(table), f"must include the default publisher {default!r}"
-            )
+            raise ConfigurationError("publishers", sorted(table), f"must include the default publisher {default!r}")
         default = next(iter(table))
     return table, default
 

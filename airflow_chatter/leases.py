@@ -15,7 +15,7 @@ import base64
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow_chatter.clock import Clock, utc_now
@@ -124,7 +124,7 @@ class Lease:
     @classmethod
     def _parse(cls, doc: object) -> Lease:
         if not isinstance(doc, Mapping):
-            raise ValueError(f"a lease document must be a JSON object, got {type(doc).__name__}")
+            raise ValueError(f"a lease document must be a JSON object, got {type(doc).__name__}")  # noqa: TRY004 - stored data of the wrong shape is a bad value
         if doc.get("_chatterType") != LEASE_TYPE:
             raise ValueError(f"_chatterType must be {LEASE_TYPE!r}, got {doc.get('_chatterType')!r}")
         state = doc.get("state", ACTIVE)
@@ -233,9 +233,7 @@ class LeaseStore:
             if feed_range.token in known:
                 continue
             parent = self._parent_of(monitored, feed_range, known.values())
-            known[feed_range.token] = self._create(
-                feed_range, parent.continuation if parent else None
-            )
+            known[feed_range.token] = self._create(feed_range, parent.continuation if parent else None)
         current = {r.token for r in ranges}
         for lease in list(known.values()):
             if lease.state == ACTIVE and lease.token not in current:
@@ -287,15 +285,17 @@ class LeaseStore:
     def _mark_split(self, lease: Lease, children: list[FeedRange]) -> None:
         try:
             self._write(
-                lease, "marking it split", state=SPLIT, children=tuple(c.token for c in children), owner=None,
+                lease,
+                "marking it split",
+                state=SPLIT,
+                children=tuple(c.token for c in children),
+                owner=None,
                 expires_at=None,
             )
         except LeaseLostError:
             pass  # someone else is marking or draining it; the children exist either way
 
-    def _parent_of(
-        self, monitored: DocumentContainer, child: FeedRange, leases: Iterable[Lease]
-    ) -> Lease | None:
+    def _parent_of(self, monitored: DocumentContainer, child: FeedRange, leases: Iterable[Lease]) -> Lease | None:
         for lease in leases:
             if lease.state == ACTIVE and _is_child(monitored, lease.feed_range, child):
                 return lease
@@ -326,9 +326,7 @@ class LeaseStore:
             return True
         return lease.expires_at - self._now() < self.lease_duration / 2
 
-    def checkpoint(
-        self, lease: Lease, continuation: str, suspension: SuspensionState | None = None
-    ) -> Lease:
+    def checkpoint(self, lease: Lease, continuation: str, suspension: SuspensionState | None = None) -> Lease:
         """Record the continuation after a confirmed page (and renew); conditional on our ETag."""
         now = self._now()
         changes: dict[str, Any] = {
@@ -367,7 +365,7 @@ class LeaseStore:
         return Lease.from_document(written, lease.id)
 
     def _now(self) -> datetime:
-        return self._clock().astimezone(timezone.utc)
+        return self._clock().astimezone(UTC)
 
 
 def _is_child(monitored: DocumentContainer, parent: FeedRange, candidate: FeedRange) -> bool:
@@ -398,4 +396,4 @@ def _optional_str(doc: Mapping[str, Any], name: str) -> str | None:
 
 
 def _iso(value: datetime | None) -> str | None:
-    return value.astimezone(timezone.utc).isoformat() if value is not None else None
+    return value.astimezone(UTC).isoformat() if value is not None else None

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow_chatter.ports import Document
@@ -59,7 +59,7 @@ class SuspensionState:
         if value is None:
             return cls()
         if not isinstance(value, Mapping):
-            raise ValueError(f"suspension must be an object, got {type(value).__name__}")
+            raise ValueError(f"suspension must be an object, got {type(value).__name__}")  # noqa: TRY004 - stored data of the wrong shape is a bad value
         failures = value.get("consecutive_failures", 0)
         if isinstance(failures, bool) or not isinstance(failures, int) or failures < 0:
             raise ValueError(f"suspension.consecutive_failures must be a non-negative integer, got {failures!r}")
@@ -67,7 +67,7 @@ class SuspensionState:
         probe = value.get("probe_consumed", False)
         for name, flag in (("suspended", suspended), ("probe_consumed", probe)):
             if not isinstance(flag, bool):
-                raise ValueError(f"suspension.{name} must be a boolean, got {flag!r}")
+                raise ValueError(f"suspension.{name} must be a boolean, got {flag!r}")  # noqa: TRY004 - stored data of the wrong shape is a bad value
         armed_at = parse_utc(value.get("armed_at"), "suspension.armed_at")
         if suspended and armed_at is None:
             raise ValueError("suspension.armed_at is required while suspended")
@@ -90,7 +90,7 @@ class ConfirmationReceipt:
     finished, or a batch that wrote nothing, cannot lift a suspension (SUS-07/08/09).
     """
 
-    __slots__ = ("item_id", "status", "etag")
+    __slots__ = ("etag", "item_id", "status")
 
     item_id: str
     status: str
@@ -103,7 +103,7 @@ class ConfirmationReceipt:
     def from_status_write(cls, written: Document, status: str) -> ConfirmationReceipt:
         """Mint a receipt from a patch response that carries the status just written."""
         if not isinstance(written, Mapping):
-            raise ValueError("a receipt needs the document the status write returned")
+            raise ValueError("a receipt needs the document the status write returned")  # noqa: TRY004 - stored data of the wrong shape is a bad value
         etag = written.get("_etag")
         if written.get("status") != status or not isinstance(etag, str) or not etag:
             raise ValueError(f"the status write did not land: status={written.get('status')!r}, _etag={etag!r}")
@@ -149,9 +149,7 @@ class DrainGate:
             return GateDecision(False, False, state)
         return GateDecision(True, True, replace(state, armed_at=now, probe_consumed=True))
 
-    def confirmation_failed(
-        self, lease_token: str, state: SuspensionState, fault: BaseException
-    ) -> SuspensionState:
+    def confirmation_failed(self, lease_token: str, state: SuspensionState, fault: BaseException) -> SuspensionState:
         """SUS-02/03/06: count a Confirmation Failure; open at the threshold, re-arm while open."""
         now = self._now()
         count = state.consecutive_failures + 1
@@ -162,9 +160,7 @@ class DrainGate:
             return SuspensionState(count, True, now, False)
         return replace(state, consecutive_failures=count)
 
-    def present(
-        self, lease_token: str, state: SuspensionState, receipt: ConfirmationReceipt
-    ) -> SuspensionState:
+    def present(self, lease_token: str, state: SuspensionState, receipt: ConfirmationReceipt) -> SuspensionState:
         """SUS-08/10/11: a receipt evicts the lease's state; log only if it was suspended."""
         if not isinstance(receipt, ConfirmationReceipt):
             raise TypeError("present() needs a ConfirmationReceipt")
@@ -176,18 +172,18 @@ class DrainGate:
         now = self._clock()
         if now.tzinfo is None:
             raise ValueError("the drain clock must return timezone-aware UTC datetimes")
-        return now.astimezone(timezone.utc)
+        return now.astimezone(UTC)
 
 
 def parse_utc(value: object, name: str) -> datetime | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise ValueError(f"{name} must be an ISO-8601 string, got {value!r}")
+        raise ValueError(f"{name} must be an ISO-8601 string, got {value!r}")  # noqa: TRY004 - stored data of the wrong shape is a bad value
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:
         raise ValueError(f"{name} is not ISO-8601: {value!r}") from None
     if parsed.tzinfo is None:
         raise ValueError(f"{name} must carry a UTC offset: {value!r}")
-    return parsed.astimezone(timezone.utc)
+    return parsed.astimezone(UTC)

@@ -72,14 +72,18 @@ class DrainTelemetry:
         provider = meter_provider if meter_provider is not None else metrics.get_meter_provider()
         meter = provider.get_meter(METER_NAME)
         self._lag = meter.create_histogram(
-            LAG, unit="s", description="Age of an admitted outbox document at admission.",
+            LAG,
+            unit="s",
+            description="Age of an admitted outbox document at admission.",
             explicit_bucket_boundaries_advisory=LAG_BUCKETS,
         )
         self._documents = meter.create_counter(
             DOCUMENTS, unit="{document}", description="Documents handed to the drain, by outcome."
         )
         self._batch_size = meter.create_histogram(
-            BATCH_SIZE, unit="{document}", description="Documents per change-feed batch.",
+            BATCH_SIZE,
+            unit="{document}",
+            description="Documents per change-feed batch.",
             explicit_bucket_boundaries_advisory=BATCH_SIZE_BUCKETS,
         )
         self._batches = meter.create_counter(
@@ -121,7 +125,9 @@ class DrainTelemetry:
         self._log(
             logging.ERROR,
             "Drain of lease %s failed: %s: %s",
-            lease_token, error_type(error), error,
+            lease_token,
+            error_type(error),
+            error,
             exc_info=error,
         )
 
@@ -137,9 +143,11 @@ class DrainTelemetry:
         self._suspensions.add(1, _lease_attributes(source_identity, lease_token))
         self._log(
             logging.ERROR,
-            "Drain Suspension opened for lease %s after %d consecutive confirmation failures; "
-            "last stamp fault: %s: %s",
-            lease_token, consecutive_failures, error_type(fault), fault,
+            "Drain Suspension opened for lease %s after %d consecutive confirmation failures; last stamp fault: %s: %s",
+            lease_token,
+            consecutive_failures,
+            error_type(fault),
+            fault,
             exc_info=fault,
         )
 
@@ -161,15 +169,13 @@ class DrainTelemetry:
         # try/except makes that test see the logger's error instead of the drain's.
         try:
             self._logger.log(level, message, *args, exc_info=exc_info)
-        except Exception:  # noqa: BLE001 - deliberate: logging must never fail a drain
+        except Exception:  # noqa: BLE001, S110 - deliberate: logging must never fail a drain
             pass
 
     # ---------------------------------------------------------------- trace context (RLY-09)
 
     @contextmanager
-    def send_spans(
-        self, messages: Sequence[tuple[str, str, Mapping[str, Any]]]
-    ) -> Iterator[list[SendSpan]]:
+    def send_spans(self, messages: Sequence[tuple[str, str, Mapping[str, Any]]]) -> Iterator[list[SendSpan]]:
         """Start one PRODUCER span per ``(destination, message_id, persisted_context)``.
 
         Yields handles whose ``headers`` are the ``traceparent``/``tracestate`` to put on the
@@ -197,9 +203,7 @@ class SendSpan:
         self._ended = False
 
     @classmethod
-    def start(
-        cls, tracer: trace.Tracer, destination: str, message_id: str, context: Mapping[str, Any]
-    ) -> SendSpan:
+    def start(cls, tracer: trace.Tracer, destination: str, message_id: str, context: Mapping[str, Any]) -> SendSpan:
         carrier = {k: v for k in ("traceparent", "tracestate") if isinstance(v := context.get(k), str)}
         parent = _PROPAGATOR.extract(carrier)
         parent_id = trace.get_current_span(parent).get_span_context().span_id

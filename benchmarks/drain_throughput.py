@@ -34,14 +34,14 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from airflow_chatter.adapters.kafka import KafkaPublisher, KafkaPublisherSettings, ensure_topics  # noqa: E402
-from airflow_chatter.adapters.memory import MemoryDocumentContainer  # noqa: E402
-from airflow_chatter.contract import Deliverable, verify  # noqa: E402
-from airflow_chatter.drain import DrainEngine  # noqa: E402
-from airflow_chatter.mapping import to_outgoing_message  # noqa: E402
-from airflow_chatter.options import SourceOptions  # noqa: E402
-from airflow_chatter.outbox import OutboxMessage  # noqa: E402
-from airflow_chatter.ports import (  # noqa: E402
+from airflow_chatter.adapters.kafka import KafkaPublisher, KafkaPublisherSettings, ensure_topics
+from airflow_chatter.adapters.memory import MemoryDocumentContainer
+from airflow_chatter.contract import Deliverable, verify
+from airflow_chatter.drain import DrainEngine
+from airflow_chatter.mapping import to_outgoing_message
+from airflow_chatter.options import SourceOptions
+from airflow_chatter.outbox import OutboxMessage
+from airflow_chatter.ports import (
     ChangeFeedPage,
     ChangeFeedStart,
     ContainerProperties,
@@ -68,9 +68,7 @@ def outbox_document(i: int, topic: str) -> Document:
     tenant = f"tenant-{i % TENANTS}"
     head = json.dumps({"order": i, "tenant": tenant, "pad": ""})
     body = head[:-2] + "x" * (BODY_BYTES - len(head)) + '"}'
-    return OutboxMessage(f"bench-{i}", topic, body, "application/json", {"seq": i}).to_document(
-        ("/tenantId",), tenant
-    )
+    return OutboxMessage(f"bench-{i}", topic, body, "application/json", {"seq": i}).to_document(("/tenantId",), tenant)
 
 
 def outgoing(doc: Document) -> OutgoingMessage:
@@ -143,7 +141,9 @@ class TimedContainer(DocumentContainer):
     def read(self, item_id: str, partition_key: PartitionKey) -> Document:
         return self._call("read", item_id, partition_key)
 
-    def replace(self, item_id: str, partition_key: PartitionKey, document: Document, *, if_match: str | None = None) -> Document:
+    def replace(
+        self, item_id: str, partition_key: PartitionKey, document: Document, *, if_match: str | None = None
+    ) -> Document:
         return self._call("replace", item_id, partition_key, document, if_match=if_match)
 
     def upsert(self, document: Document, partition_key: PartitionKey, *, if_match: str | None = None) -> Document:
@@ -152,16 +152,25 @@ class TimedContainer(DocumentContainer):
     def delete(self, item_id: str, partition_key: PartitionKey, *, if_match: str | None = None) -> None:
         return self._call("delete", item_id, partition_key, if_match=if_match)
 
-    def patch(self, item_id: str, partition_key: PartitionKey, operations: Sequence[PatchOperation], *,
-              if_match: str | None = None, filter_predicate: str | None = None) -> Document:
-        return self._call("patch", item_id, partition_key, operations, if_match=if_match,
-                          filter_predicate=filter_predicate)
+    def patch(
+        self,
+        item_id: str,
+        partition_key: PartitionKey,
+        operations: Sequence[PatchOperation],
+        *,
+        if_match: str | None = None,
+        filter_predicate: str | None = None,
+    ) -> Document:
+        return self._call(
+            "patch", item_id, partition_key, operations, if_match=if_match, filter_predicate=filter_predicate
+        )
 
     def execute_batch(self, partition_key: PartitionKey, operations: Sequence[Any]) -> Any:
         return self._call("execute_batch", partition_key, operations)
 
-    def query(self, sql: str, parameters: Mapping[str, Any] | None = None, *,
-              partition_key: PartitionKey | None = None) -> Iterator[Document]:
+    def query(
+        self, sql: str, parameters: Mapping[str, Any] | None = None, *, partition_key: PartitionKey | None = None
+    ) -> Iterator[Document]:
         return iter(list(self._call("query", sql, parameters, partition_key=partition_key)))
 
     def read_feed_ranges(self, *, force_refresh: bool = False) -> list[FeedRange]:
@@ -170,11 +179,17 @@ class TimedContainer(DocumentContainer):
     def is_feed_range_subset(self, parent: FeedRange, child: FeedRange) -> bool:
         return self._call("is_feed_range_subset", parent, child)
 
-    def read_change_feed(self, feed_range: FeedRange, *, continuation: str | None = None,
-                         start: ChangeFeedStart | datetime = ChangeFeedStart.BEGINNING,
-                         max_item_count: int = 100) -> ChangeFeedPage:
-        return self._call("read_change_feed", feed_range, continuation=continuation, start=start,
-                          max_item_count=max_item_count)
+    def read_change_feed(
+        self,
+        feed_range: FeedRange,
+        *,
+        continuation: str | None = None,
+        start: ChangeFeedStart | datetime = ChangeFeedStart.BEGINNING,
+        max_item_count: int = 100,
+    ) -> ChangeFeedPage:
+        return self._call(
+            "read_change_feed", feed_range, continuation=continuation, start=start, max_item_count=max_item_count
+        )
 
 
 class TimedPublisher(Publisher):
@@ -208,9 +223,14 @@ class SyntheticSource(DocumentContainer):
     def is_feed_range_subset(self, parent: FeedRange, child: FeedRange) -> bool:
         return parent == child
 
-    def read_change_feed(self, feed_range: FeedRange, *, continuation: str | None = None,
-                         start: ChangeFeedStart | datetime = ChangeFeedStart.BEGINNING,
-                         max_item_count: int = 100) -> ChangeFeedPage:
+    def read_change_feed(
+        self,
+        feed_range: FeedRange,
+        *,
+        continuation: str | None = None,
+        start: ChangeFeedStart | datetime = ChangeFeedStart.BEGINNING,
+        max_item_count: int = 100,
+    ) -> ChangeFeedPage:
         first = int(continuation or 0)
         last = min(self.n, first + max_item_count)
         return ChangeFeedPage(tuple(self._doc(i) for i in range(first, last)), str(last))
@@ -220,8 +240,15 @@ class SyntheticSource(DocumentContainer):
         doc.update(_etag=f"e{i}", _ts=int(time.time()), _lsn=i + 1)
         return doc
 
-    def patch(self, item_id: str, partition_key: PartitionKey, operations: Sequence[PatchOperation], *,
-              if_match: str | None = None, filter_predicate: str | None = None) -> Document:
+    def patch(
+        self,
+        item_id: str,
+        partition_key: PartitionKey,
+        operations: Sequence[PatchOperation],
+        *,
+        if_match: str | None = None,
+        filter_predicate: str | None = None,
+    ) -> Document:
         return {"id": item_id, "status": operations[0].value, "_etag": "stamped"}
 
     def _unused(self, *args: Any, **kwargs: Any) -> Any:
@@ -240,8 +267,13 @@ def measure_drain(
     warm = publisher.send_batch([OutgoingMessage(topic, b"warm-up")])
     assert warm[0].confirmed, warm
     watch = Stopwatch()
-    engine = DrainEngine(source(name), TimedContainer(monitored, watch), lease_container(),
-                         TimedPublisher(publisher, watch), owner="bench")
+    engine = DrainEngine(
+        source(name),
+        TimedContainer(monitored, watch),
+        lease_container(),
+        TimedPublisher(publisher, watch),
+        owner="bench",
+    )
     engine.ensure_leases()
     started = time.perf_counter()
     summaries = engine.drain_all()
@@ -260,9 +292,7 @@ def measure_raw_produce(bootstrap: str, messages: Sequence[OutgoingMessage]) -> 
     try:
         producer.send(messages[0].topic, value=b"warm-up").get(timeout=30)
         started = time.perf_counter()
-        futures = [
-            producer.send(m.topic, value=m.value, key=m.key, headers=list(m.headers)) for m in messages
-        ]
+        futures = [producer.send(m.topic, value=m.value, key=m.key, headers=list(m.headers)) for m in messages]
         producer.flush()
         assert all(f.succeeded() for f in futures)
         return time.perf_counter() - started
@@ -313,7 +343,10 @@ def peak_rss_kib() -> int:
 def measure_rss(n: int, bootstrap: str) -> int:
     out = subprocess.run(
         [sys.executable, __file__, "--rss-child", str(n), "--bootstrap", bootstrap],
-        capture_output=True, text=True, check=True, timeout=1800,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=1800,
     )
     return int(json.loads(out.stdout.strip().splitlines()[-1])["peak_rss_kib"])
 
@@ -345,8 +378,11 @@ def kafka_service() -> Iterator[str]:
 @contextmanager
 def emulator_service() -> Iterator[dict[str, str] | None]:
     if os.environ.get("COSMOS_ENDPOINT"):
-        yield {"COSMOS_ENDPOINT": os.environ["COSMOS_ENDPOINT"], "COSMOS_KEY": os.environ.get("COSMOS_KEY", ""),
-               "COSMOS_VERIFY": os.environ.get("COSMOS_VERIFY", "true")}
+        yield {
+            "COSMOS_ENDPOINT": os.environ["COSMOS_ENDPOINT"],
+            "COSMOS_KEY": os.environ.get("COSMOS_KEY", ""),
+            "COSMOS_VERIFY": os.environ.get("COSMOS_VERIFY", "true"),
+        }
         return
     already = _script("scripts/cosmos-emulator.sh", "status").returncode == 0
     started = _script("scripts/cosmos-emulator.sh", "start")
@@ -399,8 +435,7 @@ def breakdown(elapsed: float, watch: Stopwatch) -> str:
     container = sum(v for k, v in watch.seconds.items() if k.startswith("container."))
     publisher = watch.seconds.get("publisher.send_batch", 0.0)
     engine = max(0.0, elapsed - container - publisher)
-    return (f"container {container / elapsed:5.1%}  publisher {publisher / elapsed:5.1%}  "
-            f"engine {engine / elapsed:5.1%}")
+    return f"container {container / elapsed:5.1%}  publisher {publisher / elapsed:5.1%}  engine {engine / elapsed:5.1%}"
 
 
 def memory_drain_round(bootstrap: str, n: int) -> tuple[float, str]:
@@ -438,8 +473,10 @@ def main() -> None:
         rss_child(args.rss_child, args.bootstrap)
         return
 
-    print(f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} CPUs, {platform.platform()}, "
-          f"Python {platform.python_version()}")
+    print(
+        f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} CPUs, {platform.platform()}, "
+        f"Python {platform.python_version()}"
+    )
     with kafka_service() as bootstrap:
         print(f"kafka: {bootstrap}; N={args.n} documents of {BODY_BYTES} B body, {TENANTS} keys, pages of {BATCH}")
 
@@ -455,36 +492,48 @@ def main() -> None:
             raw_topic = new_topic(bootstrap, "raw")
             messages = [outgoing(outbox_document(i, raw_topic)) for i in range(args.n)]
             raw_rates.append(args.n / measure_raw_produce(bootstrap, messages))
-            print(f"round {round_no}: drain(memory) {rate:7,.0f} [{split}]   drain(O(1) source) "
-                  f"{synthetic_rate:7,.0f} [{synthetic_split}]   raw {raw_rates[-1]:7,.0f} msg/s")
+            print(
+                f"round {round_no}: drain(memory) {rate:7,.0f} [{split}]   drain(O(1) source) "
+                f"{synthetic_rate:7,.0f} [{synthetic_split}]   raw {raw_rates[-1]:7,.0f} msg/s"
+            )
         drain_rate, synthetic_rate, raw_rate = (
-            statistics.median(drain_rates), statistics.median(synthetic_rates), statistics.median(raw_rates)
+            statistics.median(drain_rates),
+            statistics.median(synthetic_rates),
+            statistics.median(raw_rates),
         )
         print(f"drain (memory → kafka)      {drain_rate:7,.0f} msg/s (median)")
         print(f"drain (O(1) source → kafka) {synthetic_rate:7,.0f} msg/s (median)")
         print(f"raw kafka-python            {raw_rate:7,.0f} msg/s (median)")
 
         naive_topic = new_topic(bootstrap, "naive")
-        naive_rate = args.naive_n / measure_naive_loop(bootstrap, memory_source(args.naive_n, naive_topic), args.naive_n)
+        naive_rate = args.naive_n / measure_naive_loop(
+            bootstrap, memory_source(args.naive_n, naive_topic), args.naive_n
+        )
         print(f"naive send+flush+patch  {naive_rate:10,.0f} msg/s   (N={args.naive_n})")
 
         small, large = (int(x) for x in args.rss.split(","))
         rss_small, rss_large = measure_rss(small, bootstrap), measure_rss(large, bootstrap)
-        print(f"peak RSS {small:,}: {rss_small / 1024:.1f} MiB   {large:,}: {rss_large / 1024:.1f} MiB "
-              "(synthetic O(1) source, so the engine's own memory is measured)")
+        print(
+            f"peak RSS {small:,}: {rss_small / 1024:.1f} MiB   {large:,}: {rss_large / 1024:.1f} MiB "
+            "(synthetic O(1) source, so the engine's own memory is measured)"
+        )
 
         emulator_line = "emulator: skipped"
         if args.emulator_n:
             with emulator_service() as connection:
                 if connection:
                     emu_s, emu_watch = measure_emulator(connection, bootstrap, args.emulator_n)
-                    emulator_line = (f"drain (emulator → kafka) {args.emulator_n / emu_s:9,.0f} msg/s   "
-                                     f"(N={args.emulator_n}) [{breakdown(emu_s, emu_watch)}]")
+                    emulator_line = (
+                        f"drain (emulator → kafka) {args.emulator_n / emu_s:9,.0f} msg/s   "
+                        f"(N={args.emulator_n}) [{breakdown(emu_s, emu_watch)}]"
+                    )
         print(emulator_line)
 
     print()
     print(f"(a) drain ÷ raw produce      = {drain_rate / raw_rate:6.2f}   target ≥ 0.8")
-    print(f"    engine only (O(1) source) = {synthetic_rate / raw_rate:6.2f}   (the in-memory container's own cost removed)")
+    print(
+        f"    engine only (O(1) source) = {synthetic_rate / raw_rate:6.2f}   (the in-memory container's own cost removed)"
+    )
     print(f"(b) drain ÷ naive loop       = {drain_rate / naive_rate:6.2f}   target ≥ 10")
     print(f"(c) peak RSS {large // 1000}k ÷ {small // 1000}k      = {rss_large / rss_small:6.2f}   target ≤ 1.15")
 

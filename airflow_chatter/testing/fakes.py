@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from airflow_chatter.ports import (
     OutgoingMessage,
     PublishConfirmation,
-    PublishError,
     Publisher,
+    PublishError,
     PublishOutcome,
 )
 
@@ -62,9 +62,7 @@ class FakePublisher(Publisher):
 
     def fail_nth(self, n: int, error: BaseException | None = None) -> None:
         """Fail the ``n``-th message ever attempted (1-based, counted across batches)."""
-        self._faults.append(
-            PublishFault(lambda i, _m: i == n, error or PublishError(f"fault on message {n}"), 1)
-        )
+        self._faults.append(PublishFault(lambda i, _m: i == n, error or PublishError(f"fault on message {n}"), 1))
 
     def fail_all(self, error: BaseException | None = None, *, times: int | None = None) -> None:
         """Fail every message (or the next ``times`` messages)."""

@@ -61,7 +61,9 @@ def _outbox(message_id: str, tenant: str, topic: str, seq: int, **overrides: Any
     return doc
 
 
-def _engine(monitored: CosmosDocumentContainer, leases: CosmosDocumentContainer, publisher: KafkaPublisher) -> DrainEngine:
+def _engine(
+    monitored: CosmosDocumentContainer, leases: CosmosDocumentContainer, publisher: KafkaPublisher
+) -> DrainEngine:
     source = SourceOptions(name=f"e2e-{uuid.uuid4().hex[:8]}", partition_key_paths=("/tenantId",), max_batch_size=5)
     return DrainEngine(source, monitored, leases, publisher, owner="e2e")
 
@@ -104,7 +106,10 @@ def test_drain_end_to_end_publishes_each_pending_document_once_in_order_per_key(
         headers = dict(record.headers)
         assert record.topic == topic and record.key == doc["tenantId"].encode()
         assert record.value == doc["MessageBody"].encode()
-        assert headers["content-type"] == b"application/json" and headers["seq"] == str(json.loads(doc["MessageBody"])["seq"]).encode()
+        assert (
+            headers["content-type"] == b"application/json"
+            and headers["seq"] == str(json.loads(doc["MessageBody"])["seq"]).encode()
+        )
         assert headers["traceparent"] == b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     per_key: dict[bytes, list[int]] = defaultdict(list)
     for record in sorted(records, key=lambda r: (r.partition, r.offset)):

@@ -6,7 +6,7 @@ import json
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from opentelemetry.sdk.metrics import MeterProvider
@@ -16,7 +16,7 @@ from airflow_chatter.outbox import OutboxMessage
 from airflow_chatter.ports import Document
 from airflow_chatter.telemetry import DrainTelemetry
 
-T0 = datetime(2026, 11, 30, 6, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 30, 6, 0, 0, tzinfo=UTC)
 
 
 @dataclass
@@ -144,11 +144,11 @@ def ids(documents: Iterable[Document]) -> list[str]:
 # goes through the few functions below, so the tests read in port terms.
 # ------------------------------------------------------------------------------------------------
 
-from airflow_chatter.adapters.memory import MemoryDocumentContainer  # noqa: E402
-from airflow_chatter.drain import DrainEngine, DrainSummary  # noqa: E402
-from airflow_chatter.options import SourceOptions  # noqa: E402
-from airflow_chatter.ports import FeedRange  # noqa: E402
-from airflow_chatter.testing.fakes import FakePublisher  # noqa: E402
+from airflow_chatter.adapters.memory import MemoryDocumentContainer
+from airflow_chatter.drain import DrainEngine, DrainSummary
+from airflow_chatter.options import SourceOptions
+from airflow_chatter.ports import FeedRange
+from airflow_chatter.testing.fakes import FakePublisher
 
 
 def memory_container(

@@ -27,8 +27,10 @@ def test_bat_04_the_pre_gate_runs_no_user_code_for_non_pending_documents(rig: Ri
     calls_seen: list[object] = []
     rig.seed(domain_doc(), outbox_doc("msg-1", status="delivered"))
     summary = rig.drain(
-        rig.engine(additional_pending_filter=lambda d: calls_seen.append(d) or True,
-                   body_resolver=lambda ctx: calls_seen.append(ctx))
+        rig.engine(
+            additional_pending_filter=lambda d: calls_seen.append(d) or True,
+            body_resolver=lambda ctx: calls_seen.append(ctx),
+        )
     )
     assert summary.skipped == 2 and calls_seen == [], "neither filter nor resolver ran for non-pending docs"
 
@@ -42,7 +44,7 @@ def test_f04_pages_of_only_domain_documents_advance_the_checkpoint(rig: Rig) -> 
 
 
 def test_f04_checkpoint_only_after_the_whole_page_is_confirmed(rig: Rig) -> None:
-    a, b = rig.seed(outbox_doc("msg-a"), outbox_doc("msg-b"))
+    a, _b = rig.seed(outbox_doc("msg-a"), outbox_doc("msg-b"))
     fail_operation(rig.monitored, "patch", ServiceUnavailable("b"), on_call=2)
     engine = rig.engine()
     rig.drain(engine)

@@ -120,7 +120,12 @@ def test_src_04_two_sources_on_one_processor_name_fail_fast_naming_both() -> Non
     def build(name: str, pending_filter) -> DrainEngine:  # type: ignore[no-untyped-def]
         return DrainEngine(
             rig.source(name=name, additional_pending_filter=pending_filter),
-            rig.monitored, rig.leases, rig.publisher, clock=rig.clock, telemetry=rig.telemetry, registry=registry,
+            rig.monitored,
+            rig.leases,
+            rig.publisher,
+            clock=rig.clock,
+            telemetry=rig.telemetry,
+            registry=registry,
         )
 
     build("eu-orders", lambda d: True)
@@ -144,9 +149,20 @@ def test_f09_summary_is_json_able_and_logs_one_line() -> None:
     summary = rig.drain()
     data = json.loads(json.dumps(summary.to_dict()))
     for key in (
-        "lease", "published", "delivered", "undeliverable", "skipped", "dropped", "refused_batches",
-        "confirmation_failures", "max_lag_seconds", "continuation_age_seconds", "pages", "error_type",
-        "error_message", "suspended",
+        "lease",
+        "published",
+        "delivered",
+        "undeliverable",
+        "skipped",
+        "dropped",
+        "refused_batches",
+        "confirmation_failures",
+        "max_lag_seconds",
+        "continuation_age_seconds",
+        "pages",
+        "error_type",
+        "error_message",
+        "suspended",
     ):
         assert key in data, key
     assert data["published"] == 1 and data["error_type"] is None and data["continuation_age_seconds"] == 0.0

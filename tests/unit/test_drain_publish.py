@@ -170,7 +170,7 @@ def test_rly_09_tracing_on_overwrites_traceparent_with_a_child_send_span(rig: Ri
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     rig.telemetry = rig.metrics.telemetry(tracer_provider=provider)
     persisted = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-    with_parent, root = rig.seed(outbox_doc("msg-1", context={"traceparent": persisted}), outbox_doc("msg-2"))
+    with_parent, _root = rig.seed(outbox_doc("msg-1", context={"traceparent": persisted}), outbox_doc("msg-2"))
     rig.drain()
     first, second = rig.publisher.sent
     child = header(first, "traceparent")
@@ -240,9 +240,7 @@ def test_ctr_04_undeliverable_is_one_op_patch_without_ttl_and_the_lease_advances
     assert summary.error is None and rig.lease(engine).continuation is not None
 
 
-def test_ctr_05_counted_and_logged_after_the_stamp_with_no_outcome(
-    rig: Rig, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_ctr_05_counted_and_logged_after_the_stamp_with_no_outcome(rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
     rig.seed(outbox_doc("msg-1", Destination=ABSENT))
     with caplog.at_level(logging.ERROR, logger="airflow_chatter.drain"):
         rig.drain()
@@ -274,7 +272,10 @@ def test_ctr_05_a_failed_undeliverable_stamp_propagates_and_reports_nothing(
 
 @pytest.mark.parametrize(
     ("context", "field"),
-    [({"Chatter.ContentType": 7}, "MessageContentType"), ({"Chatter.Infrastructure.Type": 7}, "Chatter.Infrastructure.Type")],
+    [
+        ({"Chatter.ContentType": 7}, "MessageContentType"),
+        ({"Chatter.Infrastructure.Type": 7}, "Chatter.Infrastructure.Type"),
+    ],
 )
 def test_ctr_06_non_string_persisted_values_are_undeliverable_not_a_fault(
     rig: Rig, caplog: pytest.LogCaptureFixture, context: dict, field: str
@@ -339,7 +340,9 @@ def test_rly_07_messages_in_flight_with_the_failing_one_are_acknowledged_but_nev
 
 def _json_values() -> st.SearchStrategy[object]:
     scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
-    return st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3), max_leaves=6)
+    return st.recursive(
+        scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3), max_leaves=6
+    )
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

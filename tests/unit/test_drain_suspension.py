@@ -154,7 +154,7 @@ def test_sus_11_an_undeliverable_stamp_is_a_receipt(rig: Rig) -> None:
 def test_sus_12_a_confirmation_failure_voids_the_receipts_of_its_batch(rig: Rig) -> None:
     engine = rig.engine()
     _prime(rig, engine, SuspensionState(4))
-    a, x = rig.seed(outbox_doc("msg-a"), outbox_doc("msg-x"))
+    a, _x = rig.seed(outbox_doc("msg-a"), outbox_doc("msg-x"))
     fail_operation(rig.monitored, "patch", ServiceUnavailable("x stamp"), on_call=2)
     summary = rig.drain(engine)
     assert rig.current(a)["status"] == "delivered", "the earlier stamp landed"
@@ -210,8 +210,13 @@ def test_sus_14_same_lease_token_of_another_source_is_unaffected(rig: Rig) -> No
     _suspend(rig, engine)
     other_monitored = memory_container(rig.clock, container_id="payments")
     other = type(engine)(
-        rig.source(name="payments-outbox"), other_monitored, rig.leases, rig.publisher,
-        clock=rig.clock, telemetry=rig.telemetry, owner="drain-a",
+        rig.source(name="payments-outbox"),
+        other_monitored,
+        rig.leases,
+        rig.publisher,
+        clock=rig.clock,
+        telemetry=rig.telemetry,
+        owner="drain-a",
     )
     assert other.source_identity != engine.source_identity
     other_monitored.create(outbox_doc("msg-p"), "t1")

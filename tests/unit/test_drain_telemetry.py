@@ -42,8 +42,13 @@ def test_met_f09_instruments_have_their_names_units_and_the_airflow_chatter_mete
     rig.telemetry.record_suspension_opened("p", "0", 5, OSError("x"))
     found = rig.metrics.collect()
     expected_units = {
-        LAG: "s", DOCUMENTS: "{document}", BATCH_SIZE: "{document}", BATCHES: "{batch}",
-        FAILURES: "{failure}", UNDELIVERABLE: "{document}", SUSPENSIONS: "{suspension}",
+        LAG: "s",
+        DOCUMENTS: "{document}",
+        BATCH_SIZE: "{document}",
+        BATCHES: "{batch}",
+        FAILURES: "{failure}",
+        UNDELIVERABLE: "{document}",
+        SUSPENSIONS: "{suspension}",
     }
     for name, unit in expected_units.items():
         assert found[f"{name}#unit"] == [unit], name
@@ -67,7 +72,7 @@ def test_met_01_no_lag_without_an_integer_ts(rig: Rig) -> None:
     doc = outbox_doc("msg-1")
     tally = _Tally("lease")
     for ts in (None, "1700000000", 1.5, True, 10**13, -5):
-        engine._record_lag({**doc, "_ts": ts}, tally)  # noqa: SLF001 - the rule is about this one function
+        engine._record_lag({**doc, "_ts": ts}, tally)
     assert tally.max_lag_seconds is None and rig.metrics.points(LAG) == []
 
 

@@ -44,7 +44,9 @@ def test_f04_lease_id_is_deterministic_prefixed_and_url_safe() -> None:
 
 
 def test_f04_ensure_leases_creates_one_lease_per_range_starting_at_the_beginning(
-    monitored, container, clock: ManualClock  # type: ignore[no-untyped-def]
+    monitored,
+    container,
+    clock: ManualClock,  # type: ignore[no-untyped-def]
 ) -> None:
     store = _store(container, clock)
     leases = store.ensure_leases(monitored)
@@ -65,7 +67,9 @@ def test_f04_acquire_takes_a_free_lease(monitored, container, clock: ManualClock
 
 
 def test_f04_a_live_lease_of_another_drain_is_reported_and_left_alone(
-    monitored, container, clock: ManualClock  # type: ignore[no-untyped-def]
+    monitored,
+    container,
+    clock: ManualClock,  # type: ignore[no-untyped-def]
 ) -> None:
     a, b = _store(container, clock, "a"), _store(container, clock, "b")
     (lease,) = a.ensure_leases(monitored)
@@ -129,7 +133,9 @@ def test_f04_split_children_resume_from_parent(monitored, container, clock: Manu
 
 
 def test_f04_ensure_leases_maps_a_split_it_discovers_onto_the_parent(
-    monitored, container, clock: ManualClock  # type: ignore[no-untyped-def]
+    monitored,
+    container,
+    clock: ManualClock,  # type: ignore[no-untyped-def]
 ) -> None:
     store = _store(container, clock)
     (parent,) = store.ensure_leases(monitored)
@@ -161,7 +167,11 @@ def test_f04_a_split_with_no_children_reraises_gone(monitored, container, clock:
     ],
 )
 def test_f04_malformed_lease_document_names_the_lease(
-    monitored, container, clock: ManualClock, change: dict, named: str  # type: ignore[no-untyped-def]
+    monitored,
+    container,
+    clock: ManualClock,
+    change: dict,
+    named: str,  # type: ignore[no-untyped-def]
 ) -> None:
     store = _store(container, clock)
     (lease,) = store.ensure_leases(monitored)

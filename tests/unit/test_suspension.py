@@ -154,7 +154,9 @@ def test_sus_receipt_is_minted_only_from_a_landed_status_write() -> None:
         ConfirmationReceipt.from_status_write({"id": "x", "status": "pending", "_etag": "e"}, "delivered")
     with pytest.raises(ValueError):
         ConfirmationReceipt.from_status_write({"id": "x", "status": "delivered"}, "delivered")
-    receipt = ConfirmationReceipt.from_status_write({"id": "x", "status": "undeliverable", "_etag": "e"}, "undeliverable")
+    receipt = ConfirmationReceipt.from_status_write(
+        {"id": "x", "status": "undeliverable", "_etag": "e"}, "undeliverable"
+    )
     assert receipt.status == "undeliverable" and receipt.item_id == "x"
 
 
