@@ -139,6 +139,38 @@ def build_backfill_dag(config: SourcesFile) -> DAG:
     return dag
 
 
+def build_wait_and_drain_dag(source: SourceConfig, *, poll_interval: float = 60.0) -> DAG:
+    """``chatter_wait_<name>``: an unscheduled DAG that waits (deferred, in the triggerer) for pending
+    outbox documents, then drains every lease once. Trigger it, or give it a schedule, when documents
+    arrive rarely and an idle drain every few minutes would be wasted."""
+    from airflow_chatter.airflow.sensors.pending import ChatterPendingOutboxSensor
+
+    # [START chatter_wait_dag]
+    with DAG(
+        dag_id=f"chatter_wait_{source.name}",
+        schedule=None,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        default_args=DEFAULT_ARGS,
+        tags=["chatter", "outbox", "example"],
+    ) as dag:
+        wait = ChatterPendingOutboxSensor(
+            task_id="wait_for_pending",
+            source=source,
+            poll_interval=poll_interval,
+            timeout=6 * 3600,
+            deferrable=True,  # waits in the triggerer: no worker slot is held while the outbox is empty
+        )
+        leases = ChatterListLeasesOperator(task_id="list_leases", source=source)
+        drains = ChatterDrainOperator.partial(
+            task_id="drain", source=source, pool=source.pool or "default_pool"
+        ).expand(lease_id=leases.output)
+        wait >> leases >> drains
+    # [END chatter_wait_dag]
+    return dag
+
+
 def drain_dags(default_dir: str | Path) -> dict[str, DAG]:
     """Every scheduled drain DAG of the sources file, by DAG id (for a DAG file's ``globals()``)."""
     config = load_sources(sources_file(default_dir))
@@ -147,3 +179,8 @@ def drain_dags(default_dir: str | Path) -> dict[str, DAG]:
 
 def backfill_dag(default_dir: str | Path) -> DAG:
     return build_backfill_dag(load_sources(sources_file(default_dir)))
+
+
+def wait_and_drain_dags(default_dir: str | Path) -> dict[str, DAG]:
+    config = load_sources(sources_file(default_dir))
+    return {f"chatter_wait_{s.name}": build_wait_and_drain_dag(s) for s in config.sources}
