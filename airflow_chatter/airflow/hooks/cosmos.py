@@ -136,6 +136,7 @@ class ChatterCosmosHook(AzureCosmosDBHook):
             from airflow_chatter.adapters.cosmos import make_cosmos_client
 
             kwargs = self.client_kwargs()
+            failure: RuntimeError | None = None
             try:
                 # make_cosmos_client passes a CA path through an SSLConfiguration: azure-cosmos otherwise
                 # skips verification for 127.0.0.1 (the local emulator).
@@ -143,7 +144,10 @@ class ChatterCosmosHook(AzureCosmosDBHook):
                     kwargs.pop("url"), kwargs.pop("credential"), verify=kwargs.pop("connection_verify"), **kwargs
                 )
             except Exception as error:
-                raise self._clean(error) from None
+                failure = self._clean(error)
+            if failure is not None:
+                # Raised outside the except block so that not even __context__ keeps the original text.
+                raise failure
         return self._conn
 
     def _clean(self, error: BaseException) -> RuntimeError:
