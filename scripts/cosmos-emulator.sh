@@ -34,6 +34,13 @@ endpoint="https://127.0.0.1:$port/"
 
 log() { echo "cosmos-emulator: $*" >&2; }
 
+# Serialise install/start/stop of every emulator sharing this state dir (several test sessions may race).
+with_lock() {
+  mkdir -p "$state_root"
+  exec 9>"$state_root/.cosmos-emulator-v2.lock"
+  flock -w 300 9 || { log "could not take $state_root/.cosmos-emulator-v2.lock"; exit 1; }
+}
+
 lock_hash() { sha256sum "$src/package-lock.json" | cut -c1-16; }
 install_dir() { echo "$cache_root/cosmos-emulator-$(lock_hash)"; }
 
@@ -93,6 +100,7 @@ cmd_start() {
   mkdir -p "$state"
   if pid="$(running_pid)"; then
     log "already running (pid $pid)"
+    echo "COSMOS_EMULATOR_STARTED=0"
     print_connection
     return 0
   fi
@@ -100,7 +108,7 @@ cmd_start() {
   dir="$(install_dir)"
   # server.js resolves @vercel/cosmosdb-server from the cached node_modules.
   NODE_PATH="$dir/node_modules" nohup node "$src/server.js" --port "$port" --host 127.0.0.1 \
-    --cert "$cert" --key "$key" >"$logfile" 2>&1 </dev/null &
+    --cert "$cert" --key "$key" >"$logfile" 2>&1 </dev/null 9>&- &
   echo $! >"$pidfile"
   local deadline=$((SECONDS + ${COSMOS_EMULATOR_START_TIMEOUT:-30}))
   until answers; do
@@ -117,6 +125,7 @@ cmd_start() {
     sleep 0.2
   done
   log "$(tail -n 1 "$logfile")"
+  echo "COSMOS_EMULATOR_STARTED=1"
   print_connection
 }
 
@@ -153,9 +162,9 @@ cmd_status() {
 }
 
 case "${1:-}" in
-  install) cmd_install ;;
-  start) cmd_start ;;
-  stop) cmd_stop ;;
+  install) with_lock; cmd_install ;;
+  start) with_lock; cmd_start ;;
+  stop) with_lock; cmd_stop ;;
   status) cmd_status ;;
   *) echo "usage: $0 {install|start|stop|status}" >&2; exit 2 ;;
 esac
