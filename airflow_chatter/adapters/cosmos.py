@@ -393,7 +393,10 @@ class CosmosDocumentContainer(DocumentContainer):
         *,
         partition_key: PartitionKeyValue | None = None,
     ) -> Iterator[Document]:
-        sdk_parameters = [{"name": name, "value": value} for name, value in (parameters or {}).items()]
+        sdk_parameters = [
+            {"name": name if name.startswith("@") else f"@{name}", "value": value}
+            for name, value in (parameters or {}).items()
+        ]
         kwargs: dict[str, Any] = {"query": sql, "parameters": sdk_parameters or None}
         if partition_key is None:
             kwargs["enable_cross_partition_query"] = True

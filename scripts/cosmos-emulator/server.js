@@ -32,7 +32,6 @@ const headerOf = (req, name) => {
   return Array.isArray(v) ? v[0] : v;
 };
 
-const isTrue = (req, name) => String(headerOf(req, name) || "").toLowerCase() === "true";
 
 /** The collection's partition key paths, as arrays of path segments (["/a/b"] -> [["a","b"]]). */
 function partitionKeyPaths(collectionData) {
