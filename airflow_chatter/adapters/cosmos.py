@@ -111,7 +111,8 @@ def translate_error(error: BaseException) -> ContainerError | None:
             return Throttled(message, retry_after_ms=_retry_after_ms(getattr(error, "headers", None)))
         cls = _STATUS_ERRORS.get(status)
         return cls(message) if cls else ContainerError(message, status_code=status)
-    if isinstance(error, exceptions.CosmosClientTimeoutError | ServiceRequestTimeoutError | ServiceResponseTimeoutError):
+    timeouts = exceptions.CosmosClientTimeoutError | ServiceRequestTimeoutError | ServiceResponseTimeoutError
+    if isinstance(error, timeouts):
         return RequestTimeout(str(error))
     if isinstance(error, ServiceRequestError | ServiceResponseError):
         return ServiceUnavailable(str(error))

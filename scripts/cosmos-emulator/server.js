@@ -188,7 +188,9 @@ function effectivePartitionKey(collectionData, doc) {
   const key = (collectionData || {}).partitionKey || {};
   const values = JSON.parse(canonicalFromDocument(collectionData, doc));
   if (key.kind === "MultiHash") return values.map((v) => epkHashHex(epkComponentBytes(v))).join("");
-  if ((key.kind || "Hash") === "Hash" && key.version === 2) return epkHashHex(Buffer.concat(values.map(epkComponentBytes)));
+  if ((key.kind || "Hash") === "Hash" && key.version === 2) {
+    return epkHashHex(Buffer.concat(values.map(epkComponentBytes)));
+  }
   return null;
 }
 

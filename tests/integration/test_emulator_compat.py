@@ -5,7 +5,8 @@ Each fix in scripts/cosmos-emulator/server.js repairs a defect of ``@vercel/cosm
 real account and on the patched emulator, and FAILS on the vanilla server. To see that:
 
     CHATTER_EMULATOR_COMPAT=0 COSMOS_EMULATOR_PORT=8085 scripts/cosmos-emulator.sh start
-    COSMOS_ENDPOINT=https://127.0.0.1:8085/ COSMOS_KEY=... COSMOS_VERIFY=<cert> pytest tests/integration/test_emulator_compat.py
+    COSMOS_ENDPOINT=https://127.0.0.1:8085/ COSMOS_KEY=<the key it prints> COSMOS_VERIFY=<the cert it prints> \
+        .venv/bin/python -m pytest tests/integration/test_emulator_compat.py
 """
 
 from __future__ import annotations
