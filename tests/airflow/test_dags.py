@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -88,3 +89,24 @@ def test_missing_config_file_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path:
     monkeypatch.setenv(SOURCES_FILE_ENV, str(tmp_path / "nope.yaml"))
     message = "\n".join(str(e) for e in dagbag().import_errors.values())
     assert "nope.yaml" in message and "cannot be read" in message
+
+
+@pytest.mark.parametrize(
+    "conf",
+    [
+        {"document_budget": 0},
+        {"document_budget": "lots"},
+        {"source": "nope"},
+        {"start": "yesterday"},
+        {"dry_run": "maybe"},
+        {"feed_ranges": "all"},
+    ],
+)
+def test_backfill_params_refuse_bad_input(sources_file: Any, conf: dict[str, Any]) -> None:
+    from airflow.sdk.exceptions import ParamValidationError
+
+    sources_file({"sources": [valid()]})
+    params = copy.deepcopy(dagbag().dags["chatter_backfill"].params)
+    with pytest.raises(ParamValidationError):  # what the server answers a bad trigger form with (400)
+        params.update(conf)
+        params.validate()
