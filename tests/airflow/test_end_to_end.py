@@ -182,3 +182,27 @@ def test_scheduled_drain_backfill_and_sensor_end_to_end(
     [event] = _xcoms(run, "wait_for_pending")
     assert event["pending"] == 2
     assert [s["published"] for s in _xcoms(run, "drain")] == [2]
+
+
+def test_hooks_test_connection_against_the_services(
+    cosmos_endpoint: Any, cosmos_database: Any, kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
+    from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
+
+    verify = cosmos_endpoint.verify
+    _conn(
+        monkeypatch,
+        "chatter_cosmos_probe",
+        conn_type="chatter_cosmos",
+        login=cosmos_endpoint.url,
+        password=cosmos_endpoint.key,
+        extra={"database_name": cosmos_database.id, **({"ca_cert_path": verify} if isinstance(verify, str) else {})},
+    )
+    _conn(monkeypatch, "chatter_kafka_probe", conn_type="chatter_kafka", extra={"bootstrap_servers": kafka_bootstrap})
+    assert ChatterCosmosHook("chatter_cosmos_probe").test_connection() == (
+        True,
+        f"Connected to Cosmos DB; database {cosmos_database.id!r} exists.",
+    )
+    ok, message = ChatterKafkaHook("chatter_kafka_probe").test_connection(timeout_s=10)
+    assert ok, message

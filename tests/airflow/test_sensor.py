@@ -99,3 +99,23 @@ def test_trigger_reports_errors_as_an_event(monkeypatch: pytest.MonkeyPatch) -> 
     assert event["status"] == "error" and "NotFound" in event["message"]
     with pytest.raises(RuntimeError, match="NotFound"):
         sensor().execute_complete(context={}, event=event)
+
+
+def test_poke_mode_returns_at_once_when_work_is_pending(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = install_world(monkeypatch)
+    lease = lease_id()
+    world.write(tenants=2, per_tenant=1)
+    result = sensor(lease_ids=[lease], deferrable=False, mode="poke").execute(context={})
+    assert result == {"lease_id": lease, "pending": 2, "documents": 2}
+
+
+def test_reschedule_mode_gives_the_slot_back_while_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    from unittest import mock
+
+    from airflow.sdk.exceptions import AirflowRescheduleException
+
+    install_world(monkeypatch)
+    lease = lease_id()
+    ti = mock.Mock(get_first_reschedule_date=mock.Mock(return_value=None))
+    with pytest.raises(AirflowRescheduleException):
+        sensor(lease_ids=[lease], deferrable=False, mode="reschedule").execute(context={"ti": ti})  # type: ignore[arg-type]
