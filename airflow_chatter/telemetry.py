@@ -183,7 +183,12 @@ class DrainTelemetry:
         unchanged). Spans still open when the block exits are ended (with an error status if it raised).
         """
         tracer = trace.get_tracer(METER_NAME, tracer_provider=self._tracer_provider)
-        spans = [SendSpan.start(tracer, *item) for item in messages]
+        spans = [SendSpan.start(tracer, *item) for item in messages[:1]]
+        if spans and spans[0].headers is None:
+            # Tracing is off (a provider-wide fact): skip parsing every persisted context of the batch.
+            spans.extend(SendSpan(None, None) for _ in messages[1:])
+        else:
+            spans.extend(SendSpan.start(tracer, *item) for item in messages[1:])
         try:
             yield spans
         except BaseException as exc:

@@ -360,19 +360,37 @@ def _script(path: str, action: str) -> subprocess.CompletedProcess[str]:
 
 @contextmanager
 def kafka_service() -> Iterator[str]:
+    """The project broker, shared the way the ``kafka_bootstrap`` fixture shares it.
+
+    This run registers as a user of the broker, so a test session ending meanwhile does not stop it under us, and
+    it stops the broker at the end only if it started it and no one else is using it.
+    """
     if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
         yield os.environ["KAFKA_BOOTSTRAP_SERVERS"]
         return
-    already = _script("scripts/kafka.sh", "status").returncode == 0
-    started = _script("scripts/kafka.sh", "start")
-    if started.returncode != 0:
-        raise SystemExit(f"no Kafka broker: {started.stderr[-2000:]}")
+    from tests.fixtures.kafka import PROJECT_PORT, KafkaBroker, _broker_pid, _live_users, _locked, _state_dir
+
+    state = _state_dir(PROJECT_PORT)
+    lock = state.parent / f".kafka-{PROJECT_PORT}.fixture.lock"
+    users, owned = state / "fixture-users", state / "fixture-owned"
+    me = users / f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    broker = KafkaBroker(PROJECT_PORT)
+    with _locked(lock):
+        already = broker.is_running()
+        address = broker.start()
+        users.mkdir(parents=True, exist_ok=True)
+        if not already:
+            owned.write_text(_broker_pid(PROJECT_PORT))
+        me.touch()
     try:
-        yield started.stdout.strip().splitlines()[-1]
+        yield address
     finally:
-        users = REPO / ".cache" / "services" / "kafka-19092" / "fixture-users"
-        if not already and not (users.exists() and any(users.iterdir())):
-            _script("scripts/kafka.sh", "stop")
+        with _locked(lock):
+            me.unlink(missing_ok=True)
+            if owned.exists() and not _live_users(users):
+                if owned.read_text().strip() == _broker_pid(PROJECT_PORT):
+                    broker.stop()
+                owned.unlink(missing_ok=True)
 
 
 @contextmanager
