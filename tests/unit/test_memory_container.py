@@ -592,6 +592,29 @@ def test_concurrent_creates_of_one_id_have_exactly_one_winner() -> None:
     assert sorted(outcomes) == ["conflict"] * 7 + ["created"]
 
 
+def test_concurrent_conditional_increments_never_lose_an_update() -> None:
+    """Optimistic concurrency under the lock: every read-modify-write either lands or gets 412 and retries."""
+    container = MemoryDocumentContainer()
+    container.create(_doc("counter", n=0), "p")
+
+    def increment_five_times() -> None:
+        for _ in range(5):
+            while True:
+                current = container.read("counter", "p")
+                try:
+                    container.replace("counter", "p", {**current, "n": current["n"] + 1}, if_match=current["_etag"])
+                    break
+                except PreconditionFailed:
+                    continue  # another writer got there first: re-read and retry
+
+    threads = [threading.Thread(target=increment_five_times) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert container.read("counter", "p")["n"] == 30, "no increment was lost to a concurrent writer"
+
+
 def test_properties_are_configurable() -> None:
     container = MemoryDocumentContainer(
         partition_key_paths=("/tenant", "/user", "/session"),
