@@ -62,7 +62,12 @@ def start_services() -> dict[str, str]:
     """Run ``scripts/services.sh start`` and return the environment it prints."""
     script = REPO / "scripts" / "services.sh"
     result = subprocess.run(
-        [str(script), "start"], cwd=REPO, text=True, capture_output=True, timeout=900, check=False,
+        [str(script), "start"],
+        cwd=REPO,
+        text=True,
+        capture_output=True,
+        timeout=900,
+        check=False,
         stdin=subprocess.DEVNULL,
     )
     if result.returncode != 0:
@@ -76,15 +81,18 @@ def start_services() -> dict[str, str]:
     for line in env.splitlines():
         line = line.strip()
         if line.startswith("export ") and "=" in line:
-            name, _, value = line[len("export "):].partition("=")
+            name, _, value = line[len("export ") :].partition("=")
             value = os.path.expandvars(" ".join(shlex.split(value)))
             found[name] = value
     return found
 
 
 def service_settings(start: bool) -> dict[str, str]:
-    settings = {k: os.environ[k] for k in ("KAFKA_BOOTSTRAP_SERVERS", "COSMOS_ENDPOINT", "COSMOS_KEY", "COSMOS_VERIFY")
-                if os.environ.get(k)}
+    settings = {
+        k: os.environ[k]
+        for k in ("KAFKA_BOOTSTRAP_SERVERS", "COSMOS_ENDPOINT", "COSMOS_KEY", "COSMOS_VERIFY")
+        if os.environ.get(k)
+    }
     if start:
         settings = {**start_services(), **settings}
     missing = [k for k in ("KAFKA_BOOTSTRAP_SERVERS", "COSMOS_ENDPOINT", "COSMOS_KEY") if not settings.get(k)]
@@ -105,8 +113,12 @@ def configure_airflow(settings: dict[str, str]) -> None:
     elif verify.lower() not in ("true", "1", "yes", ""):
         cosmos_extra["ca_cert_path"] = verify
     env[f"AIRFLOW_CONN_{COSMOS_CONN_ID.upper()}"] = json.dumps(
-        {"conn_type": "chatter_cosmos", "login": settings["COSMOS_ENDPOINT"], "password": settings["COSMOS_KEY"],
-         "extra": cosmos_extra}
+        {
+            "conn_type": "chatter_cosmos",
+            "login": settings["COSMOS_ENDPOINT"],
+            "password": settings["COSMOS_KEY"],
+            "extra": cosmos_extra,
+        }
     )
     env[f"AIRFLOW_CONN_{KAFKA_CONN_ID.upper()}"] = json.dumps(
         {"conn_type": "chatter_kafka", "extra": {"bootstrap_servers": settings["KAFKA_BOOTSTRAP_SERVERS"]}}
@@ -128,7 +140,7 @@ def make_containers(source: Any) -> tuple[Any, Any]:
     for name in (source.monitored_container, source.lease_container):
         try:
             database.delete_container(name)
-        except Exception:  # noqa: BLE001 - absent on a first run
+        except Exception:  # noqa: BLE001, S110 - absent on a first run
             pass
     # defaultTtl -1: TTL on with no default, so only the delivered stamp's ttl purges a document.
     paths = [source.partition_key_paths] if isinstance(source.partition_key_paths, str) else source.partition_key_paths
@@ -155,13 +167,19 @@ def write_orders(container: Any, orders: int, customers: int, malformed: int) ->
     outbox: list[dict[str, Any]] = []
     for n in range(orders):
         customer = f"customer-{n % customers:02d}"
-        order = {"id": f"order-{n:04d}", "customerId": customer, "type": "order",
-                 "total": round(rng.uniform(5, 500), 2), "status": "placed"}
+        order = {
+            "id": f"order-{n:04d}",
+            "customerId": customer,
+            "type": "order",
+            "total": round(rng.uniform(5, 500), 2),
+            "status": "placed",
+        }
         message = OutboxMessage(
             message_id=str(uuid.uuid4()),
             destination=TOPIC,
-            body=json.dumps({"event": "OrderPlaced", "orderId": order["id"], "customerId": customer,
-                             "total": order["total"]}),
+            body=json.dumps(
+                {"event": "OrderPlaced", "orderId": order["id"], "customerId": customer, "total": order["total"]}
+            ),
             content_type="application/json",
             context={"event-type": "OrderPlaced", "source": "demo"},
         )
@@ -189,7 +207,7 @@ def kafka_settings(bootstrap: str) -> Any:
 
 
 def end_offsets(bootstrap: str) -> dict[int, int]:
-    from kafka import KafkaConsumer, TopicPartition
+    from kafka import KafkaConsumer, TopicPartition  # type: ignore[import-untyped]
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="chatter-demo-offsets", api_version=(2, 8))
     try:
@@ -202,8 +220,9 @@ def end_offsets(bootstrap: str) -> dict[int, int]:
 def read_new_messages(bootstrap: str, since: dict[int, int], until: dict[int, int]) -> list[Any]:
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="chatter-demo-reader", api_version=(2, 8),
-                             enable_auto_commit=False)
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, client_id="chatter-demo-reader", api_version=(2, 8), enable_auto_commit=False
+    )
     records: list[Any] = []
     try:
         partitions = [TopicPartition(TOPIC, p) for p in until]
@@ -222,11 +241,10 @@ def read_new_messages(bootstrap: str, since: dict[int, int], until: dict[int, in
 
 
 def run_dag() -> tuple[str, list[dict[str, Any]]]:
-    from sqlalchemy import select
-
     from airflow.dag_processing.dagbag import DagBag
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
+    from sqlalchemy import select
 
     bag = DagBag(dag_folder=str(DAGS))
     if bag.import_errors:
@@ -235,7 +253,9 @@ def run_dag() -> tuple[str, list[dict[str, Any]]]:
     with create_session() as session:
         rows = session.scalars(
             select(XComModel).where(
-                XComModel.dag_id == DAG_ID, XComModel.run_id == run.run_id, XComModel.task_id == "drain",
+                XComModel.dag_id == DAG_ID,
+                XComModel.run_id == run.run_id,
+                XComModel.task_id == "drain",
                 XComModel.key == "return_value",
             )
         ).all()
@@ -254,9 +274,11 @@ def report(monitored: Any, leases: Any, messages: list[Any]) -> None:
     heading(f"Messages on topic {TOPIC!r}: {len(messages)}")
     for record in messages[:5]:
         headers = {k: v.decode() for k, v in record.headers}
-        say(f"  p{record.partition}@{record.offset} key={record.key.decode() if record.key else None} "
+        say(
+            f"  p{record.partition}@{record.offset} key={record.key.decode() if record.key else None} "
             f"message-id={headers.get('message-id')} event-type={headers.get('event-type')} "
-            f"value={record.value.decode()[:70]}")
+            f"value={record.value.decode()[:70]}"
+        )
     if len(messages) > 5:
         say(f"  … and {len(messages) - 5} more")
 
@@ -273,15 +295,19 @@ def report(monitored: Any, leases: Any, messages: list[Any]) -> None:
     for document in undeliverable:
         verdict = verify(document)
         if isinstance(verdict, Undeliverable):
-            say(f"    MessageId {document.get('MessageId')} (customer {document.get('customerId')}): "
-                f"{', '.join(verdict.violations)}")
+            say(
+                f"    MessageId {document.get('MessageId')} (customer {document.get('customerId')}): "
+                f"{', '.join(verdict.violations)}"
+            )
 
     heading("Lease checkpoints")
     for raw in leases.query("SELECT * FROM c"):
         lease = Lease.from_document(raw)
         say(f"  {short(lease.id)} feed range {lease.token}")
-        say(f"    state={lease.state} owner={lease.owner} checkpointed_at={lease.checkpointed_at} "
-            f"continuation={'set' if lease.continuation else None}")
+        say(
+            f"    state={lease.state} owner={lease.owner} checkpointed_at={lease.checkpointed_at} "
+            f"continuation={'set' if lease.continuation else None}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -307,13 +333,17 @@ def main(argv: list[str] | None = None) -> int:
     from airflow_chatter.airflow.config import load_sources
 
     source = load_sources(SOURCES_FILE).get("orders")
-    heading(f"Containers {source.database}/{source.monitored_container} (pk {source.partition_key_paths}) "
-            f"and {source.lease_container}")
+    heading(
+        f"Containers {source.database}/{source.monitored_container} (pk {source.partition_key_paths}) "
+        f"and {source.lease_container}"
+    )
     monitored, leases = make_containers(source)
     ensure_topics(kafka_settings(settings["KAFKA_BOOTSTRAP_SERVERS"]), [TOPIC], partitions=3)
     outbox = write_orders(monitored, args.orders, args.customers, args.malformed)
-    say(f"  wrote {len(outbox)} orders over {args.customers} customers, each with its outbox document in the "
-        f"same transactional batch ({args.malformed} outbox documents malformed on purpose)")
+    say(
+        f"  wrote {len(outbox)} orders over {args.customers} customers, each with its outbox document in the "
+        f"same transactional batch ({args.malformed} outbox documents malformed on purpose)"
+    )
 
     heading(f"Airflow {DAG_ID} with dag.test() (AIRFLOW_HOME {DEMO_HOME})")
     db.initdb()
@@ -321,8 +351,10 @@ def main(argv: list[str] | None = None) -> int:
     state, summaries = run_dag()
     say(f"  first run: {state}; {len(summaries)} lease(s) drained")
     for summary in summaries:
-        say(f"    published={summary['published']} delivered={summary['delivered']} "
-            f"undeliverable={summary['undeliverable']} skipped={summary['skipped']} pages={summary['pages']}")
+        say(
+            f"    published={summary['published']} delivered={summary['delivered']} "
+            f"undeliverable={summary['undeliverable']} skipped={summary['skipped']} pages={summary['pages']}"
+        )
     after = end_offsets(settings["KAFKA_BOOTSTRAP_SERVERS"])
     messages = read_new_messages(settings["KAFKA_BOOTSTRAP_SERVERS"], before, after)
     report(monitored, leases, messages)
@@ -332,8 +364,10 @@ def main(argv: list[str] | None = None) -> int:
     again = end_offsets(settings["KAFKA_BOOTSTRAP_SERVERS"])
     published = sum(s["published"] for s in summaries)
     new = sum(again.values()) - sum(after.values())
-    say(f"  second run: {state}; published {published}; {new} new message(s) on the topic "
-        "(everything before the checkpoints was delivered)")
+    say(
+        f"  second run: {state}; published {published}; {new} new message(s) on the topic "
+        "(everything before the checkpoints was delivered)"
+    )
     ok = state == "success" and published == 0 and new == 0 and len(messages) == args.orders - args.malformed
     say()
     say("demo: OK" if ok else "demo: UNEXPECTED RESULT (see above)")

@@ -150,8 +150,9 @@ class SourceConfig(BaseModel):
         """Build the core's ``SourceOptions``; ``resolve`` imports the dotted callables (do it in tasks)."""
         return SourceOptions(
             name=self.name,
-            partition_key_paths=tuple([self.partition_key_paths] if isinstance(self.partition_key_paths, str)
-                                      else self.partition_key_paths),
+            partition_key_paths=tuple(
+                [self.partition_key_paths] if isinstance(self.partition_key_paths, str) else self.partition_key_paths
+            ),
             key_strategy=self.key_strategy,
             max_batch_size=self.max_batch_size,
             delivery=DeliverySettings(delivered_ttl_seconds=self.delivered_ttl_seconds),
@@ -239,9 +240,7 @@ def parse_sources(raw: Any, *, path: str = "<config>") -> SourcesFile:
     try:
         config = SourcesFile.model_validate(raw)
     except ValidationError as error:
-        problems = [
-            f"{_location(e['loc'], raw)}: {e['msg'].removeprefix('Value error, ')}" for e in error.errors()
-        ]
+        problems = [f"{_location(e['loc'], raw)}: {e['msg'].removeprefix('Value error, ')}" for e in error.errors()]
         raise SourcesConfigError(path, problems) from None
     for index, source in enumerate(config.sources):
         try:
@@ -278,7 +277,7 @@ def load_sources(path: str | Path) -> SourcesFile:
         except ValueError as error:
             raise SourcesConfigError(path.name, [f"is not valid JSON ({error})"]) from None
     else:
-        import yaml
+        import yaml  # type: ignore[import-untyped]
 
         try:
             raw = yaml.safe_load(text)

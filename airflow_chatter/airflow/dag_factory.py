@@ -9,7 +9,7 @@ error naming the file, the source and the field, and no half-configured DAG is e
 from __future__ import annotations
 
 import os
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from airflow.sdk import DAG, Param
@@ -18,7 +18,7 @@ from airflow_chatter.airflow.config import SourceConfig, SourcesFile, load_sourc
 from airflow_chatter.airflow.local_env import SOURCES_FILE_ENV
 from airflow_chatter.airflow.operators.drain import ChatterDrainOperator, ChatterListLeasesOperator
 
-START_DATE = datetime(2026, 1, 1, tzinfo=timezone.utc)
+START_DATE = datetime(2026, 1, 1, tzinfo=UTC)
 BACKFILL_DAG_ID = "chatter_backfill"
 #: A drain task stops itself at ``max_seconds``; Airflow kills it only well after that.
 EXECUTION_TIMEOUT_MARGIN = timedelta(minutes=5)
@@ -120,7 +120,7 @@ def build_backfill_dag(config: SourcesFile) -> DAG:
             lease_set="backfill",
             reset="{{ params.start != 'resume' }}",
             feed_ranges="{{ params.feed_ranges | tojson }}",
-            dry_run="{{ params.dry_run }}",
+            plan_only="{{ params.dry_run }}",
             since=since,
         )
         ChatterDrainOperator.partial(

@@ -129,15 +129,9 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
-        "operators": [
-            {"integration-name": "Chatter", "python-modules": ["airflow_chatter.airflow.operators.drain"]}
-        ],
-        "sensors": [
-            {"integration-name": "Chatter", "python-modules": ["airflow_chatter.airflow.sensors.pending"]}
-        ],
-        "triggers": [
-            {"integration-name": "Chatter", "python-modules": ["airflow_chatter.airflow.triggers.pending"]}
-        ],
+        "operators": [{"integration-name": "Chatter", "python-modules": ["airflow_chatter.airflow.operators.drain"]}],
+        "sensors": [{"integration-name": "Chatter", "python-modules": ["airflow_chatter.airflow.sensors.pending"]}],
+        "triggers": [{"integration-name": "Chatter", "python-modules": ["airflow_chatter.airflow.triggers.pending"]}],
         "connection-types": [COSMOS_CONNECTION_TYPE, KAFKA_CONNECTION_TYPE],
         # NOTE: no "plugins" key; the plugin is registered once, through the ``airflow.plugins``
         # entry point (both would register it twice).

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow_chatter.airflow.config import SourceConfig
@@ -70,7 +70,7 @@ PendingFilter = Callable[[dict[str, Any]], bool]
 
 def modified_since(since: datetime) -> PendingFilter:
     """A pending filter admitting documents last modified at or after ``since`` (``_ts``, UTC)."""
-    threshold = since.astimezone(timezone.utc).timestamp()
+    threshold = since.astimezone(UTC).timestamp()
 
     def admit(document: dict[str, Any]) -> bool:
         ts = document.get("_ts")
@@ -125,7 +125,7 @@ def reset_leases(store: LeaseStore) -> list[str]:
     Used by a backfill from the beginning. Never call it with the scheduled drain's prefix.
     """
     deleted: list[str] = []
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     for lease in store.list_leases():
         if lease.is_live(now):
             log.warning("Lease %s is live (owner %s); not reset", lease.id, lease.owner)
@@ -144,9 +144,7 @@ def reset_leases(store: LeaseStore) -> list[str]:
 
 
 @contextmanager
-def exclusive_with(
-    engine: DrainEngine, lease_id: str, *, other_prefix: str, hold_seconds: float
-) -> Iterator[Lease]:
+def exclusive_with(engine: DrainEngine, lease_id: str, *, other_prefix: str, hold_seconds: float) -> Iterator[Lease]:
     """Hold the *other* lease set's lease on the same feed range while draining ``lease_id``.
 
     A backfill drains with its own lease prefix (so the scheduled checkpoints are untouched), which by
@@ -180,9 +178,7 @@ def exclusive_with(
 # Pending peeks (sensor, trigger, dry runs).
 # ------------------------------------------------------------------------------------------------
 
-PENDING_COUNT_SQL = (
-    f"SELECT VALUE COUNT(1) FROM c WHERE c.{TYPE_FIELD} = @type AND c.{STATUS_FIELD} = @status"
-)
+PENDING_COUNT_SQL = f"SELECT VALUE COUNT(1) FROM c WHERE c.{TYPE_FIELD} = @type AND c.{STATUS_FIELD} = @status"
 
 
 def count_pending(container: DocumentContainer, *, since: datetime | None = None) -> int:
@@ -191,7 +187,7 @@ def count_pending(container: DocumentContainer, *, since: datetime | None = None
     parameters: dict[str, Any] = {"@type": OUTBOX_TYPE, "@status": PENDING}
     if since is not None:
         sql += " AND c._ts >= @since"
-        parameters["@since"] = int(since.astimezone(timezone.utc).timestamp())
+        parameters["@since"] = int(since.astimezone(UTC).timestamp())
     return sum(int(n) for n in container.query(sql, parameters))  # type: ignore[call-overload]
 
 

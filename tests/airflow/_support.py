@@ -77,8 +77,11 @@ def install_world(monkeypatch: pytest.MonkeyPatch, *, feed_ranges: int = 1) -> W
 
     world = World(
         monitored=MemoryDocumentContainer(
-            partition_key_paths=(PK_PATH,), default_ttl=-1, feed_range_count=feed_ranges,
-            database_id="shop", container_id="orders",
+            partition_key_paths=(PK_PATH,),
+            default_ttl=-1,
+            feed_range_count=feed_ranges,
+            database_id="shop",
+            container_id="orders",
         ),
         leases=MemoryDocumentContainer(partition_key_paths=("/id",), database_id="shop", container_id="leases"),
     )

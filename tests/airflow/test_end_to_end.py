@@ -53,10 +53,9 @@ def _run(dag: Any, **kwargs: Any) -> Any:
 
 
 def _xcoms(run: Any, task_id: str, key: str = "return_value") -> list[Any]:
-    from sqlalchemy import select
-
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
+    from sqlalchemy import select
 
     with create_session() as session:
         rows = session.scalars(
@@ -132,7 +131,9 @@ def test_scheduled_drain_backfill_and_sensor_end_to_end(
     )
     bag = DagBag(dag_folder=str(DAGS))
     assert bag.import_errors == {}, bag.import_errors
-    drain_dag, backfill_dag, wait_dag = (bag.dags[d] for d in ("chatter_drain_e2e", "chatter_backfill", "chatter_wait_e2e"))
+    drain_dag, backfill_dag, wait_dag = (
+        bag.dags[d] for d in ("chatter_drain_e2e", "chatter_backfill", "chatter_wait_e2e")
+    )
 
     # 1. 500 pending documents over 10 partition keys → 500 Kafka messages.
     orders = _orders(monitored, customers=10, per_customer=50, tag="a")
@@ -152,9 +153,15 @@ def test_scheduled_drain_backfill_and_sensor_end_to_end(
     keys = Counter(record.key for record in records)
     assert len(keys) == 10 and set(keys.values()) == {50}
     stored = list(monitored.query_items("SELECT * FROM c", enable_cross_partition_query=True))
-    assert {(d["status"], d.get("ttl")) for d in stored} == {("delivered", 86400)}, "every document delivered, with a ttl"
-    scheduled_leases = list(leases.query_items("SELECT * FROM c WHERE c.lease_prefix = ''", enable_cross_partition_query=True))
-    assert scheduled_leases and all(l["continuation"] and l["checkpointed_at"] for l in scheduled_leases), "checkpointed"
+    assert {(d["status"], d.get("ttl")) for d in stored} == {("delivered", 86400)}, (
+        "every document delivered, with a ttl"
+    )
+    scheduled_leases = list(
+        leases.query_items("SELECT * FROM c WHERE c.lease_prefix = ''", enable_cross_partition_query=True)
+    )
+    assert scheduled_leases and all(l["continuation"] and l["checkpointed_at"] for l in scheduled_leases), (
+        "checkpointed"
+    )
     assert all(l["owner"] is None for l in scheduled_leases), "released after the run"
 
     # 2. A second run publishes nothing.
@@ -169,7 +176,10 @@ def test_scheduled_drain_backfill_and_sensor_end_to_end(
     [summary] = _xcoms(run, "backfill_drain")
     assert summary["published"] == len(late), "delivered documents are skipped; only the pending ones go out"
     assert summary["skipped"] >= 500
-    after = {l["id"]: l for l in leases.query_items("SELECT * FROM c WHERE c.lease_prefix = ''", enable_cross_partition_query=True)}
+    after = {
+        l["id"]: l
+        for l in leases.query_items("SELECT * FROM c WHERE c.lease_prefix = ''", enable_cross_partition_query=True)
+    }
     assert {i: l["continuation"] for i, l in after.items()} == checkpoints, "the backfill moved no scheduled checkpoint"
     assert all(l["owner"] is None for l in after.values()), "the backfill released the scheduled lease it held"
     run = _run(drain_dag)

@@ -144,7 +144,7 @@ def test_backfill_from_the_beginning_redrains_only_pending(monkeypatch: pytest.M
 def test_dry_run_lists_and_creates_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     world = install_world(monkeypatch)
     world.write(tenants=2, per_tenant=2)
-    assert list_leases(lease_set="backfill", dry_run="True").execute(context={}) == []
+    assert list_leases(lease_set="backfill", plan_only="True").execute(context={}) == []
     assert list(world.leases.query("SELECT * FROM c")) == [], "a dry run writes no lease"
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 from unittest import mock
 
 import pytest
@@ -50,11 +49,13 @@ def test_task_logs_mask_connection_secrets(connections: None) -> None:
 
 def test_a_failing_drain_carries_no_secret(connections: None, capsys: pytest.CaptureFixture[str]) -> None:
     failure = ValueError(f"auth failed for key {COSMOS_KEY}")
-    with mock.patch("airflow_chatter.adapters.cosmos.CosmosClient", side_effect=failure):
-        with pytest.raises(Exception) as raised:
-            ChatterListLeasesOperator(task_id="list", source=source(cosmos_conn_id="chatter_cosmos_default")).execute(
-                context={}
-            )
+    with (
+        mock.patch("airflow_chatter.adapters.cosmos.CosmosClient", side_effect=failure),
+        pytest.raises(Exception) as raised,
+    ):
+        ChatterListLeasesOperator(task_id="list", source=source(cosmos_conn_id="chatter_cosmos_default")).execute(
+            context={}
+        )
     chain = []
     error: BaseException | None = raised.value
     while error is not None:
@@ -72,7 +73,9 @@ def test_xcom_and_rendered_fields_hold_no_secret(connections: None, monkeypatch:
     world.write(tenants=1, per_tenant=2)
     config = source(cosmos_conn_id="chatter_cosmos_default", kafka_conn_id="chatter_kafka_default")
     [lease] = ChatterListLeasesOperator(task_id="list", source=config).execute(context={})
-    operator = ChatterDrainOperator(task_id="drain", source=config, lease_id="{{ params.lease }}", max_documents="{{ params.n }}")
+    operator = ChatterDrainOperator(
+        task_id="drain", source=config, lease_id="{{ params.lease }}", max_documents="{{ params.n }}"
+    )
     operator.render_template_fields(context={"params": {"lease": lease, "n": 10}})  # type: ignore[arg-type]
     rendered = json.dumps({field: getattr(operator, field) for field in operator.template_fields}, default=str)
     summary = json.dumps(operator.execute(context={}))

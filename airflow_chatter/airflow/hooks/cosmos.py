@@ -87,7 +87,7 @@ class ChatterCosmosHook(AzureCosmosDBHook):
         if ca_cert_path and verify:
             verify = str(ca_cert_path)
         timeout = self._extra(extras, "connection_timeout") or 10
-        self.default_database_name = self.database_name or self._extra(extras, "database_name")
+        self._default_database: str | None = self.database_name or self._extra(extras, "database_name")
         self._secrets = [s for s in (conn.password,) if s]
         mask(*self._secrets)
         return {
@@ -143,11 +143,12 @@ class ChatterCosmosHook(AzureCosmosDBHook):
                 self._conn = make_cosmos_client(
                     kwargs.pop("url"), kwargs.pop("credential"), verify=kwargs.pop("connection_verify"), **kwargs
                 )
-            except Exception as error:
+            except Exception as error:  # noqa: BLE001 - any SDK error: re-raised cleaned of secrets
                 failure = self._clean(error)
             if failure is not None:
                 # Raised outside the except block so that not even __context__ keeps the original text.
                 raise failure
+        assert self._conn is not None
         return self._conn
 
     def _clean(self, error: BaseException) -> RuntimeError:
@@ -156,7 +157,7 @@ class ChatterCosmosHook(AzureCosmosDBHook):
         return RuntimeError(f"Cosmos connection {self.conn_id!r} failed: {message}")
 
     def _database(self, database_name: str | None) -> str:
-        name = database_name or self.database_name or self.default_database_name
+        name = database_name or self.database_name or getattr(self, "_default_database", None)
         if not name:
             raise ConfigurationError(
                 "database_name", None, f"must be given (or set as the extra of connection {self.conn_id!r})"
@@ -186,11 +187,13 @@ class ChatterCosmosHook(AzureCosmosDBHook):
         """Read the database (or list databases): proves endpoint, credential and TLS settings."""
         try:
             client = self.get_conn()
-            database = self.database_name or self.default_database_name
+            database = self.database_name or getattr(self, "_default_database", None)
             if database:
                 client.get_database_client(database).read()
                 return True, f"Connected to Cosmos DB; database {database!r} exists."
             next(iter(client.list_databases()), None)
             return True, "Connected to Cosmos DB."
-        except Exception as error:
-            return False, str(error if isinstance(error, RuntimeError) else self._clean(error))
+        except Exception as error:  # noqa: BLE001 - the UI's Test button shows the reason instead
+            if isinstance(error, RuntimeError):  # already cleaned by get_conn
+                return False, scrub(str(error), self._secrets)
+            return False, str(self._clean(error))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
@@ -73,13 +73,11 @@ def as_datetime(value: Any, option: str) -> datetime | None:
     if not text or text.lower() in {"none", "beginning"}:
         return None
     try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        parsed = datetime.fromisoformat(text)  # Python 3.11 reads a trailing "Z" too
     except ValueError:
         raise ConfigurationError(option, value, "must be an ISO 8601 timestamp such as 2026-01-31T00:00:00Z") from None
     if parsed.tzinfo is None:
-        from datetime import timezone
-
-        parsed = parsed.replace(tzinfo=timezone.utc)
+        parsed = parsed.replace(tzinfo=UTC)
     return parsed
 
 
@@ -222,27 +220,27 @@ class ChatterListLeasesOperator(ChatterSourceBaseOperator):
         default all.
     :param reset: (templated) delete this lease set's idle leases first, so its drains start from the
         beginning (backfills only; refused for the scheduled lease set).
-    :param dry_run: (templated) create nothing; log and return no leases, pushing the plan (pending
+    :param plan_only: (templated) a dry run: create nothing; log and return no leases, pushing the plan (pending
         count, feed ranges) as XCom ``plan``.
     :param since: (templated) for the dry-run plan, count only documents modified at or after this
         ISO timestamp.
     """
 
-    template_fields: Sequence[str] = ("source_name", "feed_ranges", "reset", "dry_run", "since", "cosmos_conn_id")
+    template_fields: Sequence[str] = ("source_name", "feed_ranges", "reset", "plan_only", "since", "cosmos_conn_id")
 
     def __init__(
         self,
         *,
         feed_ranges: Any = None,
         reset: Any = False,
-        dry_run: Any = False,
+        plan_only: Any = False,
         since: Any = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.feed_ranges = feed_ranges
         self.reset = reset
-        self.dry_run = dry_run
+        self.plan_only = plan_only  # NOTE: not "dry_run", which is a BaseOperator method
         self.since = since
 
     def execute(self, context: Context) -> list[str]:
@@ -250,7 +248,7 @@ class ChatterListLeasesOperator(ChatterSourceBaseOperator):
 
         wanted = set(as_list(self.feed_ranges, "feed_ranges"))
         reset = as_bool(self.reset, "reset")
-        if as_bool(self.dry_run, "dry_run"):
+        if as_bool(self.plan_only, "plan_only"):
             monitored, _ = self.containers()
             since = as_datetime(self.since, "since")
             ranges = [r.token for r in monitored.read_feed_ranges(force_refresh=True)]
@@ -384,10 +382,10 @@ class ChatterRequeueUndeliverableOperator(ChatterSourceBaseOperator):
     :param parameters: query parameters for ``where``, e.g. ``{"@topic": "orders"}``.
     :param limit: (templated) most documents to requeue in one run; default 1000.
     :param requested_by: (templated) who asked; default the user who triggered the DAG run.
-    :param dry_run: (templated) select and log, change nothing.
+    :param plan_only: (templated) a dry run: select and log, change nothing.
     """
 
-    template_fields: Sequence[str] = ("document_ids", "where", "limit", "requested_by", "dry_run")
+    template_fields: Sequence[str] = ("document_ids", "where", "limit", "requested_by", "plan_only")
 
     def __init__(
         self,
@@ -397,7 +395,7 @@ class ChatterRequeueUndeliverableOperator(ChatterSourceBaseOperator):
         parameters: Mapping[str, Any] | None = None,
         limit: Any = 1000,
         requested_by: str | None = None,
-        dry_run: Any = False,
+        plan_only: Any = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -406,7 +404,7 @@ class ChatterRequeueUndeliverableOperator(ChatterSourceBaseOperator):
         self.parameters = dict(parameters or {})
         self.limit = limit
         self.requested_by = requested_by
-        self.dry_run = dry_run
+        self.plan_only = plan_only
 
     def _who(self, context: Context | Mapping[str, Any]) -> str:
         if self.requested_by:
@@ -420,7 +418,9 @@ class ChatterRequeueUndeliverableOperator(ChatterSourceBaseOperator):
         ids = as_list(self.document_ids, "document_ids")
         where = (self.where or "").strip() or None
         if not ids and not where:
-            raise ConfigurationError("document_ids/where", None, "select documents by id, by a where condition, or both")
+            raise ConfigurationError(
+                "document_ids/where", None, "select documents by id, by a where condition, or both"
+            )
         limit = as_int(self.limit, "limit")
         who = self._who(context)
         monitored, _ = self.containers()
@@ -428,9 +428,11 @@ class ChatterRequeueUndeliverableOperator(ChatterSourceBaseOperator):
             monitored, document_ids=ids or None, where=where, parameters=self.parameters, limit=limit
         )
         selection = {"document_ids": ids, "where": where, "parameters": self.parameters}
-        if as_bool(self.dry_run, "dry_run"):
+        if as_bool(self.plan_only, "plan_only"):
             found = [d["id"] for d in documents]
-            self.log.info("Dry run by %s: would requeue %d document(s) %s (selection %s)", who, len(found), found, selection)
+            self.log.info(
+                "Dry run by %s: would requeue %d document(s) %s (selection %s)", who, len(found), found, selection
+            )
             return {"requested_by": who, "dry_run": True, "would_requeue": found}
         paths = self.config.to_options().partition_key_paths
         result = requeue_undeliverable(monitored, paths, documents, requested=ids)

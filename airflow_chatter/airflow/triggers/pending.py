@@ -55,7 +55,7 @@ class ChatterPendingOutboxTrigger(BaseTrigger):
         page_size: int = 100,
         max_pages: int = 5,
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.cosmos_conn_id = cosmos_conn_id
         self.database = database
         self.monitored_container = monitored_container
@@ -108,7 +108,7 @@ class ChatterPendingOutboxTrigger(BaseTrigger):
                     positions[lease_id] = peek.continuation
                     if peek.pending:
                         self.log.info("Lease %s has %d pending outbox document(s)", lease_id, peek.pending)
-                        yield TriggerEvent(
+                        yield TriggerEvent(  # type: ignore[no-untyped-call]
                             {
                                 "status": "pending",
                                 "lease_id": lease_id,
@@ -118,8 +118,8 @@ class ChatterPendingOutboxTrigger(BaseTrigger):
                         )
                         return
                 await asyncio.sleep(self.poll_interval)
-        except Exception as error:  # reported to the task, which fails with the message
-            yield TriggerEvent({"status": "error", "message": f"{type(error).__name__}: {error}"})
+        except Exception as error:  # noqa: BLE001 - reported to the task, which fails with the message
+            yield TriggerEvent({"status": "error", "message": f"{type(error).__name__}: {error}"})  # type: ignore[no-untyped-call]
 
     async def cleanup(self) -> None:
         client = getattr(self._hook, "_conn", None)
