@@ -73,17 +73,14 @@ def start_services() -> dict[str, str]:
     if result.returncode != 0:
         raise SystemExit(f"scripts/services.sh start failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
     env_file = STATE / "services.env"
-    if not env_file.exists():
-        env = subprocess.run([str(script), "env"], cwd=REPO, text=True, capture_output=True, check=True).stdout
-    else:
-        env = env_file.read_text()
+    env = env_file.read_text() if env_file.exists() else ""
     found: dict[str, str] = {}
-    for line in env.splitlines():
-        line = line.strip()
-        if line.startswith("export ") and "=" in line:
-            name, _, value = line[len("export ") :].partition("=")
-            value = os.path.expandvars(" ".join(shlex.split(value)))
-            found[name] = value
+    # Accept both `export NAME=value` (services.env) and `NAME=value` (what the start scripts print).
+    for raw in (env + "\n" + result.stdout).splitlines():
+        line = raw.strip().removeprefix("export ").strip()
+        name, sep, value = line.partition("=")
+        if sep and name.isidentifier() and name.isupper():
+            found[name] = os.path.expandvars(" ".join(shlex.split(value)))
     return found
 
 
