@@ -55,3 +55,30 @@ def test_airflow_providers_list_shows_the_provider(airflow_home: Path) -> None:
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "airflow-chatter" in result.stdout, "the CLI lists the provider by its distribution name"
+
+
+def test_every_module_and_hook_named_in_provider_info_imports() -> None:
+    import importlib
+
+    from airflow_chatter.airflow.provider_info import get_provider_info
+
+    info = get_provider_info()
+    for group in ("hooks", "operators", "sensors", "triggers"):
+        for entry in info[group]:
+            for module in entry["python-modules"]:
+                importlib.import_module(module)
+    for connection in info["connection-types"]:
+        module, _, name = connection["hook-class-name"].rpartition(".")
+        hook = getattr(importlib.import_module(module), name)
+        assert hook.conn_type == connection["connection-type"], "discovery rejects a hook whose conn_type differs"
+
+
+def test_provider_info_does_not_import_airflow() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", "import sys, airflow_chatter.airflow.provider_info; print('airflow' in sys.modules)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert result.stdout.strip() == "False", "ProvidersManager reads provider info in every process; keep it plain data"
