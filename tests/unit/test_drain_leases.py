@@ -177,3 +177,27 @@ def test_f04_draining_a_feed_range_creates_its_lease_on_first_use() -> None:
     summary = engine.drain_lease(feed_range)
     assert summary.error is None and summary.published == 1
     assert rig.lease(engine).token == feed_range.token
+
+
+def test_f04_a_malformed_lease_fails_its_drain_naming_the_lease() -> None:
+    rig = Rig()
+    engine = rig.engine()
+    (lease,) = engine.ensure_leases()
+    doc = rig.leases.read(lease.id, lease.id)
+    doc["expires_at"] = "tomorrow-ish"
+    rig.leases.replace(lease.id, lease.id, doc)
+    summary = engine.drain_lease(lease.id)
+    assert summary.error_type == "InvalidLeaseDocumentError"
+    assert lease.id in (summary.error_message or "") and "expires_at" in (summary.error_message or "")
+
+
+def test_f09_continuation_age_grows_while_a_lease_makes_no_progress() -> None:
+    from airflow_chatter.suspension import SuspensionState
+
+    rig = Rig()
+    engine = rig.engine()
+    assert rig.drain(engine).continuation_age_seconds == 0.0, "a drain that checkpointed is fresh"
+    engine.store.save_suspension(rig.lease(engine), SuspensionState(5, True, rig.clock.now, False))
+    rig.clock.advance(30)
+    refused = rig.drain(engine)
+    assert refused.error_type == "DrainSuspendedError" and refused.continuation_age_seconds == 30.0
