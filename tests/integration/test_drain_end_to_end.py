@@ -141,3 +141,78 @@ def test_drain_end_to_end_publishes_each_pending_document_once_in_order_per_key(
     ids = [dict(r.headers)["message-id"].decode() for r in everything]
     assert len(everything) == len(pending) + 1 and ids.count(f"{run}-barrier") == 1
     assert len(set(ids)) == len(ids), "nothing was published twice"
+
+
+_NEW_PROCESS_DRAIN = """
+import json, sys
+from airflow_chatter.adapters.cosmos import CosmosDocumentContainer, make_cosmos_client
+from airflow_chatter.drain import DrainEngine
+from airflow_chatter.options import SourceOptions
+from airflow_chatter.testing.fakes import FakePublisher
+
+url, key, verify, database, monitored_id, leases_id, name = sys.argv[1:]
+verify_arg = {"True": True, "False": False}.get(verify, verify)
+db = make_cosmos_client(url, key, verify=verify_arg).get_database_client(database)
+publisher = FakePublisher()
+engine = DrainEngine(
+    SourceOptions(name=name, partition_key_paths=("/tenantId",)),
+    CosmosDocumentContainer(db.get_container_client(monitored_id)),
+    CosmosDocumentContainer(db.get_container_client(leases_id)),
+    publisher,
+    owner="another-process",
+)
+(summary,) = engine.drain_all()
+print(json.dumps({**summary.to_dict(), "attempted": len(publisher.attempted)}))
+"""
+
+
+@pytest.mark.cosmos
+def test_sus_15_drain_suspension_survives_a_new_process(
+    cosmos_endpoint: Any, cosmos_database: Any, cosmos_container_factory: ContainerFactory
+) -> None:
+    import subprocess
+    import sys
+
+    from airflow_chatter.ports import PatchOperation, ServiceUnavailable
+    from airflow_chatter.testing.fakes import FakePublisher
+
+    class StampsFail(CosmosDocumentContainer):
+        def patch(self, item_id: str, partition_key: Any, operations: Any, **kwargs: Any) -> Document:
+            if any(isinstance(op, PatchOperation) and op.path == "/status" for op in operations):
+                raise ServiceUnavailable("stamp refused")
+            return super().patch(item_id, partition_key, operations, **kwargs)
+
+    monitored_proxy = cosmos_container_factory(("/tenantId",), -1)
+    leases_proxy = cosmos_container_factory(("/id",), None)
+    name = f"sus-{uuid.uuid4().hex[:8]}"
+    source = SourceOptions(name=name, partition_key_paths=("/tenantId",))
+    monitored = StampsFail(monitored_proxy)
+    monitored.create(_outbox("msg-1", "tenant-a", "orders", 0), "tenant-a")
+    publisher = FakePublisher()
+    engine = DrainEngine(source, monitored, CosmosDocumentContainer(leases_proxy), publisher, owner="this-process")
+    for _ in range(5):
+        (summary,) = engine.drain_all()
+        assert summary.error_type == "ServiceUnavailable"
+    assert summary.suspended and len(publisher.sent) == 5
+
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _NEW_PROCESS_DRAIN,
+            cosmos_endpoint.url,
+            cosmos_endpoint.key,
+            str(cosmos_endpoint.verify),
+            cosmos_database.id,
+            monitored_proxy.id,
+            leases_proxy.id,
+            name,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen["error_type"] == "DrainSuspendedError" and seen["suspended"], seen
+    assert seen["attempted"] == 0 and seen["published"] == 0, "the new process refused without publishing"
