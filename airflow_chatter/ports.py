@@ -294,8 +294,12 @@ class DocumentContainer(abc.ABC):
         parameters: Mapping[str, Any] | None = None,
         *,
         partition_key: PartitionKey | None = None,
-    ) -> Iterator[Document]:
-        """Run a parameterised query, scoped to ``partition_key`` when given."""
+    ) -> Iterator[Any]:
+        """Run a parameterised query, scoped to ``partition_key`` when given.
+
+        ``parameters`` maps names to values; a name may be given with or without its ``@``. Rows are
+        documents, or bare values for ``SELECT VALUE`` queries (e.g. ``SELECT VALUE COUNT(1)``).
+        """
 
     @abc.abstractmethod
     def read_feed_ranges(self, *, force_refresh: bool = False) -> list[FeedRange]:

@@ -393,7 +393,7 @@ class CosmosDocumentContainer(DocumentContainer):
         parameters: Mapping[str, Any] | None = None,
         *,
         partition_key: PartitionKeyValue | None = None,
-    ) -> Iterator[Document]:
+    ) -> Iterator[Any]:
         sdk_parameters = [
             {"name": name if name.startswith("@") else f"@{name}", "value": value}
             for name, value in (parameters or {}).items()

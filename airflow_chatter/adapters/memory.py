@@ -1225,7 +1225,7 @@ class MemoryDocumentContainer(DocumentContainer):
         parameters: Mapping[str, Any] | None = None,
         *,
         partition_key: PartitionKey | None = None,
-    ) -> Iterator[Document]:
+    ) -> Iterator[Any]:
         """Run a query of the SQL subset (``SUPPORTED_SQL``), scoped to ``partition_key`` when given.
 
         Results are computed eagerly under the lock (a consistent snapshot), so a ``BadRequest`` is raised by
