@@ -172,7 +172,14 @@ def test_scheduled_drain_backfill_and_sensor_end_to_end(
     # 3. A backfill from the beginning re-drains only what is still pending; scheduled checkpoints stay.
     checkpoints = {l["id"]: l["continuation"] for l in scheduled_leases}
     late = _orders(monitored, customers=2, per_customer=3, tag="b")
-    run = _run(backfill_dag, run_conf={"source": "e2e", "start": "beginning"})
+    run = _run(backfill_dag, run_conf={"source": "e2e", "start": "beginning", "dry_run": True})
+    [plan] = _xcoms(run, "list_backfill_leases", key="plan")
+    assert plan["pending"] == len(late), "a dry run counts what a backfill would publish"
+    assert not list(
+        leases.query_items("SELECT * FROM c WHERE c.lease_prefix = 'backfill-'", enable_cross_partition_query=True)
+    ), "a dry run creates no lease"
+    # NOTE: dry_run is passed explicitly: in one process dag.test() keeps the previous run's conf in the DAG's params.
+    run = _run(backfill_dag, run_conf={"source": "e2e", "start": "beginning", "dry_run": False})
     [summary] = _xcoms(run, "backfill_drain")
     assert summary["published"] == len(late), "delivered documents are skipped; only the pending ones go out"
     assert summary["skipped"] >= 500
