@@ -81,6 +81,8 @@ def start_services() -> dict[str, str]:
         name, sep, value = line.partition("=")
         if sep and name.isidentifier() and name.isupper():
             found[name] = os.path.expandvars(" ".join(shlex.split(value)))
+    # scripts/kafka.sh prints the bare address; the project broker's port is fixed by KAFKA_PORT.
+    found.setdefault("KAFKA_BOOTSTRAP_SERVERS", f"127.0.0.1:{os.environ.get('KAFKA_PORT', '19092')}")
     return found
 
 
