@@ -169,3 +169,19 @@ def test_requeue_needs_a_selection(monkeypatch: pytest.MonkeyPatch) -> None:
     install_world(monkeypatch)
     with pytest.raises(ConfigurationError, match="document_ids/where"):
         ChatterRequeueUndeliverableOperator(task_id="requeue", source=source()).execute(context={})
+
+
+def test_list_leases_hands_out_split_children_that_resume_from_the_parent(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = install_world(monkeypatch)
+    world.write(tenants=8, per_tenant=2)
+    [parent] = list_leases().execute(context={})
+    first = drain(parent).execute(context={})
+    assert first["published"] == 16
+    [feed_range] = world.monitored.read_feed_ranges()
+    world.monitored.split_feed_range(feed_range)  # a partition split: the parent range is gone (410)
+    world.write(tenants=8, per_tenant=1)
+    children = list_leases().execute(context={})
+    assert len(children) == 2 and parent not in children, "the next run maps one drain per child range"
+    published = sum(drain(child).execute(context={})["published"] for child in children)
+    assert published == 8, "children resume from the parent's checkpoint: nothing skipped, nothing republished"
+    assert world.statuses() == {"delivered": 24}
