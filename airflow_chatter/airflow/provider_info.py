@@ -67,7 +67,7 @@ KAFKA_CONNECTION_TYPE: dict[str, Any] = {
             "password": "only for SASL_PLAINTEXT / SASL_SSL",
             "bootstrap_servers": "broker1:9092,broker2:9092",
             "ssl_cafile": "/path/to/ca.pem",
-            "api_version": "2.8.0",
+            "api_version": "2.8",
         },
     },
     "conn-fields": {
@@ -99,8 +99,8 @@ KAFKA_CONNECTION_TYPE: dict[str, Any] = {
         },
         "api_version": {
             "label": "Broker API version",
-            "description": "Pinned so the client never blocks probing the broker (e.g. 2.8.0). At least 2.1.",
-            "schema": {"type": ["string", "null"], "pattern": "^[0-9]+(\\.[0-9]+){1,2}$", "default": "2.8.0"},
+            "description": "Pinned so the client never blocks probing the broker (e.g. 2.8). At least 2.1.",
+            "schema": {"type": ["string", "null"], "pattern": "^[0-9]+(\\.[0-9]+){1,2}$", "default": "2.8"},
         },
         "request_timeout_ms": {
             "label": "Request timeout (ms)",

@@ -41,7 +41,7 @@ class ChatterKafkaHook(BaseHook):
     Connection extras: ``bootstrap_servers`` (required, comma-separated), ``security_protocol``
     (default PLAINTEXT), ``sasl_mechanism`` (for SASL_*; login and password are the SASL user and
     password), ``ssl_cafile``, ``ssl_check_hostname`` (default true), ``api_version`` (default
-    ``"2.8.0"``), ``request_timeout_ms`` (default 30000) and ``client_id``.
+    ``"2.8"``), ``request_timeout_ms`` (default 30000) and ``client_id``.
 
     :param chatter_kafka_conn_id: the connection id; default ``chatter_kafka_default``.
     """
@@ -76,7 +76,7 @@ class ChatterKafkaHook(BaseHook):
         config: dict[str, Any] = {
             "bootstrap_servers": [s.strip() for s in str(servers).split(",") if s.strip()],
             "security_protocol": protocol,
-            "api_version": parse_api_version(extras.get("api_version") or "2.8.0", option=f"{where} api_version"),
+            "api_version": parse_api_version(extras.get("api_version") or "2.8", option=f"{where} api_version"),
             "request_timeout_ms": int(extras.get("request_timeout_ms") or 30000),
             "client_id": extras.get("client_id") or "airflow-chatter",
         }
