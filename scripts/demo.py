@@ -1,6 +1,6 @@
 """The demo (README command 1): orders with their outbox documents, drained to Kafka by the Airflow DAG.
 
-``python -m airflow_chatter.demo`` (from the checkout, with the project venv):
+``python scripts/demo.py`` (from the checkout, with the project venv):
 
 1. starts Kafka and the Cosmos emulator on 127.0.0.1 (``scripts/services.sh start``), unless
    ``KAFKA_BOOTSTRAP_SERVERS`` / ``COSMOS_ENDPOINT`` + ``COSMOS_KEY`` point at running ones;
