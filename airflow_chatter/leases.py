@@ -11,7 +11,6 @@ partition key is its id.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -38,7 +37,6 @@ ACTIVE = "active"
 SPLIT = "split"
 
 #: Token lengths above this are hashed into the id, keeping ids well inside Cosmos's 1023 limit.
-_MAX_READABLE_TOKEN = 256
 
 
 class LeaseHeldError(ChatterError):
@@ -156,16 +154,15 @@ class Lease:
 
 
 def lease_id_for(processor_name: str, lease_prefix: str, feed_range: FeedRange) -> str:
-    """``{prefix}{processor name}:{b64url(token)}``; long tokens are hashed so the id stays short.
+    """``{prefix}{processor name}:{hex SHA-256 of the range token, 32 digits}``.
 
-    Deterministic, so every process derives the same id for the same (source, range) without a query;
-    base64url because Cosmos ids may not contain ``/ \\ ? #``.
+    Deterministic, so every process derives the same id for the same (source, range) without a query.
+    A digest rather than an encoding of the token: feed-range tokens are JSON, whose base64 starts with
+    ``eyJ`` and is masked as a JWT in Airflow's task logs, and they can be long. The token itself is kept
+    in the lease document.
     """
-    raw = feed_range.token.encode("utf-8")
-    if len(raw) > _MAX_READABLE_TOKEN:
-        raw = b"sha256:" + hashlib.sha256(raw).digest()
-    encoded = base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-    return f"{lease_prefix}{processor_name}:{encoded}"
+    digest = hashlib.sha256(feed_range.token.encode("utf-8")).hexdigest()[:32]
+    return f"{lease_prefix}{processor_name}:{digest}"
 
 
 class LeaseStore:

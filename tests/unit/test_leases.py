@@ -41,6 +41,14 @@ def test_f04_lease_id_is_deterministic_prefixed_and_url_safe() -> None:
     assert not set("/\\?#") & set(first), "Cosmos ids may not contain / \\ ? #"
     assert lease_id_for(PROCESSOR, "", FeedRange("x" * 5000)).__len__() < 200, "long tokens are hashed"
     assert first != lease_id_for(PROCESSOR, "other-", FeedRange(token)), "the prefix separates lease sets"
+    assert first != lease_id_for(PROCESSOR, "nightly-", FeedRange('{"Range":{"min":"","max":"7F"}}'))
+
+
+def test_f04_lease_id_does_not_look_like_a_jwt_to_log_maskers() -> None:
+    # Airflow's secrets masker redacts anything shaped like a JWT (base64 of JSON starts "eyJ"); a lease id
+    # in a task log must stay readable.
+    lease_id = lease_id_for(PROCESSOR, "", FeedRange('{"Range":{"min":"","max":"FF"}}'))
+    assert "eyJ" not in lease_id
 
 
 def test_f04_ensure_leases_creates_one_lease_per_range_starting_at_the_beginning(
