@@ -14,16 +14,16 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 #: A JSON object as stored in a container.
 Document = dict[str, Any]
 
 #: One component of a partition key: a JSON scalar. ``None`` is JSON null (an absent value).
-PartitionKeyComponent = Union[str, int, float, bool, None]
+PartitionKeyComponent = str | int | float | bool | None
 
 #: A partition key value: a single component, or a list of components for a hierarchical key.
-PartitionKey = Union[PartitionKeyComponent, list[PartitionKeyComponent]]
+PartitionKey = PartitionKeyComponent | list[PartitionKeyComponent]
 
 
 # --------------------------------------------------------------------------------------------
@@ -258,15 +258,11 @@ class DocumentContainer(abc.ABC):
         """Replace a document; ``PreconditionFailed`` on a stale ``if_match``."""
 
     @abc.abstractmethod
-    def upsert(
-        self, document: Document, partition_key: PartitionKey, *, if_match: str | None = None
-    ) -> Document:
+    def upsert(self, document: Document, partition_key: PartitionKey, *, if_match: str | None = None) -> Document:
         """Create or replace a document."""
 
     @abc.abstractmethod
-    def delete(
-        self, item_id: str, partition_key: PartitionKey, *, if_match: str | None = None
-    ) -> None:
+    def delete(self, item_id: str, partition_key: PartitionKey, *, if_match: str | None = None) -> None:
         """Delete a document; ``NotFound`` if absent, ``PreconditionFailed`` on a stale ETag."""
 
     @abc.abstractmethod

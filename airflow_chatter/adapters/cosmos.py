@@ -53,12 +53,14 @@ from airflow_chatter.ports import (
     FeedRange,
     FeedRangeGone,
     NotFound,
-    PartitionKey as PartitionKeyValue,
     PatchOperation,
     PreconditionFailed,
     RequestTimeout,
     ServiceUnavailable,
     Throttled,
+)
+from airflow_chatter.ports import (
+    PartitionKey as PartitionKeyValue,
 )
 
 #: The Cosmos DB emulator's well-known account key (any base64 key works with the project's emulator).
@@ -162,9 +164,14 @@ def _extract_partition_key(document: Document, paths: Sequence[str]) -> Partitio
     return values[0] if len(values) == 1 else values
 
 
+def _key_components(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
 def _same_key(a: Any, b: Any) -> bool:
-    norm = lambda v: list(v) if isinstance(v, list | tuple) else [v]  # noqa: E731
-    return json.dumps(norm(a), sort_keys=True, default=str) == json.dumps(norm(b), sort_keys=True, default=str)
+    return json.dumps(_key_components(a), sort_keys=True, default=str) == json.dumps(
+        _key_components(b), sort_keys=True, default=str
+    )
 
 
 def _fix_point_in_time_token(token: str) -> str:
@@ -263,8 +270,7 @@ class CosmosDocumentContainer(DocumentContainer):
         carried = _extract_partition_key(document, self._paths())
         if not _same_key(carried, partition_key):
             raise BadRequest(
-                f"partition key {partition_key!r} differs from the document's {carried!r} "
-                f"({', '.join(self._paths())})"
+                f"partition key {partition_key!r} differs from the document's {carried!r} ({', '.join(self._paths())})"
             )
 
     # -- metadata ------------------------------------------------------------------------------------------------
@@ -316,17 +322,13 @@ class CosmosDocumentContainer(DocumentContainer):
             return dict(self.container.replace_item(item=item_id, body=document, **self._if_match(if_match)))
 
     @override
-    def upsert(
-        self, document: Document, partition_key: PartitionKeyValue, *, if_match: str | None = None
-    ) -> Document:
+    def upsert(self, document: Document, partition_key: PartitionKeyValue, *, if_match: str | None = None) -> Document:
         self._check_partition_key(document, partition_key)
         with translated_errors():
             return dict(self.container.upsert_item(body=document, **self._if_match(if_match)))
 
     @override
-    def delete(
-        self, item_id: str, partition_key: PartitionKeyValue, *, if_match: str | None = None
-    ) -> None:
+    def delete(self, item_id: str, partition_key: PartitionKeyValue, *, if_match: str | None = None) -> None:
         with translated_errors():
             self.container.delete_item(
                 item=item_id, partition_key=_sdk_partition_key(partition_key), **self._if_match(if_match)
@@ -501,7 +503,8 @@ def create_container(
     if default_ttl is not None:
         kwargs["default_ttl"] = default_ttl
     with translated_errors():
-        return database.create_container(id=container_id, partition_key=key, **kwargs)
+        container: ContainerProxy = database.create_container(id=container_id, partition_key=key, **kwargs)
+    return container
 
 
 def ensure_database(client: CosmosClient, database_id: str) -> DatabaseProxy:

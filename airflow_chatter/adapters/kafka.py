@@ -43,8 +43,8 @@ from typing import Any
 from airflow_chatter.ports import (
     OutgoingMessage,
     PublishConfirmation,
-    PublishError,
     Publisher,
+    PublishError,
     PublishOutcome,
 )
 
@@ -138,9 +138,7 @@ class KafkaPublisherSettings:
             if not version or not all(isinstance(p, int) for p in version):
                 raise ValueError(f"api_version={self.api_version!r}: must be a tuple of ints or None")
             if version < MIN_API_VERSION:
-                raise ValueError(
-                    f"api_version={version!r}: Kafka 4.x brokers need at least {MIN_API_VERSION!r}"
-                )
+                raise ValueError(f"api_version={version!r}: Kafka 4.x brokers need at least {MIN_API_VERSION!r}")
             object.__setattr__(self, "api_version", version)
         for name in (
             "max_block_ms",
@@ -162,13 +160,9 @@ class KafkaPublisherSettings:
                 f"request_timeout_ms ({self.linger_ms + self.request_timeout_ms})"
             )
         if self.compression_type not in _COMPRESSION_TYPES:
-            raise ValueError(
-                f"compression_type={self.compression_type!r}: one of {_COMPRESSION_TYPES!r}"
-            )
+            raise ValueError(f"compression_type={self.compression_type!r}: one of {_COMPRESSION_TYPES!r}")
         if self.security_protocol not in _SECURITY_PROTOCOLS:
-            raise ValueError(
-                f"security_protocol={self.security_protocol!r}: one of {_SECURITY_PROTOCOLS!r}"
-            )
+            raise ValueError(f"security_protocol={self.security_protocol!r}: one of {_SECURITY_PROTOCOLS!r}")
         if self.security_protocol.startswith("SASL_"):
             if self.sasl_mechanism not in _SASL_MECHANISMS:
                 raise ValueError(
@@ -220,9 +214,7 @@ class KafkaPublisherSettings:
             key = aliases.get(raw_key, raw_key)
             if raw_key == "retries":
                 if value is not None and float(value) <= 0:
-                    raise ValueError(
-                        f"retries={value!r} would weaken delivery: it disables idempotence"
-                    )
+                    raise ValueError(f"retries={value!r} would weaken delivery: it disables idempotence")
                 continue
             if raw_key == "transactional_id":
                 raise ValueError("transactional_id: KafkaPublisher does not use transactions")
@@ -426,11 +418,11 @@ class KafkaPublisher(Publisher):
             raise
         except Exception as exc:  # noqa: BLE001 - e.g. NoBrokersAvailable with api_version=None
             self._needs_rebuild = True
-            error = KafkaPublishError(
+            unavailable = KafkaPublishError(
                 f"Kafka at {servers} unavailable, batch of {total} not sent: {_describe(exc)}"
             )
-            error.__cause__ = exc
-            return [PublishOutcome(message=m, error=error) for m in messages]
+            unavailable.__cause__ = exc
+            return [PublishOutcome(message=m, error=unavailable) for m in messages]
 
         aborted: BaseException | None = None
         for index, message in enumerate(messages):
@@ -449,11 +441,9 @@ class KafkaPublisher(Publisher):
                 continue
             except Exception as exc:  # noqa: BLE001 - metadata timeout, closed producer, ...
                 self._needs_rebuild = True
-                error = self._wrap(exc, index, total, message, servers)
-                results.append((message, None, error))
+                results.append((message, None, self._wrap(exc, index, total, message, servers)))
                 aborted = KafkaPublishError(
-                    f"not sent: message {index + 1} of {total} of this batch failed first "
-                    f"({_describe(exc)})"
+                    f"not sent: message {index + 1} of {total} of this batch failed first ({_describe(exc)})"
                 )
                 aborted.__cause__ = exc
                 continue
@@ -469,22 +459,23 @@ class KafkaPublisher(Publisher):
 
         outcomes: list[PublishOutcome] = []
         failures = 0
-        for index, (message, future, error) in enumerate(results):
+        for index, (message, future, send_error) in enumerate(results):
+            error: BaseException | None = send_error
             if future is not None:
                 error = None
                 if not future.is_done:
                     # Only after a flush timeout; the record may still be delivered later, so it is
                     # reported failed (a retry may duplicate it, it can never be lost).
-                    exc = ke.KafkaTimeoutError(
+                    timeout = ke.KafkaTimeoutError(
                         f"no acknowledgement within {flush_timeout:.0f} s"
                         + (f" ({_describe(flush_error)})" if flush_error else "")
                     )
-                    error = self._wrap(exc, index, total, message, servers)
+                    error = self._wrap(timeout, index, total, message, servers)
                     self._needs_rebuild = True
                 elif future.failed():
-                    exc = future.exception
-                    error = self._wrap(exc, index, total, message, servers)
-                    if not isinstance(exc, record_local):
+                    failure = future.exception
+                    error = self._wrap(failure, index, total, message, servers)
+                    if not isinstance(failure, record_local):
                         self._needs_rebuild = True
                 else:
                     metadata = future.value
@@ -522,9 +513,7 @@ class KafkaPublisher(Publisher):
         return outcomes
 
     @staticmethod
-    def _wrap(
-        exc: BaseException, index: int, total: int, message: OutgoingMessage, servers: str
-    ) -> KafkaPublishError:
+    def _wrap(exc: BaseException, index: int, total: int, message: OutgoingMessage, servers: str) -> KafkaPublishError:
         error = KafkaPublishError(
             f"message {index + 1} of {total} to topic {message.topic!r} not acknowledged by "
             f"{servers}: {_describe(exc)}",
@@ -551,8 +540,7 @@ def _admin_client(settings: KafkaPublisherSettings, timeout_s: float) -> Any:
         return KafkaAdminClient(**config)
     except ke.KafkaError as exc:
         raise PublishError(
-            f"cannot reach Kafka at {','.join(settings.bootstrap_servers)} within {timeout_s:.0f} s: "
-            f"{_describe(exc)}"
+            f"cannot reach Kafka at {','.join(settings.bootstrap_servers)} within {timeout_s:.0f} s: {_describe(exc)}"
         ) from exc
 
 
@@ -583,10 +571,7 @@ def ensure_topics(
     admin = _admin_client(settings, timeout_s)
     try:
         result = admin.create_topics(
-            {
-                name: {"num_partitions": partitions, "replication_factor": replication_factor}
-                for name in topics
-            },
+            {name: {"num_partitions": partitions, "replication_factor": replication_factor} for name in topics},
             timeout_ms=int(timeout_s * 1000),
             raise_errors=False,
         )

@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from azure.cosmos import ContainerProxy, exceptions
 from azure.core import MatchConditions
+from azure.cosmos import ContainerProxy, exceptions
 
 from tests.fixtures.cosmos import ContainerFactory
 
@@ -249,8 +249,11 @@ def test_batch_runs_every_operation_kind(cosmos_container_factory: ContainerFact
             ("read", ("read-me",)),
             ("replace", ("replace-me", {"id": "replace-me", "pk": "p", "n": 1})),
             ("delete", ("delete-me",)),
-            ("patch", ("patch-me", [{"op": "incr", "path": "/n", "value": 1}]),
-             {"filter_predicate": "FROM c WHERE c.n = 0"}),
+            (
+                "patch",
+                ("patch-me", [{"op": "incr", "path": "/n", "value": 1}]),
+                {"filter_predicate": "FROM c WHERE c.n = 0"},
+            ),
         ],
         partition_key="p",
     )
@@ -288,8 +291,11 @@ def test_batch_patch_with_a_false_condition_fails_with_412(cosmos_container_fact
         container.execute_item_batch(
             [
                 ("create", ({"id": "b", "pk": "p"},)),
-                ("patch", ("a", [{"op": "set", "path": "/status", "value": "x"}]),
-                 {"filter_predicate": "FROM c WHERE c.status = 'pending'"}),
+                (
+                    "patch",
+                    ("a", [{"op": "set", "path": "/status", "value": "x"}]),
+                    {"filter_predicate": "FROM c WHERE c.status = 'pending'"},
+                ),
             ],
             partition_key="p",
         )
@@ -307,13 +313,17 @@ def test_patch_filter_predicate_is_case_sensitive_like_cosmos(cosmos_container_f
     container = cosmos_container_factory(("/pk",))
     container.create_item({"id": "a", "pk": "p", "deliveryStatus": "Pending"})
     patched = container.patch_item(
-        "a", "p", [{"op": "set", "path": "/deliveryStatus", "value": "Delivered"}],
+        "a",
+        "p",
+        [{"op": "set", "path": "/deliveryStatus", "value": "Delivered"}],
         filter_predicate="FROM c WHERE c.deliveryStatus = 'Pending'",
     )
     assert patched["deliveryStatus"] == "Delivered"
     with pytest.raises(exceptions.CosmosAccessConditionFailedError):
         container.patch_item(
-            "a", "p", [{"op": "set", "path": "/deliveryStatus", "value": "x"}],
+            "a",
+            "p",
+            [{"op": "set", "path": "/deliveryStatus", "value": "x"}],
             filter_predicate="from c where c.deliveryStatus = 'delivered'",
         )
 

@@ -53,9 +53,7 @@ def _assert_exactly_one_result(outcomes: Sequence[PublishOutcome]) -> None:
         assert (outcome.confirmation is None) != (outcome.error is None), outcome
 
 
-def test_round_trip_of_key_value_and_headers(
-    publisher: KafkaPublisher, kafka_bootstrap: str, kafka_topic: str
-) -> None:
+def test_round_trip_of_key_value_and_headers(publisher: KafkaPublisher, kafka_bootstrap: str, kafka_topic: str) -> None:
     messages = [
         OutgoingMessage(
             topic=kafka_topic,
@@ -131,18 +129,14 @@ def test_order_per_key_over_several_hundred_messages(
     by_key: dict[bytes, list[tuple[int, int]]] = defaultdict(list)
     for outcome in outcomes:
         assert outcome.confirmation is not None
-        by_key[outcome.message.key or b""].append(
-            (outcome.confirmation.partition, outcome.confirmation.offset)
-        )
+        by_key[outcome.message.key or b""].append((outcome.confirmation.partition, outcome.confirmation.offset))
     for key, positions in by_key.items():
         assert len({p for p, _ in positions}) == 1, key
         offsets = [o for _, o in positions]
         assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets), key
 
 
-def test_confirmations_carry_the_partition_and_offset_that_is_consumed(
-    kafka_bootstrap: str, kafka_topic: str
-) -> None:
+def test_confirmations_carry_the_partition_and_offset_that_is_consumed(kafka_bootstrap: str, kafka_topic: str) -> None:
     ensure_topics(_settings(kafka_bootstrap), [kafka_topic], partitions=3)
     messages = [
         OutgoingMessage(
@@ -207,8 +201,7 @@ def test_broker_stopped_mid_batch_reports_the_lost_messages_failed(
     publisher = KafkaPublisher(settings)
     first, total = 60, 200
     messages = [
-        OutgoingMessage(topic=kafka_topic, key=f"k{i % 4}".encode(), value=f"v{i}".encode())
-        for i in range(total)
+        OutgoingMessage(topic=kafka_topic, key=f"k{i % 4}".encode(), value=f"v{i}".encode()) for i in range(total)
     ]
     before_stop: dict[tuple[int, int], Any] = {}
 
@@ -277,9 +270,7 @@ def test_unreachable_broker_fails_every_message_within_the_bound(
         check_connectivity(settings, timeout_s=bound_s)
 
 
-def test_check_connectivity_and_ensure_topics_against_the_broker(
-    kafka_bootstrap: str, kafka_topic: str
-) -> None:
+def test_check_connectivity_and_ensure_topics_against_the_broker(kafka_bootstrap: str, kafka_topic: str) -> None:
     settings = _settings(kafka_bootstrap)
     check_connectivity(settings)
     ensure_topics(settings, [kafka_topic], partitions=2)

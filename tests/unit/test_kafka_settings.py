@@ -15,7 +15,7 @@ from kafka import errors as ke
 from kafka.future import Future
 from kafka.producer.future import RecordMetadata
 
-from airflow_chatter.adapters.kafka import KafkaPublishError, KafkaPublisher, KafkaPublisherSettings
+from airflow_chatter.adapters.kafka import KafkaPublisher, KafkaPublishError, KafkaPublisherSettings
 from airflow_chatter.ports import OutgoingMessage, PublishError
 
 SECRET = "s3cr3t-pa55word"
@@ -68,9 +68,7 @@ def test_from_mapping_refuses_weakening_kafka_python_spellings() -> None:
     with pytest.raises(ValueError, match=r"^acks="):
         KafkaPublisherSettings.from_mapping({"bootstrap_servers": "k:9092", "acks": 1})
     with pytest.raises(ValueError, match=r"^max_in_flight="):
-        KafkaPublisherSettings.from_mapping(
-            {"bootstrap_servers": "k:9092", "max_in_flight_requests_per_connection": 6}
-        )
+        KafkaPublisherSettings.from_mapping({"bootstrap_servers": "k:9092", "max_in_flight_requests_per_connection": 6})
     with pytest.raises(ValueError, match=r"^transactional_id"):
         KafkaPublisherSettings.from_mapping({"bootstrap_servers": "k:9092", "transactional_id": "t"})
     with pytest.raises(ValueError, match=r"^linger: not a Kafka publisher setting"):
@@ -361,9 +359,7 @@ def test_empty_batch_and_closed_publisher(script: dict[bytes, Any]) -> None:
         publisher.send_batch([msg(b"a")])
 
 
-def test_failures_are_logged_without_the_password(
-    script: dict[bytes, Any], caplog: pytest.LogCaptureFixture
-) -> None:
+def test_failures_are_logged_without_the_password(script: dict[bytes, Any], caplog: pytest.LogCaptureFixture) -> None:
     script[b"bad"] = ke.KafkaTimeoutError("expired")
     settings = sasl_settings()
     publisher = KafkaPublisher(settings, producer_factory=lambda **cfg: FakeProducer(script, **cfg))
