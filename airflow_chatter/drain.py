@@ -203,7 +203,9 @@ class DrainEngine:
     ``default_publisher`` (default ``"kafka"``) or has exactly one entry. ``clock`` is the UTC wall
     clock (suspension windows, lease expiry, lag); ``telemetry`` defaults to the global OpenTelemetry
     providers; ``owner`` names this drain on the leases it takes (default: host + uuid); ``registry``
-    catches two sources sharing one processor name (SRC-04).
+    catches two sources sharing one processor name (SRC-04). ``start_from`` (aware UTC datetime) is where
+    the leases this engine creates for new ranges start reading instead of the beginning: a backfill from a
+    point in time. Leave it ``None`` for the scheduled drain (RLY-08).
 
     Building the engine verifies the monitored container (CNT) and the lease container (partitioned on
     ``/id``, no default TTL that would purge leases) and raises ``ContainerContractError`` for either.
@@ -221,6 +223,7 @@ class DrainEngine:
         owner: str | None = None,
         default_publisher: str = DEFAULT_PUBLISHER,
         registry: SourceRegistry | None = None,
+        start_from: datetime | None = None,
     ) -> None:
         self.source = source
         self.monitored = monitored
@@ -241,6 +244,7 @@ class DrainEngine:
             lease_prefix=source.lease_prefix,
             lease_duration_seconds=source.lease_duration_seconds,
             clock=clock,
+            start_from=start_from,
         )
         delivery = source.delivery
         self._delivered_value = delivery.delivered_status_value
@@ -328,7 +332,9 @@ class DrainEngine:
                 page = self.monitored.read_change_feed(
                     lease.feed_range,
                     continuation=lease.continuation,
-                    start=ChangeFeedStart.BEGINNING,  # RLY-08: a new lease starts at the beginning
+                    # Only consulted while the lease has no continuation. RLY-08: from the beginning, unless the
+                    # lease was created for a backfill from a point in time.
+                    start=lease.start_from if lease.start_from is not None else ChangeFeedStart.BEGINNING,
                     max_item_count=budget.page_size(self.source.max_batch_size, tally.documents),
                 )
             except FeedRangeGone as gone:

@@ -7,6 +7,9 @@ run and a manual backfill, or two workers) can race for a lease, and exactly one
 
 The lease container is partitioned on ``/id``, so every lease is its own logical partition and its
 partition key is its id.
+
+A lease with no continuation yet starts reading at its ``start_from`` (a backfill from a point in time) or, without
+one, at the beginning of the change feed (RLY-08). Once checkpointed, the continuation alone decides.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow_chatter.clock import Clock, utc_now
-from airflow_chatter.errors import ChatterError, InvalidLeaseDocumentError
+from airflow_chatter.errors import ChatterError, ConfigurationError, InvalidLeaseDocumentError
 from airflow_chatter.ports import (
     Conflict,
     Document,
@@ -67,6 +70,8 @@ class Lease:
     lease_prefix: str
     feed_range: FeedRange
     continuation: str | None
+    #: Where to start reading while ``continuation`` is ``None`` (UTC, whole seconds); ``None``: the beginning.
+    start_from: datetime | None
     owner: str | None
     expires_at: datetime | None
     suspension: SuspensionState
@@ -98,6 +103,7 @@ class Lease:
                 "lease_prefix": self.lease_prefix,
                 "feed_range": self.feed_range.token,
                 "continuation": self.continuation,
+                "start_from": _iso(self.start_from),
                 "owner": self.owner,
                 "expires_at": _iso(self.expires_at),
                 "suspension": self.suspension.to_document(),
@@ -140,6 +146,7 @@ class Lease:
             lease_prefix=_optional_str(doc, "lease_prefix") or "",
             feed_range=FeedRange(_required_str(doc, "feed_range")),
             continuation=_optional_str(doc, "continuation"),
+            start_from=parse_utc(doc.get("start_from"), "start_from"),
             owner=_optional_str(doc, "owner"),
             expires_at=parse_utc(doc.get("expires_at"), "expires_at"),
             suspension=SuspensionState.from_document(doc.get("suspension")),
@@ -170,6 +177,12 @@ class LeaseStore:
 
     ``owner`` names this drain in the leases it holds; ``lease_duration_seconds`` is how long a taken
     lease stays live without a renewal (default 60 s, the CFP default expiry).
+
+    ``start_from`` (aware datetime, default ``None``: the beginning) is where the leases this store creates for
+    ranges *without a parent* start reading; a backfill from a point in time passes it. Split children never take
+    it: they carry on from their parent. It is floored to the whole second, because ``_ts`` and the change feed's
+    start time (``If-Modified-Since``) are whole seconds: every adapter then reads the same documents (``_ts`` at or
+    after that second), which is also what a dry run counts. That reads at most one second more, never less.
     """
 
     def __init__(
@@ -181,9 +194,11 @@ class LeaseStore:
         lease_prefix: str = "",
         lease_duration_seconds: float = 60.0,
         clock: Clock = utc_now,
+        start_from: datetime | None = None,
     ) -> None:
         if lease_duration_seconds <= 0:
             raise ValueError("lease_duration_seconds must be positive")
+        self.start_from = _start_from(start_from)
         self.container = container
         self.processor_name = processor_name
         self.lease_prefix = lease_prefix
@@ -221,8 +236,9 @@ class LeaseStore:
         """Create a lease for every current feed range that has none; return the active leases.
 
         A new range inside a range that already has a lease is a split child: it starts from the
-        parent's continuation, and the parent is marked split once all its children exist. A new
-        range with no parent starts from the beginning of the change feed (RLY-08).
+        parent's continuation (or, never checkpointed, the parent's start), and the parent is marked split
+        once all its children exist. A new range with no parent starts at this store's ``start_from``, or
+        at the beginning of the change feed without one (RLY-08).
         """
         ranges = monitored.read_feed_ranges(force_refresh=True)
         known = {lease.token: lease for lease in self.list_leases()}
@@ -230,7 +246,10 @@ class LeaseStore:
             if feed_range.token in known:
                 continue
             parent = self._parent_of(monitored, feed_range, known.values())
-            known[feed_range.token] = self._create(feed_range, parent.continuation if parent else None)
+            if parent is not None:
+                known[feed_range.token] = self._create(feed_range, parent.continuation, parent.start_from)
+            else:
+                known[feed_range.token] = self._create(feed_range, None, self.start_from)
         current = {r.token for r in ranges}
         for lease in list(known.values()):
             if lease.state == ACTIVE and lease.token not in current:
@@ -245,17 +264,19 @@ class LeaseStore:
 
         INVARIANT: no document is skipped or lost across a split, because every child starts at the
         parent's last checkpoint (tests/unit/test_leases.py::test_f04_split_children_resume_from_parent;
-        starting a child from ``None`` or from "now" would make that test fail).
+        starting a child from ``None`` or from "now" would make that test fail). A parent never
+        checkpointed has no checkpoint to hand on: its children take its ``start_from`` instead, not
+        this store's, so a point-in-time lease keeps its start and a beginning lease keeps the beginning.
         """
         ranges = monitored.read_feed_ranges(force_refresh=True)
         children = [r for r in ranges if _is_child(monitored, lease.feed_range, r)]
         if not children:
             raise gone  # the range is gone but nothing replaces it: let the caller report it
-        created = [self._create(child, lease.continuation) for child in children]
+        created = [self._create(child, lease.continuation, lease.start_from) for child in children]
         self._mark_split(lease, children)
         return created
 
-    def _create(self, feed_range: FeedRange, continuation: str | None) -> Lease:
+    def _create(self, feed_range: FeedRange, continuation: str | None, start_from: datetime | None) -> Lease:
         now = self._now()
         lease_id = self.lease_id(feed_range)
         doc: Document = {
@@ -265,6 +286,7 @@ class LeaseStore:
             "lease_prefix": self.lease_prefix,
             "feed_range": feed_range.token,
             "continuation": continuation,
+            "start_from": _iso(start_from),
             "owner": None,
             "expires_at": None,
             "suspension": SuspensionState().to_document(),
@@ -390,6 +412,17 @@ def _optional_str(doc: Mapping[str, Any], name: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise ValueError(f"{name} must be a string or null, got {value!r}")
     return value
+
+
+def _start_from(value: object) -> datetime | None:
+    """Validate ``LeaseStore(start_from=...)``: an aware datetime, as UTC floored to the second (see LeaseStore)."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise ConfigurationError("start_from", value, "must be a datetime (UTC) or None")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ConfigurationError("start_from", value, "must be timezone-aware (UTC); a naive datetime is ambiguous")
+    return value.astimezone(UTC).replace(microsecond=0)
 
 
 def _iso(value: datetime | None) -> str | None:

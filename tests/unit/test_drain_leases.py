@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import datetime
 
 import pytest
 
@@ -14,6 +15,24 @@ from airflow_chatter.ports import OutgoingMessage, PublishOutcome
 from airflow_chatter.testing.fakes import FakePublisher
 
 from ._drain_support import Rig, memory_container, outbox_doc, split
+
+
+def _point_in_time_engine(rig: Rig, start_from: datetime, **source_kwargs: object) -> DrainEngine:
+    """An engine whose new leases start at ``start_from`` (what a backfill from a point in time builds)."""
+    return DrainEngine(
+        rig.source(**source_kwargs),
+        rig.monitored,
+        rig.leases,
+        rig.publisher,
+        clock=rig.clock,
+        telemetry=rig.telemetry,
+        owner="backfill",
+        start_from=start_from,
+    )
+
+
+def _published(rig: Rig) -> list[str]:
+    return [dict(m.headers)["message-id"].decode() for m in rig.publisher.sent]
 
 
 class HookedPublisher(FakePublisher):
@@ -201,3 +220,66 @@ def test_f09_continuation_age_grows_while_a_lease_makes_no_progress() -> None:
     rig.clock.advance(30)
     refused = rig.drain(engine)
     assert refused.error_type == "DrainSuspendedError" and refused.continuation_age_seconds == 30.0
+
+
+def test_rly_08_a_point_in_time_lease_publishes_only_documents_written_at_or_after_its_start() -> None:
+    rig = Rig()
+    rig.seed(*(outbox_doc(f"before-{i}", f"tenant-{i}") for i in range(3)))
+    rig.clock.advance(60)
+    start = rig.clock.now
+    rig.seed(outbox_doc("at-start", "tenant-0"))
+    rig.clock.advance(1)
+    rig.seed(outbox_doc("after", "tenant-1"))
+    looked_at: list[str] = []  # every pending document the drain reads passes the additional filter once (PND-03)
+    engine = _point_in_time_engine(rig, start, additional_pending_filter=lambda d: looked_at.append(d["id"]) or True)
+    summary = rig.drain(engine)
+    assert summary.error is None
+    assert sorted(_published(rig)) == ["after", "at-start"], "documents written at or after the start go out"
+    assert len(looked_at) == 2, "a read position, not a filter: the pending documents before the start are not read"
+    assert {rig.current(outbox_doc(f"before-{i}", f"tenant-{i}"))["status"] for i in range(3)} == {"pending"}
+
+
+def test_rly_08_once_checkpointed_the_continuation_wins_over_start_from() -> None:
+    rig = Rig()
+    start = rig.clock.now
+    rig.seed(outbox_doc("first", "tenant-0"), outbox_doc("second", "tenant-1"))
+    engine = _point_in_time_engine(rig, start)
+    assert rig.drain(engine).published == 2
+    lease = rig.lease(engine)
+    assert lease.continuation is not None and lease.start_from == start, "start_from is kept, but no longer read"
+    rig.clock.advance(5)
+    rig.seed(outbox_doc("third", "tenant-2"))
+    again = rig.drain(engine)
+    assert again.published == 1
+    # "third" and its own delivered stamp; read from start_from it would also re-read "first" and "second".
+    assert again.documents == 2 and again.skipped == 1, "resumed after the checkpoint, not from start_from"
+    assert _published(rig) == ["first", "second", "third"]
+
+
+def test_f04_a_split_child_of_a_never_checkpointed_point_in_time_lease_keeps_the_start() -> None:
+    rig = Rig()
+    rig.seed(*(outbox_doc(f"before-{i}", f"tenant-{i}") for i in range(20)))
+    rig.clock.advance(60)
+    start = rig.clock.now
+    rig.seed(*(outbox_doc(f"after-{i}", f"tenant-{i}") for i in range(20)))
+    engine = _point_in_time_engine(rig, start)
+    (parent,) = engine.ensure_leases()
+    split(rig.monitored, parent.feed_range)  # before the lease was ever checkpointed
+    first = engine.drain_lease(parent.id)
+    assert len(first.split_into) == 2 and first.published == 0
+    children = [engine.drain_lease(child) for child in first.split_into]
+    assert all(c.error is None and c.published > 0 for c in children), "both halves hold documents after the start"
+    assert sorted(_published(rig)) == sorted(f"after-{i}" for i in range(20)), "no child reads from the beginning"
+
+
+def test_f04_a_malformed_start_from_fails_its_drain_naming_the_lease() -> None:
+    rig = Rig()
+    rig.seed(outbox_doc("msg-1"))
+    engine = _point_in_time_engine(rig, rig.clock.now)
+    (lease,) = engine.ensure_leases()
+    doc = rig.leases.read(lease.id, lease.id)
+    doc["start_from"] = "half past six"
+    rig.leases.replace(lease.id, lease.id, doc)
+    summary = engine.drain_lease(lease.id)
+    assert summary.error_type == "InvalidLeaseDocumentError" and summary.published == 0
+    assert lease.id in (summary.error_message or "") and "start_from" in (summary.error_message or "")

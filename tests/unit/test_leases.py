@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta, timezone
+
 import pytest
 
-from airflow_chatter.errors import InvalidLeaseDocumentError
+from airflow_chatter.errors import ConfigurationError, InvalidLeaseDocumentError
 from airflow_chatter.leases import SPLIT, LeaseHeldError, LeaseLostError, LeaseStore, lease_id_for
 from airflow_chatter.ports import FeedRange, FeedRangeGone
 from airflow_chatter.suspension import SuspensionState
@@ -29,8 +31,16 @@ def container(clock: ManualClock):  # type: ignore[no-untyped-def]
     return memory_container(clock, paths=("/id",), container_id="leases")
 
 
-def _store(container, clock: ManualClock, owner: str = "a", prefix: str = "") -> LeaseStore:  # type: ignore[no-untyped-def]
-    return LeaseStore(container, PROCESSOR, owner=owner, lease_prefix=prefix, lease_duration_seconds=60, clock=clock)
+def _store(container, clock: ManualClock, owner: str = "a", prefix: str = "", start_from=None) -> LeaseStore:  # type: ignore[no-untyped-def]
+    return LeaseStore(
+        container,
+        PROCESSOR,
+        owner=owner,
+        lease_prefix=prefix,
+        lease_duration_seconds=60,
+        clock=clock,
+        start_from=start_from,
+    )
 
 
 def test_f04_lease_id_is_deterministic_prefixed_and_url_safe() -> None:
@@ -172,6 +182,9 @@ def test_f04_a_split_with_no_children_reraises_gone(monitored, container, clock:
         ({"suspension": {"consecutive_failures": "x"}}, "consecutive_failures"),
         ({"state": "weird"}, "state"),
         ({"processor": ""}, "processor"),
+        ({"start_from": "last tuesday"}, "start_from"),
+        ({"start_from": "2026-11-30T06:00:00"}, "start_from"),  # no UTC offset: ambiguous
+        ({"start_from": 1764482400}, "start_from"),
     ],
 )
 def test_f04_malformed_lease_document_names_the_lease(
@@ -199,3 +212,69 @@ def test_f04_unknown_fields_survive_a_write(monitored, container, clock: ManualC
     container.replace(lease.id, lease.id, doc)
     store.checkpoint(store.acquire(lease.id), "c")
     assert container.read(lease.id, lease.id)["operator_note"] == "paused for migration"
+
+
+def test_f04_ensure_leases_records_the_start_from_of_a_point_in_time_store(
+    monitored,
+    container,
+    clock: ManualClock,  # type: ignore[no-untyped-def]
+) -> None:
+    start = clock.now - timedelta(hours=2)
+    (lease,) = _store(container, clock, start_from=start).ensure_leases(monitored)
+    assert lease.continuation is None and lease.start_from == start
+    assert container.read(lease.id, lease.id)["start_from"] == "2026-11-30T04:00:00+00:00", "stored as ISO-8601 UTC"
+    (plain,) = _store(container, clock, prefix="scheduled-").ensure_leases(monitored)
+    assert plain.start_from is None, "RLY-08: without a start_from a new lease starts at the beginning"
+
+
+def test_f04_start_from_is_stored_as_utc_whole_seconds(monitored, container, clock: ManualClock) -> None:  # type: ignore[no-untyped-def]
+    # _ts and the change feed's start time are whole seconds: flooring reads that whole second, never less.
+    start = datetime(2026, 11, 30, 7, 30, 5, 750_000, tzinfo=timezone(timedelta(hours=2)))
+    (lease,) = _store(container, clock, start_from=start).ensure_leases(monitored)
+    assert lease.start_from == datetime(2026, 11, 30, 5, 30, 5, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("bad", [datetime(2026, 11, 30, 6, 0, 0), "2026-11-30T06:00:00Z"])
+def test_f04_start_from_must_be_an_aware_datetime(container, clock: ManualClock, bad: object) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ConfigurationError, match="start_from"):
+        _store(container, clock, start_from=bad)
+
+
+def test_f04_split_children_of_a_never_checkpointed_point_in_time_lease_keep_its_start(
+    monitored,
+    container,
+    clock: ManualClock,  # type: ignore[no-untyped-def]
+) -> None:
+    start = clock.now - timedelta(minutes=5)
+    store = _store(container, clock, start_from=start)
+    (parent,) = store.ensure_leases(monitored)
+    split(monitored, parent.feed_range)
+    children = store.split(store.acquire(parent.id), monitored, FeedRangeGone("gone"))
+    assert len(children) == 2
+    assert all(c.continuation is None and c.start_from == start for c in children), "nothing before the start"
+
+
+def test_f04_split_children_take_the_parents_start_not_the_stores(
+    monitored,
+    container,
+    clock: ManualClock,  # type: ignore[no-untyped-def]
+) -> None:
+    (parent,) = _store(container, clock).ensure_leases(monitored)  # a lease that starts at the beginning
+    split(monitored, parent.feed_range)
+    later = _store(container, clock, start_from=clock.now)
+    children = later.ensure_leases(monitored)
+    assert len(children) == 2
+    assert all(c.start_from is None for c in children), "a child carries on its parent's stream: from the beginning"
+
+
+def test_f04_split_children_of_a_checkpointed_point_in_time_lease_resume_from_its_continuation(
+    monitored,
+    container,
+    clock: ManualClock,  # type: ignore[no-untyped-def]
+) -> None:
+    store = _store(container, clock, start_from=clock.now)
+    (parent,) = store.ensure_leases(monitored)
+    parent = store.checkpoint(store.acquire(parent.id), "parent-cont")
+    split(monitored, parent.feed_range)
+    children = store.ensure_leases(monitored)
+    assert len(children) == 2 and all(c.continuation == "parent-cont" for c in children)
