@@ -86,7 +86,7 @@ def build_backfill_dag(config: SourcesFile) -> DAG:
                 type="string",
                 enum=["beginning", "point_in_time", "resume"],
                 description="beginning: reset the backfill leases and read the whole change feed; "
-                "point_in_time: the same, but publish only documents modified since point_in_time; "
+                "point_in_time: the same, but the new backfill leases start reading the change feed at point_in_time; "
                 "resume: continue the previous backfill from its checkpoints.",
             ),
             "point_in_time": Param(
@@ -109,6 +109,8 @@ def build_backfill_dag(config: SourcesFile) -> DAG:
             ),
         },
     ) as dag:
+        # The point in time goes to the leases the list task creates (their start_from), not to the drains as a
+        # _ts filter: older changes are not read at all, and "resume" keeps it because the leases do.
         since = (
             "{{ (params.point_in_time or 'missing: point_in_time is required when start is point_in_time') "
             "if params.start == 'point_in_time' else 'beginning' }}"
@@ -130,7 +132,6 @@ def build_backfill_dag(config: SourcesFile) -> DAG:
             lease_set="backfill",
             exclusive_with_scheduled=True,
             max_documents="{{ params.document_budget }}",
-            since=since,
             pool=config.backfill_pool or "default_pool",
             retries=5,  # a range the scheduled drain holds right now is retried, not skipped
             retry_delay=timedelta(minutes=1),

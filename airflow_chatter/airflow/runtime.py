@@ -69,7 +69,11 @@ PendingFilter = Callable[[dict[str, Any]], bool]
 
 
 def modified_since(since: datetime) -> PendingFilter:
-    """A pending filter admitting documents last modified at or after ``since`` (``_ts``, UTC)."""
+    """A pending filter admitting documents last modified at or after ``since`` (``_ts``, UTC).
+
+    It filters what a lease reads; it does not move where the lease starts. A backfill from a point in time
+    starts its leases there instead (``build_engine(start_from=...)``), which does not read older changes.
+    """
     threshold = since.astimezone(UTC).timestamp()
 
     def admit(document: dict[str, Any]) -> bool:
@@ -94,8 +98,13 @@ def build_engine(
     lease_prefix: str | None = None,
     extra_filter: PendingFilter | None = None,
     owner: str | None = None,
+    start_from: datetime | None = None,
 ) -> DrainEngine:
-    """Build the ``DrainEngine`` of a source; imports its resolver/filter (do this in a task)."""
+    """Build the ``DrainEngine`` of a source; imports its resolver/filter (do this in a task).
+
+    ``start_from`` is where the leases the engine creates start reading (a backfill from a point in time);
+    never give it for the scheduled lease set, whose new leases must start at the beginning (RLY-08).
+    """
     options = config.to_options(resolve=True, lease_prefix=lease_prefix)
     if extra_filter is not None:
         options = dataclasses.replace(
@@ -103,7 +112,7 @@ def build_engine(
         )
     if config.topics:
         publisher = TopicMappingPublisher(publisher, config.topics)
-    return DrainEngine(options, monitored, leases, publisher, owner=owner)
+    return DrainEngine(options, monitored, leases, publisher, owner=owner, start_from=start_from)
 
 
 def lease_report(lease: Lease) -> dict[str, Any]:
@@ -120,9 +129,10 @@ def lease_report(lease: Lease) -> dict[str, Any]:
 
 
 def reset_leases(store: LeaseStore) -> list[str]:
-    """Delete this prefix's leases so the next drain starts from the beginning; live ones are kept.
+    """Delete this prefix's leases so the next drain starts afresh; live ones are kept.
 
-    Used by a backfill from the beginning. Never call it with the scheduled drain's prefix.
+    Used by a backfill from the beginning or a point in time: the leases the next ``ensure_leases`` creates
+    start where that store says. Never call it with the scheduled drain's prefix.
     """
     deleted: list[str] = []
     now = datetime.now(UTC)
@@ -182,7 +192,11 @@ PENDING_COUNT_SQL = f"SELECT VALUE COUNT(1) FROM c WHERE c.{TYPE_FIELD} = @type 
 
 
 def count_pending(container: DocumentContainer, *, since: datetime | None = None) -> int:
-    """Count pending outbox documents (one cross-partition query; a dry run's estimate)."""
+    """Count pending outbox documents (one cross-partition query; a dry run's estimate).
+
+    ``since`` counts those with ``_ts`` at or after its whole second: what leases starting at ``since`` read
+    (``LeaseStore`` floors a start to the second the same way).
+    """
     sql = PENDING_COUNT_SQL
     parameters: dict[str, Any] = {"@type": OUTBOX_TYPE, "@status": PENDING}
     if since is not None:
@@ -226,7 +240,10 @@ def peek_pending(
     seen = 0
     for _ in range(max_pages):
         page = monitored.read_change_feed(
-            lease.feed_range, continuation=position, start=ChangeFeedStart.BEGINNING, max_item_count=page_size
+            lease.feed_range,
+            continuation=position,
+            start=lease.start_from if lease.start_from is not None else ChangeFeedStart.BEGINNING,
+            max_item_count=page_size,
         )
         seen += len(page.documents)
         pending = sum(1 for document in page.documents if is_pending_outbox(document))

@@ -11,6 +11,7 @@ import pytest
 
 from airflow_chatter.adapters.memory import MemoryDocumentContainer
 from airflow_chatter.airflow.config import SourceConfig
+from airflow_chatter.clock import Clock, utc_now
 from airflow_chatter.outbox import OutboxMessage
 from airflow_chatter.ports import Document
 from airflow_chatter.testing.fakes import FakePublisher
@@ -70,8 +71,11 @@ class World:
         return counts
 
 
-def install_world(monkeypatch: pytest.MonkeyPatch, *, feed_ranges: int = 1) -> World:
-    """Route ChatterCosmosHook/ChatterKafkaHook to memory containers and a fake publisher."""
+def install_world(monkeypatch: pytest.MonkeyPatch, *, feed_ranges: int = 1, clock: Clock = utc_now) -> World:
+    """Route ChatterCosmosHook/ChatterKafkaHook to memory containers and a fake publisher.
+
+    ``clock`` gives the monitored container's ``_ts`` (tests about points in time move it by hand).
+    """
     from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
     from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
 
@@ -82,6 +86,7 @@ def install_world(monkeypatch: pytest.MonkeyPatch, *, feed_ranges: int = 1) -> W
             feed_range_count=feed_ranges,
             database_id="shop",
             container_id="orders",
+            clock=clock,
         ),
         leases=MemoryDocumentContainer(partition_key_paths=("/id",), database_id="shop", container_id="leases"),
     )

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
 import pytest
 
 from airflow_chatter.airflow.operators.drain import (
@@ -185,3 +188,83 @@ def test_list_leases_hands_out_split_children_that_resume_from_the_parent(monkey
     published = sum(drain(child).execute(context={})["published"] for child in children)
     assert published == 8, "children resume from the parent's checkpoint: nothing skipped, nothing republished"
     assert world.statuses() == {"delivered": 24}
+
+
+class ManualClock:
+    """The monitored container's clock, moved by hand so documents get ``_ts`` on either side of a start time."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+class RecordingTI:
+    """Just enough of a TaskInstance for ``xcom_push`` (the dry-run plan)."""
+
+    def __init__(self) -> None:
+        self.xcom: dict[str, Any] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcom[key] = value
+
+
+def _pending_before_and_after(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, str]:
+    """3 pending documents an hour before the point in time, 4 at or after it; returns (world, point in time)."""
+    clock = ManualClock()
+    world = install_world(monkeypatch, clock=clock)
+    world.write(tenants=1, per_tenant=3)
+    clock.now += timedelta(hours=1)
+    point_in_time = clock.now.isoformat().replace("+00:00", "Z")  # as the trigger form sends it
+    world.write(tenants=2, per_tenant=2)
+    clock.now += timedelta(minutes=1)
+    return world, point_in_time
+
+
+def test_backfill_from_a_point_in_time_publishes_only_documents_written_since(monkeypatch: pytest.MonkeyPatch) -> None:
+    world, point_in_time = _pending_before_and_after(monkeypatch)
+    ti = RecordingTI()
+    dry = list_leases(lease_set="backfill", reset=True, plan_only=True, since=point_in_time)
+    assert dry.execute(context={"ti": ti}) == []
+    assert ti.xcom["plan"]["pending"] == 4, "the dry run counts what the backfill will publish"
+    [backfill] = list_leases(lease_set="backfill", reset=True, since=point_in_time).execute(context={})
+    lease = world.leases.read(backfill, backfill)
+    assert lease["start_from"] == "2026-11-29T13:00:00+00:00" and lease["continuation"] is None
+    summary = drain(backfill, lease_set="backfill", exclusive_with_scheduled=True).execute(context={})
+    assert summary["published"] == 4 and world.statuses() == {"pending": 3, "delivered": 4}
+    assert summary["skipped"] == 4, "only the delivered stamps are re-read: nothing before the point in time is read"
+
+
+def test_resuming_a_point_in_time_backfill_keeps_its_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    world, point_in_time = _pending_before_and_after(monkeypatch)
+    list_leases(lease_set="backfill", reset=True, since=point_in_time).execute(context={})
+    [backfill] = list_leases(lease_set="backfill").execute(context={})  # start: resume (no point in time, no reset)
+    summary = drain(backfill, lease_set="backfill", exclusive_with_scheduled=True).execute(context={})
+    assert summary["published"] == 4, "the start is on the lease, so a resumed backfill still starts there"
+    assert world.statuses() == {"pending": 3, "delivered": 4}
+
+
+def test_backfill_from_the_beginning_after_a_point_in_time_reads_everything_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    world, point_in_time = _pending_before_and_after(monkeypatch)
+    [backfill] = list_leases(lease_set="backfill", reset=True, since=point_in_time).execute(context={})
+    drain(backfill, lease_set="backfill", exclusive_with_scheduled=True).execute(context={})
+    [again] = list_leases(lease_set="backfill", reset=True, since="beginning").execute(context={})
+    assert world.leases.read(again, again)["start_from"] is None, "the reset dropped the point in time"
+    summary = drain(again, lease_set="backfill", exclusive_with_scheduled=True).execute(context={})
+    assert summary["published"] == 3 and world.statuses() == {"delivered": 7}
+
+
+def test_a_start_time_is_refused_for_the_scheduled_lease_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = install_world(monkeypatch)
+    with pytest.raises(ConfigurationError, match="since"):
+        list_leases(since="2026-11-29T00:00:00Z").execute(context={})
+    assert list(world.leases.query("SELECT * FROM c")) == [], "no scheduled lease may start late (RLY-08)"
+
+
+def test_backfill_point_in_time_that_is_not_a_timestamp_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    install_world(monkeypatch)
+    with pytest.raises(ConfigurationError, match="since"):
+        list_leases(lease_set="backfill", reset=True, since="missing: point_in_time is required").execute(context={})

@@ -186,7 +186,9 @@ class ChatterSourceBaseOperator(BaseOperator):
         publisher: Publisher,
         *,
         since: datetime | None = None,
+        start_from: datetime | None = None,
     ) -> DrainEngine:
+        """``since`` filters what a lease reads by ``_ts``; ``start_from`` is where the leases it creates start."""
         from airflow_chatter.airflow.runtime import build_engine, modified_since
 
         monitored, leases = self.containers()
@@ -198,6 +200,7 @@ class ChatterSourceBaseOperator(BaseOperator):
             lease_prefix=self.lease_prefix,
             extra_filter=modified_since(since) if since is not None else None,
             owner=self._owner(context),
+            start_from=start_from,
         )
 
 
@@ -222,8 +225,10 @@ class ChatterListLeasesOperator(ChatterSourceBaseOperator):
         beginning (backfills only; refused for the scheduled lease set).
     :param plan_only: (templated) a dry run: create nothing; log and return no leases, pushing the plan (pending
         count, feed ranges) as XCom ``plan``.
-    :param since: (templated) for the dry-run plan, count only documents modified at or after this
-        ISO timestamp.
+    :param since: (templated) an ISO timestamp (UTC): the leases this task creates start reading the change
+        feed there, to the whole second, instead of at the beginning (a backfill from a point in time; refused
+        for the scheduled lease set). Leases that already exist keep their position, so combine it with
+        ``reset``. A dry run counts the pending documents modified at or after it.
     """
 
     template_fields: Sequence[str] = ("source_name", "feed_ranges", "reset", "plan_only", "since", "cosmos_conn_id")
@@ -248,9 +253,9 @@ class ChatterListLeasesOperator(ChatterSourceBaseOperator):
 
         wanted = set(as_list(self.feed_ranges, "feed_ranges"))
         reset = as_bool(self.reset, "reset")
+        since = as_datetime(self.since, "since")
         if as_bool(self.plan_only, "plan_only"):
             monitored, _ = self.containers()
-            since = as_datetime(self.since, "since")
             ranges = [r.token for r in monitored.read_feed_ranges(force_refresh=True)]
             plan = {
                 "source": self.config.name,
@@ -264,9 +269,14 @@ class ChatterListLeasesOperator(ChatterSourceBaseOperator):
             if context and context.get("ti") is not None:
                 context["ti"].xcom_push(key="plan", value=plan)
             return []
-        engine = self.engine(context, UnusedPublisher())
+        scheduled = self.lease_set != "backfill" or self.lease_prefix == self.config.lease_prefix
+        if since is not None and scheduled:
+            raise ConfigurationError(
+                "since", self.since, "is refused for the scheduled lease set (its new leases start at the beginning)"
+            )
+        engine = self.engine(context, UnusedPublisher(), start_from=since)
         if reset:
-            if self.lease_set != "backfill" or self.lease_prefix == self.config.lease_prefix:
+            if scheduled:
                 raise ConfigurationError(
                     "reset", True, "is refused for the scheduled lease set (it would drop its checkpoints)"
                 )
@@ -276,6 +286,8 @@ class ChatterListLeasesOperator(ChatterSourceBaseOperator):
         chosen = [lease for lease in leases if not wanted or lease.token in wanted or lease.id in wanted]
         if wanted and not chosen:
             raise ConfigurationError("feed_ranges", sorted(wanted), f"match none of {[l.token for l in leases]}")
+        if since is not None:
+            self.log.info("Leases created now start reading at %s", engine.store.start_from)
         for lease in chosen:
             self.log.info("Lease %s", lease_report(lease))
         return [lease.id for lease in chosen]
@@ -295,7 +307,9 @@ class ChatterDrainOperator(ChatterSourceBaseOperator):
     :param lease_set: ``"scheduled"`` (default) or ``"backfill"`` (the source's backfill prefix).
     :param exclusive_with_scheduled: also hold the scheduled lease of the same range while draining
         (backfills), so a backfill and the scheduled drain never own a range together.
-    :param since: (templated) only publish documents modified at or after this ISO timestamp.
+    :param since: (templated) only publish documents modified at or after this ISO timestamp: a ``_ts``
+        filter over what the lease reads. A backfill from a point in time does not use it: its leases start
+        there (``ChatterListLeasesOperator(since=...)``), so older changes are not read at all.
     """
 
     template_fields: Sequence[str] = (
