@@ -143,6 +143,40 @@ def test_drain_end_to_end_publishes_each_pending_document_once_in_order_per_key(
     assert len(set(ids)) == len(ids), "nothing was published twice"
 
 
+def test_rly_08_a_point_in_time_lease_reads_from_its_start_and_then_resumes_from_its_checkpoint(
+    cosmos_container_factory: ContainerFactory, kafka_bootstrap: str, publisher: KafkaPublisher, topic: str
+) -> None:
+    import time
+    from datetime import UTC, datetime
+
+    monitored = CosmosDocumentContainer(cosmos_container_factory(("/tenantId",), -1))
+    leases = CosmosDocumentContainer(cosmos_container_factory(("/id",), None))
+    run = uuid.uuid4().hex[:8]
+    before = [monitored.create(_outbox(f"{run}-before-{t}", t, topic, 0), t) for t in TENANTS]
+    start = datetime.fromtimestamp(max(doc["_ts"] for doc in before) + 1, tz=UTC)  # _ts is whole seconds
+    while datetime.now(UTC) < start:
+        time.sleep(0.05)
+    after = [monitored.create(_outbox(f"{run}-after-{t}", t, topic, 1), t) for t in TENANTS]
+    assert all(doc["_ts"] >= start.timestamp() for doc in after)
+
+    source = SourceOptions(name=f"pit-{run}", partition_key_paths=("/tenantId",), max_batch_size=2)
+    engine = DrainEngine(source, monitored, leases, publisher, owner="backfill", start_from=start)
+    first = engine.drain_all()
+    assert all(s.error is None for s in first), [s.to_dict() for s in first]
+    assert sum(s.published for s in first) == len(after)
+    assert all(monitored.read(d["id"], d["tenantId"])["status"] == "pending" for d in before), "not read at all"
+
+    # The checkpoint is a token from a point-in-time read (azure-sdk-for-python #43018): a new process resumes it.
+    late = _outbox(f"{run}-late", "tenant-a", topic, 2)
+    monitored.create(late, "tenant-a")
+    again = DrainEngine(source, monitored, leases, publisher, owner="backfill-2", start_from=start).drain_all()
+    assert all(s.error is None for s in again), [s.to_dict() for s in again]
+    assert sum(s.published for s in again) == 1
+    records = consume_records(kafka_bootstrap, topic, len(after) + 1)
+    ids = sorted(dict(r.headers)["message-id"].decode() for r in records)
+    assert ids == sorted([d["MessageId"] for d in after] + [late["MessageId"]]), "nothing before the start, once each"
+
+
 _NEW_PROCESS_DRAIN = """
 import json, sys
 from airflow_chatter.adapters.cosmos import CosmosDocumentContainer, make_cosmos_client
