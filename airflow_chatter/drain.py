@@ -521,11 +521,11 @@ class DrainEngine:
         receipt: ConfirmationReceipt | None = None
         spans_for = [(p.destination, p.message_id, p.context) for p in run]
         with self._telemetry.send_spans(spans_for) as spans:
-            messages = [self._message(p, span) for p, span in zip(run, spans)]
+            messages = [self._message(p, span) for p, span in zip(run, spans, strict=True)]
             outcomes = publisher.send_batch(messages)  # PublishError propagates: RLY-05
             if len(outcomes) != len(messages):
                 raise PublishError(f"publisher returned {len(outcomes)} outcomes for {len(messages)} messages")
-            for planned, outcome, span in zip(run, outcomes, spans):
+            for planned, outcome, span in zip(run, outcomes, spans, strict=True):
                 if not outcome.confirmed:
                     failure = outcome.error or PublishError(f"message {planned.message_id!r} was not confirmed")
                     span.end(failure)

@@ -550,7 +550,8 @@ def main() -> None:
     print()
     print(f"(a) drain ÷ raw produce      = {drain_rate / raw_rate:6.2f}   target ≥ 0.8")
     print(
-        f"    engine only (O(1) source) = {synthetic_rate / raw_rate:6.2f}   (the in-memory container's own cost removed)"
+        f"    engine only (O(1) source) = {synthetic_rate / raw_rate:6.2f}"
+        "   (the in-memory container's own cost removed)"
     )
     print(f"(b) drain ÷ naive loop       = {drain_rate / naive_rate:6.2f}   target ≥ 10")
     print(f"(c) peak RSS {large // 1000}k ÷ {small // 1000}k      = {rss_large / rss_small:6.2f}   target ≤ 1.15")

@@ -277,7 +277,7 @@ def load_sources(path: str | Path) -> SourcesFile:
         except ValueError as error:
             raise SourcesConfigError(path.name, [f"is not valid JSON ({error})"]) from None
     else:
-        import yaml  # type: ignore[import-untyped]
+        import yaml
 
         try:
             raw = yaml.safe_load(text)

@@ -202,7 +202,7 @@ def count_pending(container: DocumentContainer, *, since: datetime | None = None
     if since is not None:
         sql += " AND c._ts >= @since"
         parameters["@since"] = int(since.astimezone(UTC).timestamp())
-    return sum(int(n) for n in container.query(sql, parameters))  # type: ignore[call-overload]
+    return sum(int(n) for n in container.query(sql, parameters))
 
 
 @dataclass(frozen=True)
@@ -290,7 +290,7 @@ def select_undeliverable(
         # OR of equalities rather than ARRAY_CONTAINS: every adapter's SQL subset supports it.
         names = [f"@id{i}" for i in range(len(document_ids))]
         sql += " AND (" + " OR ".join(f"c.id = {name}" for name in names) + ")"
-        params.update(zip(names, document_ids))
+        params.update(zip(names, document_ids, strict=True))
     if where:
         sql += f" AND ({where})"
         params.update(parameters or {})

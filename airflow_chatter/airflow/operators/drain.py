@@ -451,7 +451,8 @@ class ChatterRequeueUndeliverableOperator(ChatterSourceBaseOperator):
         paths = self.config.to_options().partition_key_paths
         result = requeue_undeliverable(monitored, paths, documents, requested=ids)
         self.log.info(
-            "%s requeued %d undeliverable document(s) to pending: %s (selection %s; changed meanwhile %s; not found %s)",
+            "%s requeued %d undeliverable document(s) to pending: %s "
+            "(selection %s; changed meanwhile %s; not found %s)",
             who,
             len(result.requeued),
             list(result.requeued),
