@@ -23,6 +23,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Static checks first: they take seconds and name the line (config in pyproject.toml).
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/mypy
+
 set +e
 .venv/bin/python -m pytest -p no:cacheprovider -ra "$@"
 rc=$?
