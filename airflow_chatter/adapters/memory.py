@@ -24,6 +24,7 @@ applies and :meth:`MemoryDocumentContainer.after_apply` after, so a subclass can
 
 from __future__ import annotations
 
+import bisect
 import copy
 import hashlib
 import json
@@ -34,7 +35,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any, cast
 
 from typing_extensions import override
@@ -78,6 +79,11 @@ EPK_SPACE = 1 << 60
 SYSTEM_PROPERTIES = frozenset({"_rid", "_self", "_etag", "_attachments", "_ts", "_lsn"})
 
 _FORBIDDEN_ID_CHARACTERS = frozenset("/\\?#")
+
+#: ``json.dumps(..., allow_nan=False)`` and ``json.dumps(..., separators=(",", ":"))`` without building an encoder
+#: per call (same output). ``ensure_ascii`` is on, so the length of the text is its length in UTF-8 bytes.
+_BODY_ENCODER = json.JSONEncoder(allow_nan=False)
+_KEY_ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 #: Port method names a fault can target ("*" targets all of them).
 OPERATIONS = frozenset(
@@ -225,11 +231,13 @@ def _canonical_component(value: Any) -> Any:
     raise BadRequest(f"a partition-key component must be a JSON scalar, not {type(value).__name__}")
 
 
-def _path_tokens(path: str) -> list[str]:
-    """Split a JSON pointer into unescaped tokens (``~1`` is ``/``, ``~0`` is ``~``)."""
+@lru_cache(maxsize=1024)
+def _path_tokens(path: str) -> tuple[str, ...]:
+    """Split a JSON pointer into unescaped tokens (``~1`` is ``/``, ``~0`` is ``~``). Cached: a drain patches the
+    same few paths on every document."""
     if not path.startswith("/") or path == "/":
         raise BadRequest(f"path {path!r} must be a JSON pointer starting with '/'")
-    return [token.replace("~1", "/").replace("~0", "~") for token in path[1:].split("/")]
+    return tuple(token.replace("~1", "/").replace("~0", "~") for token in path[1:].split("/"))
 
 
 @dataclass(frozen=True)
@@ -238,15 +246,23 @@ class _Key:
 
     components: tuple[Any, ...]
 
-    @property
+    @cached_property
     def json(self) -> str:
-        return json.dumps(list(self.components), separators=(",", ":"))
+        return _KEY_ENCODER.encode(list(self.components))
 
-    @property
+    @cached_property
     def epk(self) -> int:
         """Hash the full key into the EPK space, the way the service routes a key to a physical partition."""
-        digest = hashlib.sha256(self.json.encode("utf-8")).digest()
-        return int.from_bytes(digest[:8], "big") >> 4
+        return _epk_of(self.json)
+
+    def starts_with(self, prefix: _Key) -> bool:
+        return self.components[: len(prefix.components)] == prefix.components
+
+
+@lru_cache(maxsize=4096)
+def _epk_of(key_json: str) -> int:
+    digest = hashlib.sha256(key_json.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") >> 4
 
     def starts_with(self, prefix: _Key) -> bool:
         return self.components[: len(prefix.components)] == prefix.components
@@ -893,7 +909,7 @@ def _apply_patch_operation(document: Document, operation: PatchOperation) -> Non
         else:
             raise BadRequest(f"{operation.op} {operation.path}: the parent of the target is absent")
     last = tokens[-1]
-    value = copy.deepcopy(operation.value)
+    value = operation.value if type(operation.value) in _JSON_SCALARS else copy.deepcopy(operation.value)
     if isinstance(parent, dict):
         _patch_member(parent, last, operation, value)
     elif isinstance(parent, list):
@@ -949,6 +965,40 @@ def _incremented(current: Any, amount: Any, path: str) -> Any:
 
 
 # ============================================================================================================
+# Copies.
+# ============================================================================================================
+
+_JSON_CONTAINERS = (dict, list)
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _copy_json(value: Any) -> Any:
+    """An independent copy of a JSON value: every dict and list is new, the scalars in them are shared.
+
+    INVARIANT: stored documents hold only what ``json.loads`` makes (dicts, lists, str, int, float, bool, None),
+    so sharing the scalars is safe (they are immutable) and a caller's copy and the stored version can never see
+    each other's mutations (test_returned_documents_are_copies_the_caller_may_mutate and the isolation tests in
+    test_memory_container.py). A flat 1 KB outbox document costs one ``dict.copy``, where ``copy.deepcopy`` walked
+    and memoised every key and value. Anything else (never stored, but a query row is checked too) is deep-copied.
+    """
+    kind = type(value)
+    if kind is dict:
+        copied = value.copy()
+        for child in value.values():
+            if type(child) in _JSON_CONTAINERS:
+                for name, member in copied.items():  # values only are replaced: the dict's size never changes
+                    if type(member) in _JSON_CONTAINERS:
+                        copied[name] = _copy_json(member)
+                break
+        return copied
+    if kind is list:
+        return [item if type(item) not in _JSON_CONTAINERS else _copy_json(item) for item in value]
+    if kind in _JSON_SCALARS:
+        return value
+    return copy.deepcopy(value)
+
+
+# ============================================================================================================
 # Stored state.
 # ============================================================================================================
 
@@ -1000,6 +1050,10 @@ class _Transaction:
     def wrote(self) -> bool:
         return bool(self._writes)
 
+    def stored_keys(self) -> list[_ItemKey]:
+        """The keys this transaction wrote a version of (not those it deleted), in commit order."""
+        return [key for key, stored in self._writes.items() if stored is not None]
+
     def commit(self) -> None:
         for key, stored in self._writes.items():
             if stored is None:
@@ -1050,6 +1104,11 @@ class MemoryDocumentContainer(DocumentContainer):
         self._lock = threading.RLock()
         self._items: dict[_ItemKey, _Stored] = {}
         self._lsn = 0
+        # The change log: (_lsn, key) of every stored version in commit order, so a change-feed page starts at a
+        # bisect of its continuation instead of scanning every item. Entries a later write superseded are skipped
+        # on read and dropped when the log is rebuilt.
+        self._log_lsns: list[int] = []
+        self._log_keys: list[_ItemKey] = []
         #: Faults to inject; see :class:`FaultPlan`.
         self.faults = FaultPlan()
         #: How often each port method was called (including calls that failed), e.g. ``calls["patch"]``.
@@ -1084,8 +1143,19 @@ class MemoryDocumentContainer(DocumentContainer):
             if transaction.wrote:
                 transaction.commit()
                 self._lsn = transaction.lsn
+                self._log(transaction)
             self.after_apply(call, result)
             return result
+
+    def _log(self, transaction: _Transaction) -> None:
+        keys = transaction.stored_keys()
+        self._log_keys.extend(keys)
+        self._log_lsns.extend([transaction.lsn] * len(keys))
+        if len(self._log_keys) > 2 * len(self._items) + 1024:
+            # INVARIANT: ``_items`` iterates in commit order (commit re-inserts every key it writes), so it is the
+            # log without its superseded entries.
+            self._log_keys = list(self._items)
+            self._log_lsns = [stored.lsn for stored in self._items.values()]
 
     def _now(self) -> float:
         now = self._clock()
@@ -1340,7 +1410,7 @@ class MemoryDocumentContainer(DocumentContainer):
         """Read the partition key out of a body; an absent value is ``None``, as the port defines it."""
         components = []
         for tokens in self._path_tokens:
-            value = _walk(document, tuple(tokens))
+            value = _walk(document, tokens)
             components.append(None if value is UNDEFINED else _canonical_component(value))
         return _Key(tuple(components))
 
@@ -1350,17 +1420,22 @@ class MemoryDocumentContainer(DocumentContainer):
 
     # -- writes ---------------------------------------------------------------------------------------------
 
-    def _body(self, document: Document, key: _Key) -> Document:
-        """Validate and copy a body: JSON, a legal id, the same partition key as the argument, a legal ttl."""
+    def _body(self, document: Document, key: _Key, *, private: bool = False) -> Document:
+        """Validate and copy a body: JSON, a legal id, the same partition key as the argument, a legal ttl.
+
+        ``private``: ``document`` is already this container's own copy and holds nothing but JSON values (dicts,
+        lists, str, int, float, bool, None), so the round trip through JSON text, which copies and normalises a
+        caller's body, would change nothing; it is validated and used as it is.
+        """
         if not isinstance(document, dict):
             raise BadRequest("a document must be a JSON object")
         try:
-            encoded = json.dumps(document, allow_nan=False)
+            encoded = _BODY_ENCODER.encode(document)
         except (TypeError, ValueError) as error:
             raise BadRequest(f"the document is not JSON: {error}") from error
-        if len(encoded.encode("utf-8")) > MAX_DOCUMENT_BYTES:
+        if len(encoded) > MAX_DOCUMENT_BYTES:  # ASCII text (ensure_ascii): characters are bytes
             raise ContainerError("the document exceeds 2 MB", status_code=413)
-        body: Document = json.loads(encoded)
+        body: Document = document if private else json.loads(encoded)
         _check_id(body.get("id"))
         if self._key_in(body) != key:
             raise BadRequest(
@@ -1373,7 +1448,8 @@ class MemoryDocumentContainer(DocumentContainer):
         return body
 
     def _write(self, transaction: _Transaction, body: Document, key: _Key, previous: _Stored | None) -> _Stored:
-        document = dict(body)
+        """Store ``body`` as the new version. It becomes stored state: callers pass a body no one else holds."""
+        document = body
         document["_rid"] = previous.document["_rid"] if previous else uuid.uuid4().hex[:16]
         document["_etag"] = f'"{uuid.uuid4()}"'
         document["_ts"] = transaction.ts
@@ -1458,11 +1534,15 @@ class MemoryDocumentContainer(DocumentContainer):
         self._check_etag(stored, if_match)
         if predicate is not None and run_query(predicate, [stored.document], {}) == []:
             raise PreconditionFailed("condition specified in the patch request is not satisfied")
-        body = copy.deepcopy(stored.document)
+        body = _copy_json(stored.document)  # the stored version stays as it is if an operation fails
         for operation in operations:
             self._check_patch_target(operation)
             _apply_patch_operation(body, operation)
-        return self._public(self._write(transaction, self._body(body, stored.key), stored.key, stored))
+        # A patch of JSON scalars (the drain's stamps) leaves the copy holding only JSON values; anything else
+        # (a list, an object, a tuple...) goes through the JSON round trip that normalises a caller's body.
+        private = all(type(operation.value) in _JSON_SCALARS for operation in operations)
+        written = self._write(transaction, self._body(body, stored.key, private=private), stored.key, stored)
+        return self._public(written)
 
     def _check_patch_target(self, operation: PatchOperation) -> None:
         """Refuse patches of the id, a partition-key path (or an ancestor of one) and system properties."""
@@ -1543,7 +1623,7 @@ class MemoryDocumentContainer(DocumentContainer):
             stored.document for stored in self._live(transaction) if scope is None or stored.key.starts_with(scope)
         ]
         rows = run_query(parsed, documents, _normalise_parameters(parameters))
-        return [copy.deepcopy(row) for row in rows]
+        return [_copy_json(row) for row in rows]
 
     def _live(self, transaction: _Transaction) -> list[_Stored]:
         return [stored for stored in self._items.values() if stored.alive_at(transaction.now)]
@@ -1566,17 +1646,7 @@ class MemoryDocumentContainer(DocumentContainer):
             # re-read the ranges and carry its continuation onto the children.
             raise FeedRangeGone(f"feed range {feed_range.token} is gone (split); re-read the feed ranges")
         after_lsn, since_ts = self._position(requested, continuation, start)
-        changes = sorted(
-            (
-                stored
-                for stored in self._live(transaction)
-                if requested.contains(stored.epk)
-                and stored.lsn > after_lsn
-                and (since_ts is None or stored.document["_ts"] >= since_ts)
-            ),
-            key=lambda stored: stored.lsn,
-        )
-        page = _page(changes, max_item_count)
+        page = self._changes_after(transaction, requested, after_lsn, since_ts, max_item_count)
         if page:
             next_lsn = page[-1].lsn
         elif since_ts is not None:
@@ -1585,6 +1655,28 @@ class MemoryDocumentContainer(DocumentContainer):
             next_lsn = after_lsn
         token = _Continuation(self._rid, requested, next_lsn).encode()
         return ChangeFeedPage(tuple(self._feed_document(stored) for stored in page), token)
+
+    def _changes_after(
+        self, transaction: _Transaction, requested: _EpkRange, after_lsn: int, since_ts: float | None, count: int
+    ) -> list[_Stored]:
+        """The live latest versions in ``requested`` written after ``after_lsn`` (and at or after ``since_ts``), in
+        ``_lsn`` order: ``count`` of them, plus any that share the last one's ``_lsn`` (one batch is never split
+        across pages; the service does the same, so a page can exceed the requested count)."""
+        items, lsns, keys = self._items, self._log_lsns, self._log_keys
+        page: list[_Stored] = []
+        for position in range(bisect.bisect_right(lsns, after_lsn), len(lsns)):
+            lsn = lsns[position]
+            if len(page) >= count and lsn != page[-1].lsn:
+                break
+            stored = items.get(keys[position])
+            if stored is None or stored.lsn != lsn:
+                continue  # deleted, or superseded by a later version (which has its own entry further on)
+            if not stored.alive_at(transaction.now) or not requested.contains(stored.epk):
+                continue
+            if since_ts is not None and stored.document["_ts"] < since_ts:
+                continue
+            page.append(stored)
+        return page
 
     def _position(
         self, requested: _EpkRange, continuation: str | None, start: ChangeFeedStart | datetime
@@ -1610,27 +1702,14 @@ class MemoryDocumentContainer(DocumentContainer):
 
     @staticmethod
     def _public(stored: _Stored) -> Document:
-        """A caller's copy of a stored document: mutating it never changes the container."""
-        return copy.deepcopy(stored.document)
+        """A caller's copy of a stored document: mutating it never changes the container, nor the reverse."""
+        return cast(Document, _copy_json(stored.document))
 
     @staticmethod
     def _feed_document(stored: _Stored) -> Document:
-        document = copy.deepcopy(stored.document)
+        document: Document = _copy_json(stored.document)
         document["_lsn"] = stored.lsn
         return document
-
-
-def _page(changes: Sequence[_Stored], max_item_count: int) -> list[_Stored]:
-    """Take up to ``max_item_count`` changes, but never split one ``_lsn`` (one batch) across two pages.
-
-    NOTE: the service does the same for transactional writes, so a page can exceed the requested count.
-    """
-    page = list(changes[:max_item_count])
-    for stored in changes[max_item_count:]:
-        if not page or stored.lsn != page[-1].lsn:
-            break
-        page.append(stored)
-    return page
 
 
 def _result(status_code: int, document: Document) -> BatchOperationResult:

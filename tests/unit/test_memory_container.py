@@ -387,6 +387,106 @@ def test_read_and_query_documents_carry_no_lsn_but_feed_documents_do(container: 
     assert feed.documents[0]["_lsn"] == container.last_lsn
 
 
+# -- isolation: callers and stored state never share a mutable object ----------------------------------------
+
+
+def _nested(item_id: str) -> dict[str, Any]:
+    return _doc(item_id, tags=["x"], meta={"level": {"deep": [1, {"k": "v"}]}}, n=0)
+
+
+def _scribble(document: dict[str, Any]) -> None:
+    """Mutate every mutable part of a returned document."""
+    document["tags"].append("mutated")
+    document["meta"]["level"]["deep"][1]["k"] = "mutated"
+    document["meta"]["added"] = True
+    document["n"] = 99
+
+
+def test_no_returned_document_shares_a_mutable_part_with_stored_state(container: MemoryDocumentContainer) -> None:
+    feed_range = container.read_feed_ranges()[0]
+    returned = [
+        container.create(_nested("a"), "p"),
+        container.read("a", "p"),
+        container.patch("a", "p", [PatchOperation("set", "/status", "delivered")]),
+        next(container.query("SELECT * FROM c")),
+        container.read_change_feed(feed_range).documents[0],
+        container.execute_batch("p", [BatchOperation.read("a")])[0].body,
+    ]
+    for document in returned:
+        assert document is not None
+        _scribble(document)
+    stored = container.read("a", "p")
+    assert stored["tags"] == ["x"] and stored["meta"] == {"level": {"deep": [1, {"k": "v"}]}} and stored["n"] == 0
+    assert container.read_change_feed(feed_range).documents[0]["tags"] == ["x"]
+
+
+def test_a_write_never_changes_a_document_a_caller_already_holds(container: MemoryDocumentContainer) -> None:
+    feed_range = container.read_feed_ranges()[0]
+    container.create(_nested("a"), "p")
+    held = [container.read("a", "p"), container.read_change_feed(feed_range).documents[0]]
+    before = [json.dumps(document, sort_keys=True) for document in held]
+    container.patch("a", "p", [PatchOperation("set", "/status", "delivered"), PatchOperation("incr", "/n", 1)])
+    container.patch("a", "p", [PatchOperation("add", "/tags/-", "y"), PatchOperation("set", "/meta/level/deep/0", 2)])
+    container.patch("a", "p", [PatchOperation("remove", "/meta/level")])
+    assert [json.dumps(document, sort_keys=True) for document in held] == before
+
+
+def test_the_objects_a_caller_writes_stay_the_callers(container: MemoryDocumentContainer) -> None:
+    """A body or patch value the caller keeps (and mutates later) is copied in, not stored by reference."""
+    body = _nested("a")
+    container.create(body, "p")
+    _scribble(body)
+    value = {"list": [1, 2]}
+    container.patch("a", "p", [PatchOperation("set", "/value", value), PatchOperation("add", "/tags/-", value)])
+    value["list"].append(3)
+    stored = container.read("a", "p")
+    assert stored["tags"] == ["x", {"list": [1, 2]}] and stored["value"] == {"list": [1, 2]}
+    assert stored["meta"] == {"level": {"deep": [1, {"k": "v"}]}} and stored["n"] == 0
+
+
+def test_a_patch_value_that_is_not_json_is_400_and_writes_nothing(container: MemoryDocumentContainer) -> None:
+    container.create(_doc("a", n=1), "p")
+    etag = container.read("a", "p")["_etag"]
+    for value in ({1, 2}, float("nan"), float("inf")):
+        with pytest.raises(BadRequest):
+            container.patch("a", "p", [PatchOperation("set", "/n", 2), PatchOperation("set", "/bad", value)])
+    assert container.read("a", "p")["_etag"] == etag and container.read("a", "p")["n"] == 1
+
+
+def test_patch_values_are_stored_as_json_would_read_them_back(container: MemoryDocumentContainer) -> None:
+    container.create(_doc("a"), "p")
+    patched = container.patch("a", "p", [PatchOperation("set", "/t", (1, 2)), PatchOperation("set", "/m", {3: "x"})])
+    assert patched["t"] == [1, 2] and patched["m"] == {"3": "x"}
+    assert container.read("a", "p")["t"] == [1, 2]
+
+
+def test_a_document_rewritten_many_times_is_in_the_feed_once_in_its_latest_version(
+    container: MemoryDocumentContainer,
+) -> None:
+    """Thousands of superseded versions (enough to compact the change log) never resurface or reorder the feed."""
+    feed_range = container.read_feed_ranges()[0]
+    for name in ("a", "b", "c", "d"):
+        container.create(_doc(name, n=0), "p")
+    for n in range(1, 3001):
+        container.patch("b", "p", _set_n(n))
+        if n == 1500:
+            container.delete("c", "p")
+    container.patch("a", "p", _set_n(7))
+    seen: list[dict[str, Any]] = []
+    continuation = None
+    while True:
+        page = container.read_change_feed(feed_range, continuation=continuation, max_item_count=1)
+        if not page.documents:
+            break
+        seen.extend(page.documents)
+        continuation = page.continuation
+    assert feed_ids(seen) == ["d", "b", "a"]
+    assert [document["n"] for document in seen] == [0, 3000, 7]
+    assert [document["_lsn"] for document in seen] == sorted(document["_lsn"] for document in seen)
+    container.patch("d", "p", _set_n(1))
+    assert feed_ids(container.read_change_feed(feed_range, continuation=continuation).documents) == ["d"]
+
+
 # -- TTL on a controlled clock -------------------------------------------------------------------------------
 
 
