@@ -60,6 +60,8 @@ def _is_blank(value: object) -> bool:
 
 def _utf8_encodable(text: str) -> bool:
     """Whether ``text`` has UTF-8 bytes; a lone surrogate (legal in JSON escapes) has none."""
+    if text.isascii():  # the common case, answered without encoding (a surrogate is never ASCII)
+        return True
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -79,6 +81,23 @@ def _parse_float(text: str) -> float:
     return value
 
 
+#: ``json.loads(raw, parse_constant=..., parse_float=...)`` without building a decoder per document. ``json.loads``
+#: also refuses a leading BOM up front; this decoder refuses it as an unexpected character: both ``JSONDecodeError``.
+_CONTEXT_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_parse_float)
+_JSON_CONTAINERS = (dict, list)
+
+
+def _may_hold_a_lone_surrogate(raw: str, parsed: dict[str, Any]) -> bool:
+    """False only when the parsed context provably re-encodes as UTF-8, so the full re-encoding can be skipped.
+
+    A parsed string can hold a lone surrogate only if the text had one or had a ``\\u`` escape; a flat object of
+    such strings and finite numbers always encodes. Anything else (escapes, nesting) takes the full check.
+    """
+    if "\\u" in raw or not _utf8_encodable(raw):
+        return True
+    return any(type(value) in _JSON_CONTAINERS for value in parsed.values())
+
+
 def _parse_context(raw: object, present: bool) -> tuple[dict[str, Any] | None, str | None]:
     """Return ``(context, problem)``: exactly one is ``None``. Absent or blank text is the empty context."""
     if not present:
@@ -90,15 +109,16 @@ def _parse_context(raw: object, present: bool) -> tuple[dict[str, Any] | None, s
     if not raw.strip():
         return {}, None
     try:
-        parsed = json.loads(raw, parse_constant=_reject_constant, parse_float=_parse_float)
+        parsed = _CONTEXT_DECODER.decode(raw)
     except (ValueError, RecursionError) as exc:
         return None, f"is not JSON ({type(exc).__name__})"
     if not isinstance(parsed, dict):
         return None, f"is JSON {_json_kind(parsed)}, not a JSON object"
-    try:
-        json.dumps(parsed, ensure_ascii=False).encode("utf-8")
-    except (ValueError, RecursionError):
-        return None, "holds text that is not valid Unicode, so its entries can never become Kafka headers"
+    if _may_hold_a_lone_surrogate(raw, parsed):
+        try:
+            json.dumps(parsed, ensure_ascii=False).encode("utf-8")
+        except (ValueError, RecursionError):
+            return None, "holds text that is not valid Unicode, so its entries can never become Kafka headers"
     return parsed, None
 
 

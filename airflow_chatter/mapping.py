@@ -24,13 +24,17 @@ CONTENT_TYPE_HEADER = "content-type"
 TRACE_HEADERS: tuple[str, ...] = ("traceparent", "tracestate")
 
 _RESERVED_HEADERS = frozenset({MESSAGE_ID_HEADER, CONTENT_TYPE_HEADER})
+#: ``json.dumps(value, separators=(",", ":"), ensure_ascii=False)`` without building an encoder per header.
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 def header_value(value: Any) -> bytes:
     """Encode one context value as a header: a string as its UTF-8, anything else as compact JSON."""
     if isinstance(value, str):
         return value.encode("utf-8")
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    if type(value) is int:  # exactly int (not bool): its JSON text is its repr
+        return repr(value).encode("ascii")
+    return _COMPACT_JSON.encode(value).encode("utf-8")
 
 
 def record_key(deliverable: Deliverable, partition_key: PartitionKey, key_strategy: KeyStrategy) -> bytes | None:
@@ -59,8 +63,9 @@ def to_outgoing_message(
     way). ``trace_headers`` is the send span's context when tracing is on: it replaces only ``traceparent`` and
     ``tracestate``; the persisted document is never changed.
     """
-    context: dict[str, Any] = dict(deliverable.context)
+    context: Mapping[str, Any] = deliverable.context
     if trace_headers:
+        context = dict(context)  # the deliverable's own context is never changed
         for name in TRACE_HEADERS:
             if name in trace_headers:
                 context[name] = trace_headers[name]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, MutableMapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from airflow_chatter.errors import ConfigurationError
@@ -20,6 +21,10 @@ _SCALAR_TYPES = (str, int, float, bool)
 def path_segments(path: str) -> tuple[str, ...]:
     """Split a path on ``/`` and drop empty parts: ``"/tenant//id/"`` → ``("tenant", "id")``."""
     return tuple(part for part in path.split("/") if part)
+
+
+#: ``path_segments`` for the drain, which recovers the same few paths from every document.
+_cached_path_segments = lru_cache(maxsize=256)(path_segments)
 
 
 def canonicalize_path(path: str) -> str:
@@ -88,7 +93,7 @@ def stamp_partition_value(
 
 def _recover_component(document: Mapping[str, Any], path: str) -> PartitionKeyComponent:
     node: object = document
-    for part in path_segments(path):
+    for part in _cached_path_segments(path):
         if not isinstance(node, Mapping) or part not in node:
             return None
         node = node[part]

@@ -188,6 +188,39 @@ def test_ctr_01_text_without_utf8_bytes_is_reported_not_left_to_fail_the_produce
 
 
 @pytest.mark.parametrize(
+    "context",
+    [
+        '{"a": "\\ud800"}',  # an escape
+        '{"a": "\ud800"}',  # the character itself, in a value
+        '{"\\udfff": 1}',  # in a key
+        '{"a": {"b": ["\\ud800"]}}',  # nested
+        '{"a": "\\\\ud800", "b": "\\ud800"}',  # an escaped backslash first, then a real escape
+    ],
+)
+def test_ctr_01_a_lone_surrogate_anywhere_in_the_context_is_a_context_violation(context: str) -> None:
+    assert violations_of(document(MessageContext=context)) == ("MessageContext",)
+
+
+@pytest.mark.parametrize(
+    ("context", "expected"),
+    [
+        ('{"a": "\\\\ud800"}', {"a": "\\ud800"}),  # an escaped backslash followed by text: no surrogate
+        ('{"a": "\\u00e9", "b": "\u00e9"}', {"a": "\u00e9", "b": "\u00e9"}),
+        ('{"a": {"b": [1, "x"]}, "n": 2.5}', {"a": {"b": [1, "x"]}, "n": 2.5}),
+    ],
+)
+def test_ctr_01_contexts_that_encode_are_deliverable(context: str, expected: dict[str, Any]) -> None:
+    verdict = verify(document(MessageContext=context))
+    assert isinstance(verdict, Deliverable) and dict(verdict.context) == expected
+
+
+def test_ctr_01_a_context_with_a_byte_order_mark_is_not_json() -> None:
+    verdict = verify(document(MessageContext='\ufeff{"a": 1}'))
+    assert isinstance(verdict, Undeliverable) and verdict.violations == ("MessageContext",)
+    assert "is not JSON (JSONDecodeError)" in verdict.message
+
+
+@pytest.mark.parametrize(
     "doc",
     [
         None,
