@@ -83,6 +83,7 @@ _FORBIDDEN_ID_CHARACTERS = frozenset("/\\?#")
 #: ``json.dumps(..., allow_nan=False)`` and ``json.dumps(..., separators=(",", ":"))`` without building an encoder
 #: per call (same output). ``ensure_ascii`` is on, so the length of the text is its length in UTF-8 bytes.
 _BODY_ENCODER = json.JSONEncoder(allow_nan=False)
+_KEY_CACHE_SIZE = 4096
 _KEY_ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 #: Port method names a fault can target ("*" targets all of them).
@@ -1104,6 +1105,8 @@ class MemoryDocumentContainer(DocumentContainer):
         self._lock = threading.RLock()
         self._items: dict[_ItemKey, _Stored] = {}
         self._lsn = 0
+        #: ``_Key`` values (immutable, their JSON and EPK computed once) of single-path scalar partition keys.
+        self._scalar_keys: dict[tuple[type, Any], _Key] = {}
         # The change log: (_lsn, key) of every stored version in commit order, so a change-feed page starts at a
         # bisect of its continuation instead of scanning every item. Entries a later write superseded are skipped
         # on read and dropped when the log is rebuilt.
@@ -1392,6 +1395,18 @@ class MemoryDocumentContainer(DocumentContainer):
     # -- partition keys -------------------------------------------------------------------------------------
 
     def _key(self, partition_key: PartitionKey, *, allow_prefix: bool = False) -> _Key:
+        if type(partition_key) in _JSON_SCALARS and len(self._paths) == 1:
+            # The type is part of the cache key: True == 1 in Python, but not in Cosmos.
+            cache_key = (type(partition_key), partition_key)
+            key = self._scalar_keys.get(cache_key)
+            if key is None:
+                if len(self._scalar_keys) >= _KEY_CACHE_SIZE:
+                    self._scalar_keys.clear()
+                key = self._scalar_keys[cache_key] = self._new_key(partition_key, allow_prefix)
+            return key
+        return self._new_key(partition_key, allow_prefix)
+
+    def _new_key(self, partition_key: PartitionKey, allow_prefix: bool) -> _Key:
         levels = len(self._paths)
         if isinstance(partition_key, (list, tuple)):
             components = tuple(partition_key)
