@@ -83,6 +83,10 @@ _FORBIDDEN_ID_CHARACTERS = frozenset("/\\?#")
 #: ``json.dumps(..., allow_nan=False)`` and ``json.dumps(..., separators=(",", ":"))`` without building an encoder
 #: per call (same output). ``ensure_ascii`` is on, so the length of the text is its length in UTF-8 bytes.
 _BODY_ENCODER = json.JSONEncoder(allow_nan=False)
+#: At most what ``_rid``, ``_etag`` and ``_ts`` add to a document's JSON text.
+_SYSTEM_PROPERTIES_BYTES = 128
+#: At most how much longer an incremented number's JSON gets (the longest float repr has 24 characters).
+_NUMBER_GROWTH_BYTES = 32
 _KEY_CACHE_SIZE = 4096
 _KEY_ENCODER = json.JSONEncoder(separators=(",", ":"))
 
@@ -957,6 +961,21 @@ def _patch_element(parent: list[Any], token: str, operation: PatchOperation, val
         raise BadRequest(f"unsupported patch operation {operation.op!r}")
 
 
+def _growth_bound(operation: PatchOperation) -> int:
+    """At most how many characters a patch operation with a JSON-scalar value adds to a document's JSON text.
+
+    A new member adds ``, "name": value``, a new element ``, value``; replacing or removing adds less; an ``incr``
+    result is at most one character longer than the longer operand, or a float repr. ``BadRequest`` for a value
+    that is not JSON (NaN, Infinity), as the full encoding of the document would raise.
+    """
+    try:
+        value_length = len(_BODY_ENCODER.encode(operation.value))
+    except (TypeError, ValueError) as error:
+        raise BadRequest(f"the document is not JSON: {error}") from error
+    name_length = len(_BODY_ENCODER.encode(_path_tokens(operation.path)[-1]))
+    return name_length + value_length + 4 + _NUMBER_GROWTH_BYTES
+
+
 def _incremented(current: Any, amount: Any, path: str) -> Any:
     if not _is_number(amount):
         raise BadRequest(f"incr {path}: the increment must be a number, not {amount!r}")
@@ -1013,6 +1032,9 @@ class _Stored:
     epk: int
     lsn: int
     expires_at: int | None  # _ts + effective ttl; None when it never expires
+    #: At least the length of ``document``'s JSON text, so a patch can tell it stays far below the 2 MB limit
+    #: without re-encoding the whole document (see ``_patch``).
+    size_bound: int
 
     def alive_at(self, now: float) -> bool:
         # INVARIANT: expired means clock() >= _ts + ttl (test_document_expires_after_the_container_default_ttl);
@@ -1435,12 +1457,13 @@ class MemoryDocumentContainer(DocumentContainer):
 
     # -- writes ---------------------------------------------------------------------------------------------
 
-    def _body(self, document: Document, key: _Key, *, private: bool = False) -> Document:
+    def _body(self, document: Document, key: _Key, *, private: bool = False) -> tuple[Document, int]:
         """Validate and copy a body: JSON, a legal id, the same partition key as the argument, a legal ttl.
 
         ``private``: ``document`` is already this container's own copy and holds nothing but JSON values (dicts,
         lists, str, int, float, bool, None), so the round trip through JSON text, which copies and normalises a
-        caller's body, would change nothing; it is validated and used as it is.
+        caller's body, would change nothing; it is validated and used as it is. Returns the body and the length of
+        its JSON text (an upper bound once system properties are dropped).
         """
         if not isinstance(document, dict):
             raise BadRequest("a document must be a JSON object")
@@ -1451,6 +1474,11 @@ class MemoryDocumentContainer(DocumentContainer):
         if len(encoded) > MAX_DOCUMENT_BYTES:  # ASCII text (ensure_ascii): characters are bytes
             raise ContainerError("the document exceeds 2 MB", status_code=413)
         body: Document = document if private else json.loads(encoded)
+        return self._checked(body, key), len(encoded)
+
+    def _checked(self, body: Document, key: _Key) -> Document:
+        """The checks of a body known to be JSON within the size limit: id, partition key, ttl; system properties
+        are dropped (the write sets them)."""
         _check_id(body.get("id"))
         if self._key_in(body) != key:
             raise BadRequest(
@@ -1462,13 +1490,18 @@ class MemoryDocumentContainer(DocumentContainer):
             body.pop(name, None)
         return body
 
-    def _write(self, transaction: _Transaction, body: Document, key: _Key, previous: _Stored | None) -> _Stored:
-        """Store ``body`` as the new version. It becomes stored state: callers pass a body no one else holds."""
+    def _write(
+        self, transaction: _Transaction, checked: tuple[Document, int], key: _Key, previous: _Stored | None
+    ) -> _Stored:
+        """Store a checked body (and its size bound) as the new version. It becomes stored state: callers pass a
+        body no one else holds."""
+        body, size_bound = checked
         document = body
         document["_rid"] = previous.document["_rid"] if previous else uuid.uuid4().hex[:16]
         document["_etag"] = f'"{uuid.uuid4()}"'
         document["_ts"] = transaction.ts
-        stored = _Stored(document, key, key.epk, transaction.lsn, self._expiry(body, transaction.ts))
+        expires_at = self._expiry(body, transaction.ts)
+        stored = _Stored(document, key, key.epk, transaction.lsn, expires_at, size_bound + _SYSTEM_PROPERTIES_BYTES)
         transaction.put((key.json, str(body["id"])), stored)
         return stored
 
@@ -1494,10 +1527,11 @@ class MemoryDocumentContainer(DocumentContainer):
 
     def _create(self, transaction: _Transaction, document: Document, partition_key: PartitionKey) -> Document:
         key = self._full_key(partition_key)
-        body = self._body(document, key)
+        checked = self._body(document, key)
+        body = checked[0]
         if transaction.get((key.json, body["id"])) is not None:
             raise Conflict(f"a document with id {body['id']!r} already exists in partition {partition_key!r}")
-        return self._public(self._write(transaction, body, key, None))
+        return self._public(self._write(transaction, checked, key, None))
 
     def _replace(
         self,
@@ -1509,22 +1543,24 @@ class MemoryDocumentContainer(DocumentContainer):
     ) -> Document:
         stored = self._existing(transaction, item_id, partition_key)
         self._check_etag(stored, if_match)
-        body = self._body(document, stored.key)
+        checked = self._body(document, stored.key)
+        body = checked[0]
         if body["id"] != item_id:
             raise BadRequest(f"the body's id {body['id']!r} differs from the replaced id {item_id!r}")
-        return self._public(self._write(transaction, body, stored.key, stored))
+        return self._public(self._write(transaction, checked, stored.key, stored))
 
     def _upsert(
         self, transaction: _Transaction, document: Document, partition_key: PartitionKey, if_match: str | None
     ) -> tuple[Document, bool]:
         key = self._full_key(partition_key)
-        body = self._body(document, key)
+        checked = self._body(document, key)
+        body = checked[0]
         previous = transaction.get((key.json, body["id"]))
         if previous is None and if_match is not None:
             raise PreconditionFailed(f"if_match given but {body['id']!r} does not exist")
         if previous is not None:
             self._check_etag(previous, if_match)
-        return self._public(self._write(transaction, body, key, previous)), previous is None
+        return self._public(self._write(transaction, checked, key, previous)), previous is None
 
     def _delete(
         self, transaction: _Transaction, item_id: str, partition_key: PartitionKey, if_match: str | None
@@ -1553,11 +1589,18 @@ class MemoryDocumentContainer(DocumentContainer):
         for operation in operations:
             self._check_patch_target(operation)
             _apply_patch_operation(body, operation)
-        # A patch of JSON scalars (the drain's stamps) leaves the copy holding only JSON values; anything else
-        # (a list, an object, a tuple...) goes through the JSON round trip that normalises a caller's body.
-        private = all(type(operation.value) in _JSON_SCALARS for operation in operations)
-        written = self._write(transaction, self._body(body, stored.key, private=private), stored.key, stored)
-        return self._public(written)
+        if not all(type(operation.value) in _JSON_SCALARS for operation in operations):
+            # A list, an object, a tuple...: the JSON round trip that normalises a caller's body.
+            checked = self._body(body, stored.key)
+        else:
+            # JSON scalars (the drain's stamps) leave the copy holding only JSON values. Re-encoding it only to
+            # measure it is needed when the stored size plus what these operations can add might pass the limit.
+            size_bound = stored.size_bound + sum(_growth_bound(operation) for operation in operations)
+            if size_bound <= MAX_DOCUMENT_BYTES:
+                checked = self._checked(body, stored.key), size_bound
+            else:
+                checked = self._body(body, stored.key, private=True)
+        return self._public(self._write(transaction, checked, stored.key, stored))
 
     def _check_patch_target(self, operation: PatchOperation) -> None:
         """Refuse patches of the id, a partition-key path (or an ancestor of one) and system properties."""

@@ -460,6 +460,40 @@ def test_patch_values_are_stored_as_json_would_read_them_back(container: MemoryD
     assert container.read("a", "p")["t"] == [1, 2]
 
 
+def _json_length(document: dict[str, Any]) -> int:
+    return len(json.dumps(document, allow_nan=False))
+
+
+def test_a_document_over_2_mb_is_413_whether_written_whole_or_grown_by_patches(
+    container: MemoryDocumentContainer,
+) -> None:
+    limit = 2 * 1024 * 1024
+    with pytest.raises(ContainerError) as whole:
+        container.create(_doc("big", pad="x" * limit), "p")
+    assert whole.value.status_code == 413
+    created = container.create(_doc("a", pad="x" * (limit - 2000)), "p")
+    room = limit - _json_length(created)
+    assert 0 < room < 2000
+    # Small scalar patches far below the limit, then ones that end exactly at it and one character past it.
+    for n in range(50):
+        container.patch("a", "p", [PatchOperation("set", "/n", n), PatchOperation("set", "/status", "delivered")])
+    stored = container.read("a", "p")
+    room = limit - _json_length(stored)
+    fits = "y" * (room - len(', "fill": ""'))
+    filled = container.patch("a", "p", [PatchOperation("set", "/fill", fits)])
+    assert _json_length(filled) == limit
+    etag = filled["_etag"]
+    for too_much in ([PatchOperation("set", "/fill", fits + "y")], [PatchOperation("incr", "/n", 10**6)]):
+        with pytest.raises(ContainerError) as grown:
+            container.patch("a", "p", too_much)
+        assert grown.value.status_code == 413
+    with pytest.raises(ContainerError) as nested:
+        container.patch("a", "p", [PatchOperation("set", "/fill", [fits])])
+    assert nested.value.status_code == 413
+    assert container.read("a", "p")["_etag"] == etag, "a refused patch writes nothing"
+    assert container.patch("a", "p", [PatchOperation("remove", "/fill")])["n"] == 49
+
+
 def test_a_document_rewritten_many_times_is_in_the_feed_once_in_its_latest_version(
     container: MemoryDocumentContainer,
 ) -> None:
