@@ -1,4 +1,4 @@
-"""The Kafka hook on kafka-python: one connection type, ``chatter_kafka``, handing out publishers.
+"""The Kafka hook on kafka-python: one connection type, ``chatter_kafka``, handing out publishers and consumers.
 
 The Airflow Kafka provider is built on confluent-kafka with its own ``kafka`` connection type, so this
 hook declares its own. Every kafka-python client it builds has ``api_version`` pinned, because an
@@ -7,6 +7,7 @@ unpinned client blocks its constructor for up to 30 s probing the broker.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
@@ -36,7 +37,7 @@ def parse_api_version(value: Any, *, option: str = "api_version") -> tuple[int, 
 
 
 class ChatterKafkaHook(BaseHook):
-    """Connect to Kafka with kafka-python and hand out a ``KafkaPublisher``.
+    """Connect to Kafka with kafka-python and hand out a ``KafkaPublisher`` or a ``KafkaConsumer``.
 
     Connection extras: ``bootstrap_servers`` (required, comma-separated), ``security_protocol``
     (default PLAINTEXT), ``sasl_mechanism`` (for SASL_*; login and password are the SASL user and
@@ -120,6 +121,42 @@ class ChatterKafkaHook(BaseHook):
         from airflow_chatter.adapters.kafka import KafkaPublisher
 
         return KafkaPublisher(self.publisher_settings(**overrides))
+
+    def consumer_config(self, group_id: str, **overrides: Any) -> dict[str, Any]:
+        """Return ``KafkaConsumer`` keyword arguments: this connection's settings (security, SASL, SSL CA,
+        pinned ``api_version``, request timeout), ``enable_auto_commit=False``, ``auto_offset_reset="earliest"``
+        and ``session_timeout_ms=6000`` unless ``overrides`` say otherwise (auto-commit is refused).
+
+        The result holds the SASL password; it is registered with Airflow's masker, but never log it.
+        """
+        from airflow_chatter.adapters.kafka_consumer import consumer_config
+
+        settings = self.publisher_settings()
+        try:
+            return consumer_config(settings, group_id=group_id, **overrides)
+        except ValueError as error:
+            raise ConfigurationError(f"connection {self.conn_id!r}", "***", scrub(str(error), self._secrets)) from None
+
+    def get_consumer(self, topics: str | Iterable[str], group_id: str, **overrides: Any) -> Any:
+        """Return a kafka-python ``KafkaConsumer`` subscribed to ``topics`` in ``group_id``.
+
+        ``api_version`` is pinned, so the constructor never blocks probing the broker; it joins the group
+        and fetches on its first ``poll`` (kafka-python 3 does start its bootstrap connection in the
+        background, so call this in a task, never at DAG parse time; the hook itself does no I/O). Commit
+        offsets yourself (``consumer.commit(...)``) after handling, and ``close(autocommit=False)`` it.
+        """
+        from kafka import KafkaConsumer
+        from kafka.errors import KafkaConfigurationError
+
+        names = [topics] if isinstance(topics, str) else list(topics)
+        if not names or not all(isinstance(t, str) and t.strip() for t in names):
+            raise ConfigurationError("topics", names, "must name at least one topic")
+        config = self.consumer_config(group_id, **overrides)
+        try:
+            return KafkaConsumer(*names, **config)
+        except (KafkaConfigurationError, TypeError, ValueError) as error:
+            message = scrub(f"{type(error).__name__}: {error}", self._secrets)
+            raise ConfigurationError(f"connection {self.conn_id!r} consumer", "***", message) from None
 
     def test_connection(self, timeout_s: float = 10.0) -> tuple[bool, str]:
         """Fetch the cluster's topic metadata from a broker, giving up after ``timeout_s`` seconds."""
