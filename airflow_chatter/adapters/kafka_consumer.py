@@ -186,13 +186,25 @@ class BatchSummary:
         entry["count"] += 1
 
 
-def _caught_up(consumer: Any) -> bool:
-    """True when the consumer has partitions and its position is at the end of every one of them."""
+def _caught_up(consumer: Any, timeout_ms: int) -> bool:
+    """True when the consumer has partitions and its position is at the end of every one of them.
+
+    Each broker round trip is bounded by ``timeout_ms``; a timeout or an unknown offset means "not yet".
+    """
+    from kafka import errors as ke
+
     assigned = consumer.assignment()
     if not assigned:
         return False
-    ends: Mapping[Any, int | None] = consumer.end_offsets(list(assigned))
-    return all(end is not None and consumer.position(tp) >= end for tp, end in ends.items())
+    try:
+        ends: Mapping[Any, int | None] = consumer.end_offsets(list(assigned), timeout_ms=timeout_ms)
+        for tp, end in ends.items():
+            position = consumer.position(tp, timeout_ms=timeout_ms)
+            if end is None or position is None or position < end:
+                return False
+    except (ke.KafkaTimeoutError, ke.IllegalStateError):  # slow broker, or a rebalance took the partition
+        return False
+    return True
 
 
 def consume_batch(
@@ -237,7 +249,7 @@ def consume_batch(
             timeout_ms=int(min(left, _MAX_POLL_WAIT_S) * 1000), max_records=max_messages - summary.consumed
         )
         if not batch:
-            if _caught_up(consumer):
+            if _caught_up(consumer, timeout_ms=max(100, int((deadline - clock()) * 1000))):
                 summary.stopped_by = "caught_up"
                 break
             continue

@@ -148,10 +148,10 @@ class _FakeConsumer:
     def assignment(self) -> set[str]:
         return {"t-0"}
 
-    def end_offsets(self, partitions: list[Any]) -> dict[Any, int]:
+    def end_offsets(self, partitions: list[Any], timeout_ms: int) -> dict[Any, int]:
         return {p: 0 for p in partitions}
 
-    def position(self, partition: Any) -> int:
+    def position(self, partition: Any, timeout_ms: int) -> int:
         return 0
 
     def commit(self, offsets: dict[Any, Any]) -> None:
