@@ -28,6 +28,8 @@ import bisect
 import copy
 import hashlib
 import json
+import math
+import os
 import re
 import threading
 import uuid
@@ -36,6 +38,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property, lru_cache
+from json.encoder import encode_basestring_ascii
 from typing import Any, cast
 
 from typing_extensions import override
@@ -968,12 +971,24 @@ def _growth_bound(operation: PatchOperation) -> int:
     result is at most one character longer than the longer operand, or a float repr. ``BadRequest`` for a value
     that is not JSON (NaN, Infinity), as the full encoding of the document would raise.
     """
-    try:
-        value_length = len(_BODY_ENCODER.encode(operation.value))
-    except (TypeError, ValueError) as error:
-        raise BadRequest(f"the document is not JSON: {error}") from error
-    name_length = len(_BODY_ENCODER.encode(_path_tokens(operation.path)[-1]))
-    return name_length + value_length + 4 + _NUMBER_GROWTH_BYTES
+    name_length = len(encode_basestring_ascii(_path_tokens(operation.path)[-1]))
+    return name_length + _scalar_json_length(operation.value) + 4 + _NUMBER_GROWTH_BYTES
+
+
+def _scalar_json_length(value: str | int | float | bool | None) -> int:
+    """The length of a JSON scalar's text as ``_BODY_ENCODER`` writes it, without building an encoder."""
+    if isinstance(value, str):
+        return len(encode_basestring_ascii(value))
+    if value is None or value is True:
+        return 4
+    if value is False:
+        return 5
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            # The very error encoding the whole document would raise.
+            raise BadRequest("the document is not JSON: Out of range float values are not JSON compliant")
+        return len(float.__repr__(value))
+    return len(int.__repr__(value))
 
 
 def _incremented(current: Any, amount: Any, path: str) -> Any:
@@ -1498,7 +1513,7 @@ class MemoryDocumentContainer(DocumentContainer):
         body, size_bound = checked
         document = body
         document["_rid"] = previous.document["_rid"] if previous else uuid.uuid4().hex[:16]
-        document["_etag"] = f'"{uuid.uuid4()}"'
+        document["_etag"] = _new_etag()
         document["_ts"] = transaction.ts
         expires_at = self._expiry(body, transaction.ts)
         stored = _Stored(document, key, key.epk, transaction.lsn, expires_at, size_bound + _SYSTEM_PROPERTIES_BYTES)
@@ -1778,12 +1793,18 @@ def _id_of(document: Any) -> str | None:
     return str(document["id"]) if isinstance(document, dict) and "id" in document else None
 
 
+def _new_etag() -> str:
+    """A fresh opaque ETag, quoted and shaped like the service's (a UUID-like hex string)."""
+    h = os.urandom(16).hex()
+    return f'"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"'
+
+
 def _check_id(item_id: Any) -> None:
     if not isinstance(item_id, str) or not item_id:
         raise BadRequest(f"a document needs a non-empty string id, not {item_id!r}")
     if len(item_id.encode("utf-8")) > MAX_ID_BYTES:
         raise BadRequest(f"an id is at most {MAX_ID_BYTES} bytes")
-    if _FORBIDDEN_ID_CHARACTERS & set(item_id):
+    if any(character in item_id for character in _FORBIDDEN_ID_CHARACTERS):
         raise BadRequest(f"an id may not contain any of {''.join(sorted(_FORBIDDEN_ID_CHARACTERS))}")
 
 
