@@ -7,7 +7,7 @@ never be written twice into one partition, and URL-safe, because Cosmos ids may 
 
 from __future__ import annotations
 
-import base64
+import binascii
 from typing import Literal
 
 from airflow_chatter.errors import ItemIdTooLongError, ReservedIdError
@@ -19,6 +19,7 @@ ItemKind = Literal["outbox", "inbox"]
 
 _KINDS: frozenset[str] = frozenset({"outbox", "inbox"})
 _RESERVED_PREFIXES: tuple[str, ...] = ("outbox:", "inbox:")
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 
 def encode_message_id(message_id: str) -> str:
@@ -28,7 +29,8 @@ def encode_message_id(message_id: str) -> str:
     rather than being replaced, because a replacement would map two distinct ids onto one item id.
     """
     raw = message_id.encode("utf-8")
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+    # base64.urlsafe_b64encode(raw), without its two Python-level wrappers: it runs for every drained document.
+    return binascii.b2a_base64(raw, newline=False).translate(_URLSAFE).rstrip(b"=").decode("ascii")
 
 
 def build_item_id(kind: ItemKind, message_id: str) -> str:
