@@ -112,14 +112,11 @@ class Stopwatch:
         self.seconds: dict[str, float] = defaultdict(float)
         self.count: dict[str, int] = defaultdict(int)
 
-    @contextmanager
-    def time(self, what: str) -> Iterator[None]:
-        started = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds[what] += time.perf_counter() - started
-            self.count[what] += 1
+    def add(self, what: str, seconds: float) -> None:
+        # A plain call, not a context manager: the proxies below run once per document, and their own cost is
+        # the benchmark's, not the drain's (raw kafka-python pays none).
+        self.seconds[what] += seconds
+        self.count[what] += 1
 
 
 class TimedContainer(DocumentContainer):
@@ -129,8 +126,11 @@ class TimedContainer(DocumentContainer):
         self.inner, self.watch = inner, watch
 
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        with self.watch.time(f"container.{name}"):
+        started = time.perf_counter()
+        try:
             return getattr(self.inner, name)(*args, **kwargs)
+        finally:
+            self.watch.add("container." + name, time.perf_counter() - started)
 
     def properties(self) -> ContainerProperties:
         return self._call("properties")
@@ -197,8 +197,11 @@ class TimedPublisher(Publisher):
         self.inner, self.watch = inner, watch
 
     def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
-        with self.watch.time("publisher.send_batch"):
+        started = time.perf_counter()
+        try:
             return self.inner.send_batch(messages)
+        finally:
+            self.watch.add("publisher.send_batch", time.perf_counter() - started)
 
     def close(self) -> None:
         self.inner.close()
