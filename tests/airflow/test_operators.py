@@ -14,6 +14,7 @@ from airflow_chatter.airflow.operators.drain import (
 )
 from airflow_chatter.errors import ConfigurationError, ContainerContractError
 from airflow_chatter.leases import LeaseHeldError
+from airflow_chatter.testing.clock import ManualClock
 from tests.airflow._support import install_world, source
 
 
@@ -190,16 +191,6 @@ def test_list_leases_hands_out_split_children_that_resume_from_the_parent(monkey
     assert world.statuses() == {"delivered": 24}
 
 
-class ManualClock:
-    """The monitored container's clock, moved by hand so documents get ``_ts`` on either side of a start time."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 class RecordingTI:
     """Just enough of a TaskInstance for ``xcom_push`` (the dry-run plan)."""
 
@@ -212,7 +203,7 @@ class RecordingTI:
 
 def _pending_before_and_after(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, str]:
     """3 pending documents an hour before the point in time, 4 at or after it; returns (world, point in time)."""
-    clock = ManualClock()
+    clock = ManualClock(datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC))
     world = install_world(monkeypatch, clock=clock)
     world.write(tenants=1, per_tenant=3)
     clock.now += timedelta(hours=1)

@@ -6,7 +6,7 @@ import json
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from opentelemetry.sdk.metrics import MeterProvider
@@ -15,21 +15,9 @@ from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricR
 from airflow_chatter.outbox import OutboxMessage
 from airflow_chatter.ports import Document
 from airflow_chatter.telemetry import DrainTelemetry
+from airflow_chatter.testing.clock import ManualClock
 
 T0 = datetime(2026, 11, 30, 6, 0, 0, tzinfo=UTC)
-
-
-@dataclass
-class ManualClock:
-    """A UTC wall clock the test moves by hand (never sleeps)."""
-
-    now: datetime = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 @dataclass
@@ -185,7 +173,7 @@ def split(container: MemoryDocumentContainer, feed_range: FeedRange) -> tuple[Fe
 
 @dataclass
 class Rig:
-    clock: ManualClock = field(default_factory=ManualClock)
+    clock: ManualClock = field(default_factory=lambda: ManualClock(T0))
     metrics: Metrics = field(default_factory=Metrics)
     paths: tuple[str, ...] = ("/tenantId",)
 

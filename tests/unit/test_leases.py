@@ -11,14 +11,14 @@ from airflow_chatter.leases import SPLIT, LeaseHeldError, LeaseLostError, LeaseS
 from airflow_chatter.ports import FeedRange, FeedRangeGone
 from airflow_chatter.suspension import SuspensionState
 
-from ._drain_support import ManualClock, memory_container, split
+from ._drain_support import T0, ManualClock, memory_container, split
 
 PROCESSOR = "chatter-cosmos-outbox-relay:abc"
 
 
 @pytest.fixture
 def clock() -> ManualClock:
-    return ManualClock()
+    return ManualClock(T0)
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 import pytest
@@ -40,22 +40,10 @@ from airflow_chatter.ports import (
     ServiceUnavailable,
     Throttled,
 )
+from airflow_chatter.testing.clock import DEFAULT_START, ManualClock
 from airflow_chatter.testing.container_contract import DocumentContainerContract, feed_ids
 
-_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-class ManualClock:
-    """A UTC clock a test moves by hand; starts on a whole second so ``_ts`` arithmetic is exact."""
-
-    def __init__(self, start: datetime = _EPOCH) -> None:
-        self.now = start
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
+_EPOCH = DEFAULT_START
 
 
 class TestMemoryDocumentContainer(DocumentContainerContract):

@@ -16,7 +16,7 @@ from airflow_chatter.suspension import (
 )
 from airflow_chatter.telemetry import ATTR_LEASE_TOKEN, ATTR_SOURCE_IDENTITY, SUSPENSIONS
 
-from ._drain_support import ManualClock, Metrics
+from ._drain_support import T0, ManualClock, Metrics
 
 P = "chatter-cosmos-outbox-relay:source-p"
 L = "0"
@@ -38,7 +38,7 @@ def _fail(gate: DrainGate, state: SuspensionState, times: int) -> SuspensionStat
 
 @pytest.fixture
 def clock() -> ManualClock:
-    return ManualClock()
+    return ManualClock(T0)
 
 
 @pytest.fixture
