@@ -574,7 +574,8 @@ class DrainEngine:
         ts = document.get("_ts")
         if isinstance(ts, bool) or not isinstance(ts, int) or not 0 <= ts <= _LARGEST_TS:
             return
-        lag = max(0.0, self._now().timestamp() - ts)
+        # ``timestamp()`` is the same instant in any time zone: no per-document ``astimezone`` as ``_now`` does.
+        lag = max(0.0, self._clock().timestamp() - ts)
         tally.lag(lag)
         self._telemetry.record_lag(lag)
 
