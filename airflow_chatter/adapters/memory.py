@@ -1505,6 +1505,19 @@ class MemoryDocumentContainer(DocumentContainer):
             body.pop(name, None)
         return body
 
+    @staticmethod
+    def _checked_patch(body: Document) -> Document:
+        """``_checked`` for a patched copy of a stored body: only the ttl can have changed.
+
+        INVARIANT: ``_check_patch_target`` refuses any path at the id, at a system property, or at or above a
+        partition-key path, and a path below one fails because a stored partition value is a scalar or absent. So the
+        id and the partition key are the stored ones, which ``_checked`` verified when they were written.
+        """
+        _check_item_ttl(body.get("ttl"))
+        for name in SYSTEM_PROPERTIES:
+            body.pop(name, None)
+        return body
+
     def _write(
         self, transaction: _Transaction, checked: tuple[Document, int], key: _Key, previous: _Stored | None
     ) -> _Stored:
@@ -1612,7 +1625,7 @@ class MemoryDocumentContainer(DocumentContainer):
             # measure it is needed when the stored size plus what these operations can add might pass the limit.
             size_bound = stored.size_bound + sum(_growth_bound(operation) for operation in operations)
             if size_bound <= MAX_DOCUMENT_BYTES:
-                checked = self._checked(body, stored.key), size_bound
+                checked = self._checked_patch(body), size_bound
             else:
                 checked = self._body(body, stored.key, private=True)
         return self._public(self._write(transaction, checked, stored.key, stored))

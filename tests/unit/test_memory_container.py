@@ -622,6 +622,19 @@ def test_patching_the_id_the_partition_key_or_a_system_property_is_400(
         container.patch("a", "p", [PatchOperation("set", path, "x")])
 
 
+@pytest.mark.parametrize("stored_tenant", ["t1", None, "absent"])
+@pytest.mark.parametrize("op", ["set", "add", "incr"])
+def test_a_patch_below_a_partition_key_path_is_400_and_leaves_the_key(stored_tenant: Any, op: str) -> None:
+    # Pins the invariant a scalar patch relies on to skip re-checking the id and partition key (_checked_patch).
+    container = MemoryDocumentContainer(partition_key_paths=("/owner/tenant",))
+    owner = {} if stored_tenant == "absent" else {"tenant": stored_tenant}
+    key = None if stored_tenant == "absent" else stored_tenant
+    container.create({"id": "a", "owner": owner}, key)
+    with pytest.raises(BadRequest):
+        container.patch("a", key, [PatchOperation(op, "/owner/tenant/x", 1)])
+    assert container.read("a", key)["owner"] == owner
+
+
 @pytest.mark.parametrize(
     "operation",
     [
