@@ -371,29 +371,10 @@ def kafka_service() -> Iterator[str]:
     if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
         yield os.environ["KAFKA_BOOTSTRAP_SERVERS"]
         return
-    from tests.fixtures.kafka import PROJECT_PORT, KafkaBroker, _broker_pid, _live_users, _locked, _state_dir
+    from tests.fixtures.kafka import shared_project_broker
 
-    state = _state_dir(PROJECT_PORT)
-    lock = state.parent / f".kafka-{PROJECT_PORT}.fixture.lock"
-    users, owned = state / "fixture-users", state / "fixture-owned"
-    me = users / f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    broker = KafkaBroker(PROJECT_PORT)
-    with _locked(lock):
-        already = broker.is_running()
-        address = broker.start()
-        users.mkdir(parents=True, exist_ok=True)
-        if not already:
-            owned.write_text(_broker_pid(PROJECT_PORT))
-        me.touch()
-    try:
+    with shared_project_broker() as address:
         yield address
-    finally:
-        with _locked(lock):
-            me.unlink(missing_ok=True)
-            if owned.exists() and not _live_users(users):
-                if owned.read_text().strip() == _broker_pid(PROJECT_PORT):
-                    broker.stop()
-                owned.unlink(missing_ok=True)
 
 
 @contextmanager
