@@ -97,3 +97,21 @@ def install_world(monkeypatch: pytest.MonkeyPatch, *, feed_ranges: int = 1, cloc
     monkeypatch.setattr(ChatterCosmosHook, "get_container", get_container)
     monkeypatch.setattr(ChatterKafkaHook, "get_publisher", lambda self, **_: world.publisher)
     return world
+
+
+def xcoms(run: Any, task_id: str, key: str = "return_value") -> list[Any]:
+    """Every XCom value one task of a ``dag.test()`` run pushed under ``key`` (one per map index)."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.scalars(
+            select(XComModel).where(
+                XComModel.dag_id == run.dag_id,
+                XComModel.run_id == run.run_id,
+                XComModel.task_id == task_id,
+                XComModel.key == key,
+            )
+        ).all()
+        return [XComModel.deserialize_value(row) for row in rows]

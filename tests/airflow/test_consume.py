@@ -24,6 +24,7 @@ from airflow_chatter.adapters.kafka_consumer import (
 )
 from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
 from airflow_chatter.errors import ConfigurationError
+from tests.airflow._support import xcoms
 
 DAGS = Path(__file__).resolve().parents[2] / "dags"
 SASL_PASSWORD = "consumer-sasl-password-never-logged"
@@ -250,23 +251,6 @@ def _end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
         consumer.close()
 
 
-def _xcom(run: Any, task_id: str) -> Any:
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    with create_session() as session:
-        rows = session.scalars(
-            select(XComModel).where(
-                XComModel.dag_id == run.dag_id,
-                XComModel.run_id == run.run_id,
-                XComModel.task_id == task_id,
-                XComModel.key == "return_value",
-            )
-        ).all()
-        return [XComModel.deserialize_value(row) for row in rows]
-
-
 @pytest.mark.kafka
 @pytest.mark.airflow
 def test_example_consume_dag_commits_after_handling_and_fails_on_a_message_without_identity(
@@ -323,7 +307,7 @@ def test_example_consume_dag_commits_after_handling_and_fails_on_a_message_witho
 
     run = dag.test(run_conf=conf)
     assert run.state == "success", run.state
-    [summary] = _xcom(run, "consume")
+    [summary] = xcoms(run, "consume")
     assert summary["consumed"] == 30
     assert summary["by_event_type"] == dict(Counter(kinds[n % 3] for n in range(30)))
     assert summary["partitions"] == {
@@ -337,7 +321,7 @@ def test_example_consume_dag_commits_after_handling_and_fails_on_a_message_witho
     # 2. A second run consumes nothing new and commits nothing.
     run = dag.test(run_conf=conf)
     assert run.state == "success", run.state
-    [summary] = _xcom(run, "consume")
+    [summary] = xcoms(run, "consume")
     assert (summary["consumed"], summary["committed"], summary["stopped_by"]) == (0, False, "caught_up")
 
     # 3. A message without a message-id fails the run (F-07) and its offset stays uncommitted.

@@ -18,6 +18,7 @@ import pytest
 
 from airflow_chatter.outbox import OutboxMessage
 from airflow_chatter.partition_keys import partition_key_to_kafka_key
+from tests.airflow._support import xcoms
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka, pytest.mark.cosmos]
 
@@ -50,23 +51,6 @@ def _run(dag: Any, **kwargs: Any) -> Any:
     run = dag.test(**kwargs)
     assert run.state == "success", f"{dag.dag_id} ended {run.state}"
     return run
-
-
-def _xcoms(run: Any, task_id: str, key: str = "return_value") -> list[Any]:
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    with create_session() as session:
-        rows = session.scalars(
-            select(XComModel).where(
-                XComModel.dag_id == run.dag_id,
-                XComModel.run_id == run.run_id,
-                XComModel.task_id == task_id,
-                XComModel.key == key,
-            )
-        ).all()
-        return [XComModel.deserialize_value(row) for row in rows]
 
 
 def _end_offsets(bootstrap: str, topic: str) -> int:
@@ -138,7 +122,7 @@ def test_scheduled_drain_backfill_and_sensor_end_to_end(
     # 1. 500 pending documents over 10 partition keys → 500 Kafka messages.
     orders = _orders(monitored, customers=10, per_customer=50, tag="a")
     run = _run(drain_dag)
-    [summary] = _xcoms(run, "drain")
+    [summary] = xcoms(run, "drain")
     assert summary["published"] == 500 and summary["delivered"] == 500, summary
     records = consume_records(kafka_bootstrap, kafka_topic, 500)
     assert len(records) == 500
@@ -166,21 +150,21 @@ def test_scheduled_drain_backfill_and_sensor_end_to_end(
 
     # 2. A second run publishes nothing.
     run = _run(drain_dag)
-    assert [s["published"] for s in _xcoms(run, "drain")] == [0]
+    assert [s["published"] for s in xcoms(run, "drain")] == [0]
     assert _end_offsets(kafka_bootstrap, kafka_topic) == 500, "nothing new on the topic"
 
     # 3. A backfill from the beginning re-drains only what is still pending; scheduled checkpoints stay.
     checkpoints = {l["id"]: l["continuation"] for l in scheduled_leases}
     late = _orders(monitored, customers=2, per_customer=3, tag="b")
     run = _run(backfill_dag, run_conf={"source": "e2e", "start": "beginning", "dry_run": True})
-    [plan] = _xcoms(run, "list_backfill_leases", key="plan")
+    [plan] = xcoms(run, "list_backfill_leases", key="plan")
     assert plan["pending"] == len(late), "a dry run counts what a backfill would publish"
     assert not list(
         leases.query_items("SELECT * FROM c WHERE c.lease_prefix = 'backfill-'", enable_cross_partition_query=True)
     ), "a dry run creates no lease"
     # NOTE: dry_run is passed explicitly: in one process dag.test() keeps the previous run's conf in the DAG's params.
     run = _run(backfill_dag, run_conf={"source": "e2e", "start": "beginning", "dry_run": False})
-    [summary] = _xcoms(run, "backfill_drain")
+    [summary] = xcoms(run, "backfill_drain")
     assert summary["published"] == len(late), "delivered documents are skipped; only the pending ones go out"
     assert summary["skipped"] >= 500
     after = {
@@ -190,15 +174,15 @@ def test_scheduled_drain_backfill_and_sensor_end_to_end(
     assert {i: l["continuation"] for i, l in after.items()} == checkpoints, "the backfill moved no scheduled checkpoint"
     assert all(l["owner"] is None for l in after.values()), "the backfill released the scheduled lease it held"
     run = _run(drain_dag)
-    assert [s["published"] for s in _xcoms(run, "drain")] == [0], "the scheduled drain finds them already delivered"
+    assert [s["published"] for s in xcoms(run, "drain")] == [0], "the scheduled drain finds them already delivered"
     assert _end_offsets(kafka_bootstrap, kafka_topic) == 506
 
     # 4. The deferrable sensor defers (its trigger runs inline in dag.test) and resumes into a drain.
     _orders(monitored, customers=1, per_customer=2, tag="c")
     run = _run(wait_dag)
-    [event] = _xcoms(run, "wait_for_pending")
+    [event] = xcoms(run, "wait_for_pending")
     assert event["pending"] == 2
-    assert [s["published"] for s in _xcoms(run, "drain")] == [2]
+    assert [s["published"] for s in xcoms(run, "drain")] == [2]
 
 
 def test_hooks_test_connection_against_the_services(
