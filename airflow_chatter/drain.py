@@ -182,7 +182,7 @@ class _Tally:
         )
 
 
-@dataclass
+@dataclass(slots=True)
 class _Planned:
     """A document admitted for publishing, waiting for its publish batch."""
 
@@ -393,7 +393,19 @@ class DrainEngine:
     # ================================================================== one page
 
     def _drain_page(self, documents: Sequence[Document], tally: _Tally) -> ConfirmationReceipt | None:
-        """Process a page in feed order; return the last receipt, or raise at the first failure."""
+        """Process a page in feed order; return the last receipt, or raise at the first failure.
+
+        MET-02's ``skipped`` and ``admitted`` counts of the page are added once, when it ends (raising or not):
+        the same sums as one ``add(1)`` per document, without an instrument call per document.
+        """
+        skipped, published = tally.skipped, tally.published
+        try:
+            return self._drain_page_documents(documents, tally)
+        finally:
+            self._telemetry.record_document(OUTCOME_SKIPPED, tally.skipped - skipped)
+            self._telemetry.record_document(OUTCOME_ADMITTED, tally.published - published)
+
+    def _drain_page_documents(self, documents: Sequence[Document], tally: _Tally) -> ConfirmationReceipt | None:
         receipt: ConfirmationReceipt | None = None
         run: list[_Planned] = []
         run_publisher: Publisher | None = None
@@ -429,8 +441,7 @@ class DrainEngine:
         """
         # BAT-04: the pre-gate is the pure pending predicate; it runs no user code.
         if not is_pending_outbox(document):
-            tally.skipped += 1
-            self._telemetry.record_document(OUTCOME_SKIPPED)
+            tally.skipped += 1  # MET-02 ``skipped``: added per page by _drain_page
             return None, None
         pending_filter = self.source.additional_pending_filter
         if pending_filter is not None:
@@ -441,7 +452,6 @@ class DrainEngine:
                 raise
             if not admitted:
                 tally.skipped += 1
-                self._telemetry.record_document(OUTCOME_SKIPPED)
                 return None, None
         self._record_lag(document, tally)
         partition_key = recover_partition_key(document, self.properties.partition_key_paths)
@@ -531,8 +541,7 @@ class DrainEngine:
                     span.end(failure)
                     raise failure  # RLY-05: no stamp; not a Confirmation Failure
                 span.end()
-                tally.published += 1
-                self._telemetry.record_document(OUTCOME_ADMITTED)  # MET-02: after publish, before stamp
+                tally.published += 1  # MET-02 ``admitted``: counted after publish, added per page by _drain_page
                 receipt = self._stamp_delivered(planned, tally)
         return receipt
 

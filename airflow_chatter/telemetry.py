@@ -107,9 +107,13 @@ class DrainTelemetry:
         """MET-01: one value per admitted document that carries an integer ``_ts``."""
         self._lag.record(seconds)
 
-    def record_document(self, outcome: str) -> None:
-        """MET-02: ``admitted`` after publish returns, ``dropped`` on a null resolve, ``skipped``."""
-        self._documents.add(1, {ATTR_OUTCOME: outcome})
+    def record_document(self, outcome: str, count: int = 1) -> None:
+        """MET-02: ``admitted`` after publish returns, ``dropped`` on a null resolve, ``skipped``.
+
+        ``count`` lets the drain add a page's tally in one call instead of one per document (same sums).
+        """
+        if count:
+            self._documents.add(count, {ATTR_OUTCOME: outcome})
 
     def record_batch(self, size: int, source_identity: str, lease_token: str) -> None:
         """MET-03/04: always paired, same attributes, once per batch before any document."""
@@ -185,8 +189,9 @@ class DrainTelemetry:
         tracer = trace.get_tracer(METER_NAME, tracer_provider=self._tracer_provider)
         spans = [SendSpan.start(tracer, *item) for item in messages[:1]]
         if spans and spans[0].headers is None:
-            # Tracing is off (a provider-wide fact): skip parsing every persisted context of the batch.
-            spans.extend(SendSpan(None, None) for _ in messages[1:])
+            # Tracing is off (a provider-wide fact): skip parsing every persisted context of the batch. A span
+            # without a tracer span holds no state (``end`` does nothing), so one instance serves them all.
+            spans.extend([_NO_SPAN] * (len(messages) - 1))
         else:
             spans.extend(SendSpan.start(tracer, *item) for item in messages[1:])
         try:
@@ -241,6 +246,9 @@ class SendSpan:
             self._span.set_status(Status(StatusCode.ERROR, str(error)))
             self._span.set_attribute(ATTR_ERROR_TYPE, error_type(error))
         self._span.end()
+
+
+_NO_SPAN = SendSpan(None, None)
 
 
 def _lease_attributes(source_identity: str, lease_token: str) -> dict[str, str]:

@@ -88,6 +88,22 @@ def test_met_02_outcomes_admitted_skipped_dropped_and_nothing_for_failures(rig: 
     assert failing.metrics.counter(DOCUMENTS, **{OUTCOME: "admitted"}) == 0, "MET-09: a fault is not an outcome"
 
 
+def test_met_02_a_page_that_fails_still_counts_what_it_published_and_skipped(rig: Rig) -> None:
+    # The page's outcomes are added once when it ends; a stamp fault on the 2nd of 3 pending documents ends it
+    # early. Counted: the domain doc (skipped), msg-1 and msg-2 (published; msg-2 before its stamp failed).
+    # Not counted: msg-3, never reached (RLY-07).
+    rig.seed(domain_doc(), outbox_doc("msg-1"), outbox_doc("msg-2"), outbox_doc("msg-3"))
+    fail_operation(rig.monitored, "patch", ServiceUnavailable("stamp down"), on_call=2)
+    summary = rig.drain()
+    assert isinstance(summary.error, ServiceUnavailable)
+    assert (summary.published, summary.delivered, summary.skipped) == (2, 1, 1)
+    assert rig.metrics.counter(DOCUMENTS, **{OUTCOME: "admitted"}) == 2
+    assert rig.metrics.counter(DOCUMENTS, **{OUTCOME: "skipped"}) == 1
+    rig.drain()  # the next pass: msg-1's stamp and the domain doc come back skipped, msg-2 and msg-3 go out
+    assert rig.metrics.counter(DOCUMENTS, **{OUTCOME: "admitted"}) == 4
+    assert rig.metrics.counter(DOCUMENTS, **{OUTCOME: "skipped"}) >= 2
+
+
 def test_met_03_04_batch_size_and_batches_are_paired_with_lease_attributes(rig: Rig) -> None:
     rig.seed(*(outbox_doc(f"msg-{i}") for i in range(3)))
     engine = rig.engine(max_batch_size=2)
