@@ -36,7 +36,7 @@ from airflow_chatter.errors import (
     UnknownPublisherError,
 )
 from airflow_chatter.identity import SourceIdentity, SourceRegistry, instance_name
-from airflow_chatter.leases import SPLIT, Lease, LeaseHeldError, LeaseStore
+from airflow_chatter.leases import ACTIVE, SPLIT, Lease, LeaseHeldError, LeaseStore
 from airflow_chatter.mapping import TRACE_HEADERS, to_outgoing_message
 from airflow_chatter.monitored_container import verify_monitored_container
 from airflow_chatter.options import STATUS_PATCH_PATH, TTL_PATCH_PATH, SourceOptions
@@ -321,8 +321,11 @@ class DrainEngine:
     # ================================================================== the page loop
 
     def _drain_pages(self, holder: _LeaseHolder, tally: _Tally, budget: _Budget) -> None:
-        if holder.lease.state == SPLIT:
-            tally.split_into = tuple(self.store.lease_id(FeedRange(t)) for t in holder.lease.children)
+        if holder.lease.state != ACTIVE:
+            # Retired: split (its children carry on; report them so drain_all drains them) or merged into a range
+            # whose own lease drains it. Either way there is nothing left to read on this lease.
+            if holder.lease.state == SPLIT:
+                tally.split_into = tuple(self.store.lease_id(FeedRange(t)) for t in holder.lease.children)
             return
         while not budget.exhausted(tally.documents):
             if self.store.needs_renewal(holder.lease):

@@ -15,6 +15,7 @@ one, at the beginning of the change feed (RLY-08). Once checkpointed, the contin
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -38,6 +39,9 @@ ACTIVE = "active"
 #: The range split; its children carry on from its continuation. Kept (not deleted) as an audit trail
 #: and so that a drain still holding the parent's id learns where its documents went.
 SPLIT = "split"
+#: The range merged into a wider one that this source's other leases do not fully cover, so a lease for the merged
+#: range took over (reading from its start). ``children`` holds the merged range. Kept as an audit trail.
+MERGED = "merged"
 
 #: Token lengths above this are hashed into the id, keeping ids well inside Cosmos's 1023 limit.
 
@@ -132,8 +136,8 @@ class Lease:
         if doc.get("_chatterType") != LEASE_TYPE:
             raise ValueError(f"_chatterType must be {LEASE_TYPE!r}, got {doc.get('_chatterType')!r}")
         state = doc.get("state", ACTIVE)
-        if state not in (ACTIVE, SPLIT):
-            raise ValueError(f"state must be {ACTIVE!r} or {SPLIT!r}, got {state!r}")
+        if state not in (ACTIVE, SPLIT, MERGED):
+            raise ValueError(f"state must be {ACTIVE!r}, {SPLIT!r} or {MERGED!r}, got {state!r}")
         children = doc.get("children", [])
         if not isinstance(children, list) or not all(isinstance(c, str) for c in children):
             raise ValueError(f"children must be a list of feed range tokens, got {children!r}")
@@ -237,26 +241,51 @@ class LeaseStore:
 
         A new range inside a range that already has a lease is a split child: it starts from the
         parent's continuation (or, never checkpointed, the parent's start), and the parent is marked split
-        once all its children exist. A new range with no parent starts at this store's ``start_from``, or
-        at the beginning of the change feed without one (RLY-08).
+        once all its children exist.
+
+        A new range that contains active leases of this source is a merge. When those leases tile it exactly, no
+        lease is created: each keeps draining its own part from its own continuation (a sub-range of a physical
+        partition stays readable, as the Change Feed Processor's leases do), so a merge costs no re-read. When
+        they do not (a part never had a lease, or the ranges cannot be compared), the merged range gets a lease
+        that starts like any new range and the partial leases are marked merged: a re-read, never a gap.
+
+        A new range with neither starts at this store's ``start_from``, or at the beginning of the change feed
+        without one (RLY-08).
         """
         ranges = monitored.read_feed_ranges(force_refresh=True)
         known = {lease.token: lease for lease in self.list_leases()}
+        merged_parts: dict[str, list[Lease]] = {}
         for feed_range in ranges:
             if feed_range.token in known:
                 continue
             parent = self._parent_of(monitored, feed_range, known.values())
             if parent is not None:
                 known[feed_range.token] = self._create(feed_range, parent.continuation, parent.start_from)
-            else:
-                known[feed_range.token] = self._create(feed_range, None, self.start_from)
+                continue
+            parts = [
+                lease
+                for lease in known.values()
+                if lease.state == ACTIVE and _is_child(monitored, feed_range, lease.feed_range)
+            ]
+            if parts and _tiles(feed_range, [part.feed_range for part in parts]):
+                merged_parts[feed_range.token] = parts
+                continue
+            known[feed_range.token] = self._create(feed_range, None, self.start_from)
+            for part in parts:
+                self._retire(part, MERGED, [feed_range], "marking it merged")
         current = {r.token for r in ranges}
+        inside_merges = {part.token for parts in merged_parts.values() for part in parts}
         for lease in list(known.values()):
-            if lease.state == ACTIVE and lease.token not in current:
+            if lease.state == ACTIVE and lease.token not in current and lease.token not in inside_merges:
                 children = [r for r in ranges if _is_child(monitored, lease.feed_range, r)]
                 if children:
                     self._mark_split(lease, children)
-        leases = [self.get(self.lease_id(r)) for r in ranges]
+        leases: list[Lease] = []
+        for feed_range in ranges:
+            if feed_range.token in merged_parts:
+                leases.extend(self.get(part.id) for part in merged_parts[feed_range.token])
+            else:
+                leases.append(self.get(self.lease_id(feed_range)))
         return [lease for lease in leases if lease.state == ACTIVE]
 
     def split(self, lease: Lease, monitored: DocumentContainer, gone: FeedRangeGone) -> list[Lease]:
@@ -302,17 +331,20 @@ class LeaseStore:
             return self.get(lease_id)  # another drain created it first: theirs is as good as ours
 
     def _mark_split(self, lease: Lease, children: list[FeedRange]) -> None:
+        self._retire(lease, SPLIT, children, "marking it split")
+
+    def _retire(self, lease: Lease, state: str, successors: list[FeedRange], action: str) -> None:
         try:
             self._write(
                 lease,
-                "marking it split",
-                state=SPLIT,
-                children=tuple(c.token for c in children),
+                action,
+                state=state,
+                children=tuple(c.token for c in successors),
                 owner=None,
                 expires_at=None,
             )
         except LeaseLostError:
-            pass  # someone else is marking or draining it; the children exist either way
+            pass  # someone else is retiring or draining it; the successors exist either way
 
     def _parent_of(self, monitored: DocumentContainer, child: FeedRange, leases: Iterable[Lease]) -> Lease | None:
         for lease in leases:
@@ -389,6 +421,33 @@ class LeaseStore:
 
 def _is_child(monitored: DocumentContainer, parent: FeedRange, candidate: FeedRange) -> bool:
     return candidate.token != parent.token and monitored.is_feed_range_subset(parent, candidate)
+
+
+def _tiles(whole: FeedRange, parts: list[FeedRange]) -> bool:
+    """Whether ``parts`` cover ``whole`` exactly, edge to edge, from the EPK bounds in the range tokens.
+
+    Both the SDK's and the in-memory container's tokens carry ``{"Range": {"min": .., "max": ..}}`` with EPK
+    strings that order as strings (as the SDK's own routing ranges compare them). Anything else: ``False``.
+    """
+    bounds = _epk_bounds(whole)
+    spans = [_epk_bounds(part) for part in parts]
+    if bounds is None or any(span is None for span in spans):
+        return False
+    edge = bounds[0]
+    for low, high in sorted(span for span in spans if span is not None):
+        if low != edge:
+            return False
+        edge = high
+    return edge == bounds[1]
+
+
+def _epk_bounds(feed_range: FeedRange) -> tuple[str, str] | None:
+    try:
+        span = json.loads(feed_range.token)["Range"]
+        low, high = span["min"], span["max"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return (low, high) if isinstance(low, str) and isinstance(high, str) and low < high else None
 
 
 def _is_ours(doc: object, store: LeaseStore) -> bool:

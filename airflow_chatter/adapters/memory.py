@@ -1418,6 +1418,23 @@ class MemoryDocumentContainer(DocumentContainer):
             self._ranges[position : position + 1] = [left, right]
             return left.feed_range, right.feed_range
 
+    def merge_feed_ranges(self, left: FeedRange, right: FeedRange) -> FeedRange:
+        """Merge two adjacent current feed ranges into one, as a partition merge does.
+
+        Afterwards both old ranges are still readable (each lies inside the merged one, and their continuations
+        resume there), as the SDK serves a sub-range of a physical partition; ``read_feed_ranges`` lists the merge.
+        """
+        with self._lock:
+            first, second = sorted((_EpkRange.parse(left.token), _EpkRange.parse(right.token)), key=lambda r: r.low)
+            if first not in self._ranges or second not in self._ranges:
+                raise FeedRangeGone("only two current feed ranges can merge")
+            position = self._ranges.index(first)
+            if position + 1 >= len(self._ranges) or self._ranges[position + 1] != second:
+                raise BadRequest("only adjacent feed ranges can merge")
+            merged = _EpkRange(first.low, second.high)
+            self._ranges[position : position + 2] = [merged]
+            return merged.feed_range
+
     def feed_range_of(self, partition_key: PartitionKey) -> FeedRange:
         """Return the current feed range that holds a (full) partition key."""
         with self._lock:

@@ -17,7 +17,8 @@ from typing import Any
 
 from airflow_chatter.airflow.config import SourceConfig
 from airflow_chatter.drain import DrainEngine
-from airflow_chatter.leases import Lease, LeaseStore
+from airflow_chatter.errors import ChatterError
+from airflow_chatter.leases import ACTIVE, Lease, LeaseStore
 from airflow_chatter.outbox import (
     OUTBOX_TYPE,
     PENDING,
@@ -31,6 +32,7 @@ from airflow_chatter.ports import (
     ChangeFeedStart,
     Document,
     DocumentContainer,
+    FeedRange,
     OutgoingMessage,
     PatchOperation,
     PreconditionFailed,
@@ -154,34 +156,63 @@ def reset_leases(store: LeaseStore) -> list[str]:
 
 
 @contextmanager
-def exclusive_with(engine: DrainEngine, lease_id: str, *, other_prefix: str, hold_seconds: float) -> Iterator[Lease]:
-    """Hold the *other* lease set's lease on the same feed range while draining ``lease_id``.
+def exclusive_with(
+    engine: DrainEngine, lease_id: str, *, other_prefix: str, hold_seconds: float
+) -> Iterator[list[Lease]]:
+    """Hold the *other* lease set's leases on the same feed range while draining ``lease_id``.
 
     A backfill drains with its own lease prefix (so the scheduled checkpoints are untouched), which by
     itself would let a scheduled drain and a backfill own one range at once. Taking the scheduled
-    lease of that range too (ownership only: acquire and release never move its continuation) makes
+    leases of that range too (ownership only: acquire and release never move their continuations) makes
     the two exclusive: whichever drain comes second gets ``LeaseHeldError`` and leaves the range
     alone. The hold expires ``hold_seconds`` after it was taken even if this process dies.
+
+    "The same range" is every active lease of the other set that overlaps it: usually one with the same range,
+    but after a split the other set drains it through its children, and after a merge through the leases of its
+    parts (or the other way round), so all of them are held, or none (a ``LeaseHeldError`` releases those already
+    taken).
     """
-    store = engine.store
-    own = store.get(lease_id)
+    own = engine.store.get(lease_id)
     guard = LeaseStore(
-        store.container,
-        store.processor_name,
-        owner=store.owner,
+        engine.store.container,
+        engine.store.processor_name,
+        owner=engine.store.owner,
         lease_prefix=other_prefix,
         lease_duration_seconds=hold_seconds,
     )
-    guard_id = guard.lease_id(own.feed_range)
-    if guard.find(guard_id) is None:
-        guard.ensure_leases(engine.monitored)  # what the other lease set would create on its first run
-    held = guard.acquire(guard_id)  # LeaseHeldError: the other drain owns the range right now
+    # What the other set's next listing would do anyway: create its first leases, or the children of a split (from
+    # the parent's checkpoint), so the leases held below are the ones that set will drain, not a retired parent.
+    guard.ensure_leases(engine.monitored)
+    overlapping = _overlapping(guard, engine.monitored, own.feed_range)
+    if not overlapping:
+        raise ChatterError(
+            f"no lease of the lease set {other_prefix!r} covers the feed range of {lease_id!r}; "
+            "not draining it without holding that set off"
+        )
+    held: list[Lease] = []
     try:
+        for lease in overlapping:
+            held.append(guard.acquire(lease.id))  # LeaseHeldError: the other drain owns (part of) the range now
         yield held
     finally:
-        current = guard.find(guard_id)
-        if current is not None:
-            guard.release(current)
+        for lease in held:
+            current = guard.find(lease.id)
+            if current is not None:
+                guard.release(current)
+
+
+def _overlapping(store: LeaseStore, monitored: DocumentContainer, feed_range: FeedRange) -> list[Lease]:
+    """The active leases of ``store`` on ``feed_range``, inside it (parts of a merge) or around it, by id."""
+    return [
+        lease
+        for lease in store.list_leases()
+        if lease.state == ACTIVE
+        and (
+            lease.token == feed_range.token
+            or monitored.is_feed_range_subset(feed_range, lease.feed_range)
+            or monitored.is_feed_range_subset(lease.feed_range, feed_range)
+        )
+    ]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -127,6 +127,61 @@ def test_backfill_and_scheduled_drain_never_own_a_range_together(monkeypatch: py
     assert world.statuses() == {"pending": 3}
 
 
+def test_backfill_after_a_merge_holds_every_scheduled_lease_inside_its_range(monkeypatch: pytest.MonkeyPatch) -> None:
+    # F-04 + merges: the scheduled set drains a merged range through the leases of its two parts; the backfill,
+    # which had no leases yet, gets one lease for the merged range. Holding it off must hold both parts.
+    world = install_world(monkeypatch, feed_ranges=2)
+    world.write(tenants=4, per_tenant=2)
+    config = source()
+    parts = list_leases(source=config).execute(context={})
+    assert len(parts) == 2
+    left, right = world.monitored.read_feed_ranges()
+    world.monitored.merge_feed_ranges(left, right)
+    assert sorted(list_leases(source=config).execute(context={})) == sorted(parts), "the parts carry on"
+    [backfill] = list_leases(source=config, lease_set="backfill").execute(context={})
+
+    from airflow_chatter.airflow.runtime import build_engine, exclusive_with
+
+    engine = build_engine(config, world.monitored, world.leases, world.publisher, lease_prefix="backfill-", owner="bf")
+    with exclusive_with(engine, backfill, other_prefix="", hold_seconds=120) as held:
+        assert sorted(lease.id for lease in held) == sorted(parts)
+        for part in parts:
+            summary = drain(part, source=config).execute(context={})
+            assert (summary["lease_held_by"], summary["published"]) == ("bf", 0)
+    assert world.statuses() == {"pending": 8}
+
+    other = build_engine(config, world.monitored, world.leases, world.publisher, lease_prefix="", owner="sched")
+    other.store.acquire(parts[1])  # the scheduled drain of one part is running now
+    with pytest.raises(LeaseHeldError):
+        drain(backfill, source=config, lease_set="backfill", exclusive_with_scheduled=True).execute(context={})
+    first = other.store.get(parts[0])
+    assert first.owner is None, "the part taken before the refusal was released again"
+    assert world.statuses() == {"pending": 8}
+
+
+def test_backfill_after_a_split_holds_the_scheduled_children_not_the_retired_parent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    world = install_world(monkeypatch)
+    world.write(tenants=4, per_tenant=2)
+    config = source()
+    [scheduled] = list_leases(source=config).execute(context={})
+    [backfill] = list_leases(source=config, lease_set="backfill").execute(context={})
+    (whole,) = world.monitored.read_feed_ranges()
+    world.monitored.split_feed_range(whole)  # after both listings: neither set has seen the split yet
+
+    from airflow_chatter.airflow.runtime import build_engine, exclusive_with
+
+    engine = build_engine(config, world.monitored, world.leases, world.publisher, lease_prefix="backfill-", owner="bf")
+    with exclusive_with(engine, backfill, other_prefix="", hold_seconds=120) as held:
+        children = list_leases(source=config).execute(context={})
+        assert len(children) == 2 and scheduled not in children
+        assert sorted(lease.id for lease in held) == sorted(children), "the children the scheduled set drains"
+        for child in children:
+            assert drain(child, source=config).execute(context={})["lease_held_by"] == "bf"
+    assert world.statuses() == {"pending": 8}
+
+
 def test_backfill_reset_is_refused_for_the_scheduled_lease_set(monkeypatch: pytest.MonkeyPatch) -> None:
     install_world(monkeypatch)
     with pytest.raises(ConfigurationError, match="reset"):

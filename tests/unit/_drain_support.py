@@ -171,6 +171,10 @@ def split(container: MemoryDocumentContainer, feed_range: FeedRange) -> tuple[Fe
     return tuple(container.split_feed_range(feed_range))
 
 
+def merge(container: MemoryDocumentContainer, left: FeedRange, right: FeedRange) -> FeedRange:
+    return container.merge_feed_ranges(left, right)
+
+
 @dataclass
 class Rig:
     clock: ManualClock = field(default_factory=lambda: ManualClock(T0))

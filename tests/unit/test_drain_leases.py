@@ -14,7 +14,7 @@ from airflow_chatter.identity import SourceRegistry
 from airflow_chatter.ports import OutgoingMessage, PublishOutcome
 from airflow_chatter.testing.fakes import FakePublisher
 
-from ._drain_support import Rig, memory_container, outbox_doc, split
+from ._drain_support import Rig, memory_container, merge, outbox_doc, split
 
 
 def _point_in_time_engine(rig: Rig, start_from: datetime, **source_kwargs: object) -> DrainEngine:
@@ -110,6 +110,52 @@ def test_f04_a_range_that_splits_mid_drain_is_replaced_by_its_children() -> None
     assert len(summaries) == 3 and all(s.error is None for s in summaries)
     ids = [dict(m.headers)["message-id"].decode() for m in rig.publisher.sent]
     assert sorted(ids) == sorted(f"msg-{i}" for i in range(30)) and len(ids) == 30
+
+
+def _two_ranges_drained_then_merged(rig: Rig, engine: DrainEngine) -> tuple[list[str], str]:
+    """40 documents over two ranges, drained and checkpointed; then the ranges merge. Returns (lease ids, merged)."""
+    (whole,) = rig.monitored.read_feed_ranges()
+    left, right = split(rig.monitored, whole)
+    rig.seed(*(outbox_doc(f"before-{i}", f"tenant-{i}") for i in range(40)))
+    drained = engine.drain_all()
+    assert sum(s.published for s in drained) == 40 and all(s.error is None for s in drained)
+    part_ids = sorted(engine.store.lease_id(r) for r in (left, right))
+    assert sorted(s.lease for s in drained) == part_ids
+    merged = merge(rig.monitored, left, right)
+    return part_ids, engine.store.lease_id(merged)
+
+
+def test_f04_a_merge_keeps_the_leases_of_its_parts_and_re_reads_nothing() -> None:
+    rig = Rig()
+    engine = rig.engine(max_batch_size=7)
+    part_ids, merged_id = _two_ranges_drained_then_merged(rig, engine)
+    rig.seed(*(outbox_doc(f"after-{i}", f"tenant-{i}") for i in range(40)))
+    summaries = engine.drain_all()
+    assert sorted(s.lease for s in summaries) == part_ids, "each part keeps draining its own range"
+    assert all(s.error is None for s in summaries)
+    assert engine.store.find(merged_id) is None, "no lease for the merged range: it would re-read everything"
+    ids = _published(rig)
+    assert len(ids) == len(set(ids)) == 80, "nothing published twice"
+    assert set(ids) == {f"before-{i}" for i in range(40)} | {f"after-{i}" for i in range(40)}, "nothing lost"
+    assert engine.drain_all() and len(_published(rig)) == 80, "caught up"
+
+
+def test_f04_a_merge_the_leases_do_not_cover_gets_its_own_lease_from_the_start_and_retires_the_rest() -> None:
+    rig = Rig()
+    engine = rig.engine(max_batch_size=7)
+    part_ids, merged_id = _two_ranges_drained_then_merged(rig, engine)
+    lost = engine.store.get(part_ids[1])
+    rig.leases.delete(lost.id, lost.id)  # a part without a lease: the merged range is not covered
+    rig.seed(*(outbox_doc(f"after-{i}", f"tenant-{i}") for i in range(40)))
+    summaries = engine.drain_all()
+    assert [s.lease for s in summaries] == [merged_id] and summaries[0].error is None
+    retired = engine.store.get(part_ids[0])
+    assert retired.state == "merged" and retired.children == (engine.store.get(merged_id).token,)
+    ids = _published(rig)
+    assert set(ids) == {f"before-{i}" for i in range(40)} | {f"after-{i}" for i in range(40)}, "nothing lost"
+    assert len(ids) == 80, "read again from the start, but delivered documents are not pending: no duplicates"
+    retired_run = engine.drain_lease(part_ids[0])
+    assert (retired_run.documents, retired_run.error, retired_run.split_into) == (0, None, ()), "retired: no reading"
 
 
 def test_cnt_monitored_container_is_verified_once_at_start_with_every_violation() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -278,3 +279,45 @@ def test_f04_split_children_of_a_checkpointed_point_in_time_lease_resume_from_it
     split(monitored, parent.feed_range)
     children = store.ensure_leases(monitored)
     assert len(children) == 2 and all(c.continuation == "parent-cont" for c in children)
+
+
+def _range(low: str, high: str) -> FeedRange:
+    return FeedRange(json.dumps({"Range": {"isMinInclusive": True, "max": high, "min": low}}, sort_keys=True))
+
+
+@pytest.mark.parametrize(
+    ("whole", "parts", "tiled"),
+    [
+        # the SDK's shape: "" is the lowest EPK, "FF" the highest, variable-length uppercase hex
+        (("", "FF"), [("", "7F"), ("7F", "FF")], True),
+        (("", "FF"), [("7F", "FF"), ("", "7F")], True),
+        (("", "FF"), [("", "3F"), ("3F", "7F"), ("7F", "FF")], True),
+        (("", "FF"), [("", "7F")], False),
+        (("", "FF"), [("", "3F"), ("7F", "FF")], False),
+        (("", "FF"), [("", "7F"), ("70", "FF")], False),
+    ],
+)
+def test_f04_merge_parts_must_tile_the_merged_range_edge_to_edge(
+    whole: tuple[str, str], parts: list[tuple[str, str]], tiled: bool
+) -> None:
+    from airflow_chatter.leases import _tiles
+
+    assert _tiles(_range(*whole), [_range(*p) for p in parts]) is tiled
+
+
+def test_f04_ranges_that_cannot_be_compared_never_count_as_a_merge() -> None:
+    from airflow_chatter.leases import _tiles
+
+    assert not _tiles(FeedRange("opaque"), [FeedRange("a"), FeedRange("b")])
+    assert not _tiles(_range("", "FF"), [_range("", "7F"), FeedRange('{"Range": {"min": 1, "max": 2}}')])
+
+
+def test_f04_a_merged_lease_document_parses_and_an_unknown_state_is_named(container, clock: ManualClock) -> None:  # type: ignore[no-untyped-def]
+    store = _store(container, clock)
+    lease = store._create(FeedRange("r"), None, None)
+    doc = {**container.read(lease.id, lease.id), "state": "merged", "children": ["m"]}
+    container.replace(lease.id, lease.id, doc)
+    assert store.get(lease.id).state == "merged"
+    container.replace(lease.id, lease.id, {**doc, "state": "gone"})
+    with pytest.raises(InvalidLeaseDocumentError, match="state must be 'active', 'split' or 'merged', got 'gone'"):
+        store.get(lease.id)
