@@ -430,12 +430,7 @@ class KafkaPublisher(Publisher):
                 results.append((message, None, aborted))
                 continue
             try:
-                future = producer.send(
-                    message.topic,
-                    value=message.value,
-                    key=message.key,
-                    headers=[(name, value) for name, value in message.headers],
-                )
+                future = _send(producer, message, list(message.headers))
             except record_local as exc:
                 results.append((message, None, self._wrap(exc, index, total, message, servers)))
                 continue
@@ -521,6 +516,22 @@ class KafkaPublisher(Publisher):
         )
         error.__cause__ = exc
         return error
+
+
+def _send(producer: Any, message: OutgoingMessage, headers: list[Any]) -> Any:
+    """``producer.send`` of one message; what kafka-python would do with the headers unpacked into tuples.
+
+    ``headers`` is ``list(message.headers)``: the (name, value) tuples kafka-python wants, without unpacking and
+    repacking each one. Should kafka-python refuse them because an item is not a 2-tuple (a list pair, say), the send
+    is repeated with the items unpacked into tuples, as they always were. The refusal comes before the record is
+    appended, so the repeat never sends a record twice.
+    """
+    try:
+        return producer.send(message.topic, value=message.value, key=message.key, headers=headers)
+    except TypeError:
+        if all(isinstance(item, tuple) and len(item) == 2 for item in headers):
+            raise
+        return _send(producer, message, [(name, value) for name, value in headers])
 
 
 # ------------------------------------------------------------------------------------------------
