@@ -25,6 +25,14 @@ Why it looks the way it does:
 * **Rebuild after a fatal error.** After a failure that is not local to one record (timeouts,
   lost connections, producer-id/sequence errors, a closed or fenced producer) the producer is
   closed and a fresh one is built on the next call, with fresh metadata and a new producer id.
+* **Keyed partitions computed once per key.** kafka-python's ``DefaultPartitioner`` hashes every keyed
+  record's key with a pure-Python murmur2 (several microseconds a record), although the drain's keys
+  repeat (one per partition key). ``_KeyPartitions`` makes exactly the same choice (kafka-python's own
+  ``murmur2``, ``& 0x7fffffff``, modulo the number of the topic's partitions, indexing their sorted ids,
+  read from the producer's metadata at every send just as the partitioner reads it), remembers it per
+  (topic, key) and passes it as ``partition=``. Only for a producer that uses the default partitioner
+  without a key serializer (settings cannot configure either; a ``producer_factory`` could); keyless
+  records get no ``partition=``, so kafka-python still chooses theirs.
 * **Secrets stay out of logs.** ``sasl_password`` is masked in ``repr`` and never logged.
 
 Nothing here imports Airflow; the core never imports this module's ``kafka`` dependency.
@@ -65,6 +73,10 @@ _SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 _COMPRESSION_TYPES = (None, "gzip", "snappy", "lz4", "zstd")
 #: Extra seconds ``send_batch`` waits past ``delivery_timeout_ms`` before giving up on a future.
 _FLUSH_SLACK_S = 5.0
+#: Keys whose partition ``_KeyPartitions`` remembers per topic; above it that topic's table starts over.
+_PARTITION_CACHE_KEYS = 4096
+#: Topics ``_KeyPartitions`` keeps tables for; above it every table starts over.
+_PARTITION_CACHE_TOPICS = 64
 
 
 class KafkaPublishError(PublishError):
@@ -311,6 +323,64 @@ def _describe(exc: BaseException) -> str:
     return text if text.startswith(name) else f"{name}: {text}"
 
 
+class _KeyPartitions:
+    """The partition kafka-python's ``DefaultPartitioner`` picks for a keyed record, remembered per key.
+
+    ``DefaultPartitioner.partition`` returns ``sorted(partitions)[(murmur2(key) & 0x7fffffff) % len(partitions)]``
+    for a serialized key, with ``partitions = cluster.partitions_for_topic(topic)``. ``partition`` reads that same set
+    from the producer's metadata on every call (one small set: a metadata update that changes it, e.g. added
+    partitions, starts the topic's table over at once, as the partitioner would follow it) and hashes a key only the
+    first time it is seen with that set. Memory stays bounded: a topic's table starts over above
+    ``_PARTITION_CACHE_KEYS`` keys, all tables above ``_PARTITION_CACHE_TOPICS`` topics.
+    """
+
+    __slots__ = ("_metadata", "_murmur2", "_tables")
+
+    def __init__(self, metadata: Any) -> None:
+        from kafka.partitioner.default import murmur2
+
+        self._metadata = metadata
+        self._murmur2 = murmur2
+        # topic -> (the partition set the table is for, those partitions sorted, key -> partition)
+        self._tables: dict[str, tuple[set[int], list[int], dict[bytes, int]]] = {}
+
+    @classmethod
+    def for_producer(cls, producer: Any) -> _KeyPartitions | None:
+        """A cache for ``producer``, or ``None`` unless it partitions keyed records with the default partitioner."""
+        from kafka.partitioner import DefaultPartitioner
+
+        config = getattr(producer, "config", None)
+        metadata = getattr(producer, "_metadata", None)
+        if not isinstance(config, Mapping) or not hasattr(metadata, "partitions_for_topic"):
+            return None
+        if type(config.get("partitioner")) is not DefaultPartitioner or config.get("key_serializer") is not None:
+            return None
+        return cls(metadata)
+
+    def partition(self, topic: str, key: bytes) -> int | None:
+        """The default partitioner's choice for ``key``; ``None`` while the topic's partitions are unknown."""
+        partitions = self._metadata.partitions_for_topic(topic)
+        if not partitions:
+            return None  # metadata not there yet (send waits for it) or no partitions: kafka-python decides
+        table = self._tables.get(topic)
+        if table is None or table[0] != partitions:
+            if table is None and len(self._tables) >= _PARTITION_CACHE_TOPICS:
+                self._tables.clear()
+            table = self._tables[topic] = (partitions, sorted(partitions), {})
+        chosen = table[2]
+        partition = chosen.get(key)
+        if partition is None:
+            if len(chosen) >= _PARTITION_CACHE_KEYS:
+                chosen.clear()
+            ordered = table[1]
+            partition = chosen[key] = ordered[(self._murmur2(key) & 0x7FFFFFFF) % len(ordered)]
+        return partition
+
+    def cached_keys(self) -> int:
+        """How many (topic, key) choices are remembered (tests)."""
+        return sum(len(table[2]) for table in self._tables.values())
+
+
 class KafkaPublisher(Publisher):
     """Publishes ``OutgoingMessage`` batches with an idempotent ``acks=all`` kafka-python producer.
 
@@ -321,6 +391,7 @@ class KafkaPublisher(Publisher):
         self._settings = settings
         self._factory = producer_factory
         self._producer: Any = None
+        self._partitions: _KeyPartitions | None = None
         self._needs_rebuild = False
         self._closed = False
         self._lock = threading.Lock()
@@ -343,6 +414,7 @@ class KafkaPublisher(Publisher):
 
     def _discard_producer(self) -> None:
         producer, self._producer = self._producer, None
+        self._partitions = None
         self._needs_rebuild = False
         if producer is None:
             return
@@ -372,6 +444,7 @@ class KafkaPublisher(Publisher):
                         f"cannot create a Kafka producer for {self._servers()}: {_describe(exc)}"
                     ) from exc
                 raise
+            self._partitions = _KeyPartitions.for_producer(self._producer)
         return self._producer
 
     def _servers(self) -> str:
@@ -381,6 +454,7 @@ class KafkaPublisher(Publisher):
         with self._lock:
             self._closed = True
             producer, self._producer = self._producer, None
+            self._partitions = None
             if producer is not None:
                 try:
                     producer.close(timeout=max(1.0, self._settings.request_timeout_ms / 1000))
@@ -424,17 +498,19 @@ class KafkaPublisher(Publisher):
             unavailable.__cause__ = exc
             return [PublishOutcome(message=m, error=unavailable) for m in messages]
 
+        partitions = self._partitions
         aborted: BaseException | None = None
         for index, message in enumerate(messages):
             if aborted is not None:
                 results.append((message, None, aborted))
                 continue
+            key = message.key
             try:
-                future = producer.send(
-                    message.topic,
-                    value=message.value,
-                    key=message.key,
-                    headers=[(name, value) for name, value in message.headers],
+                future = _send(
+                    producer,
+                    message,
+                    list(message.headers),
+                    None if partitions is None or type(key) is not bytes else partitions.partition(message.topic, key),
                 )
             except record_local as exc:
                 results.append((message, None, self._wrap(exc, index, total, message, servers)))
@@ -521,6 +597,31 @@ class KafkaPublisher(Publisher):
         )
         error.__cause__ = exc
         return error
+
+
+def _send(producer: Any, message: OutgoingMessage, headers: list[Any], partition: int | None) -> Any:
+    """``producer.send`` of one message; what kafka-python would do with the headers unpacked into tuples and its
+    own partition choice.
+
+    ``headers`` is ``list(message.headers)``: the (name, value) tuples kafka-python wants, without unpacking and
+    repacking each one. Should kafka-python refuse them because an item is not a 2-tuple (a list pair, say), the send
+    is repeated with the items unpacked into tuples, as they always were. Should it refuse ``partition`` (only if the
+    topic's partitions changed between ``_KeyPartitions.partition`` and the send), the send is repeated without it,
+    leaving the choice to kafka-python. Both refusals come before the record is appended, so a repeat never sends a
+    record twice.
+    """
+    try:
+        if partition is None:
+            return producer.send(message.topic, value=message.value, key=message.key, headers=headers)
+        return producer.send(message.topic, value=message.value, key=message.key, headers=headers, partition=partition)
+    except TypeError:
+        if all(isinstance(item, tuple) and len(item) == 2 for item in headers):
+            raise
+        return _send(producer, message, [(name, value) for name, value in headers], partition)
+    except ValueError:
+        if partition is None:
+            raise
+        return _send(producer, message, headers, None)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -284,3 +284,135 @@ def test_check_connectivity_and_ensure_topics_against_the_broker(kafka_bootstrap
     finally:
         admin.close()
     assert len(described["partitions"]) == 2
+
+
+# ------------------------------------------------------------------------------------------------
+# Keyed records: the publisher computes kafka-python's default partition itself (and remembers it).
+# ------------------------------------------------------------------------------------------------
+
+
+def _default_partition(partitions: Sequence[int], key: bytes) -> int:
+    from kafka.partitioner.default import murmur2
+
+    ordered = sorted(partitions)
+    return ordered[(murmur2(key) & 0x7FFFFFFF) % len(ordered)]
+
+
+def _raw_partitions(bootstrap: str, topic: str, keys: Sequence[bytes]) -> dict[bytes, int]:
+    """Where plain kafka-python (no ``partition=``, its own DefaultPartitioner) puts each key."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(**_settings(bootstrap).producer_config())
+    try:
+        futures = {key: producer.send(topic, key=key, value=b"raw") for key in keys}
+        producer.flush(timeout=30)
+        return {key: future.get(timeout=1).partition for key, future in futures.items()}
+    finally:
+        producer.close()
+
+
+def test_keyed_records_land_where_the_default_partitioner_puts_them(kafka_bootstrap: str, kafka_topic: str) -> None:
+    from kafka.partitioner import DefaultPartitioner
+
+    ensure_topics(_settings(kafka_bootstrap), [kafka_topic], partitions=5)
+    keys = [f"tenant-{n}".encode() for n in range(40)] + [b"", "grüße".encode(), b"\x00\xff" * 9]
+    messages = [
+        OutgoingMessage(
+            topic=kafka_topic,
+            key=keys[i % len(keys)],
+            value=f"{i % len(keys)}:{i // len(keys)}".encode(),
+            headers=(("message-id", f"m-{i}".encode()),),
+        )
+        for i in range(len(keys) * 8)
+    ]
+    with KafkaPublisher(_settings(kafka_bootstrap)) as pub:
+        outcomes: list[PublishOutcome] = []
+        for start in range(0, len(messages), 100):
+            outcomes.extend(pub.send_batch(messages[start : start + 100]))
+        cache = pub._partitions
+        assert cache is not None and cache.cached_keys() == len(keys)  # the cache was used
+        metadata = pub._producer._metadata
+        assert metadata.partitions_for_topic(kafka_topic) == set(range(5))
+        expected = {key: DefaultPartitioner().partition(kafka_topic, key, key, b"v", b"v", metadata) for key in keys}
+
+    assert all(o.confirmed for o in outcomes), [str(o.error) for o in outcomes if o.error][:3]
+    assert expected == {key: _default_partition(range(5), key) for key in keys}
+    assert len(set(expected.values())) > 1
+    for outcome in outcomes:
+        assert outcome.confirmation is not None and outcome.message.key is not None
+        assert outcome.confirmation.partition == expected[outcome.message.key]
+    # Plain kafka-python agrees, and the broker has every record where its confirmation says.
+    assert _raw_partitions(kafka_bootstrap, kafka_topic, keys) == expected
+    records = consume_records(kafka_bootstrap, kafka_topic, len(messages) + len(keys))
+    consumed = _by_position(records)
+    for outcome in outcomes:
+        conf = outcome.confirmation
+        assert conf is not None
+        record = consumed[(conf.partition, conf.offset)]
+        assert (record.key, record.value, list(record.headers)) == (
+            outcome.message.key,
+            outcome.message.value,
+            list(outcome.message.headers),
+        )
+    # Order per key kept.
+    seen: dict[bytes, list[int]] = defaultdict(list)
+    for record in records:
+        if record.value != b"raw":
+            assert record.partition == expected[record.key]
+            seen[record.key].append(int(record.value.decode().split(":")[1]))
+    assert all(seen[key] == list(range(8)) for key in keys), seen
+
+
+def test_keyless_records_are_still_spread_by_kafka_python(kafka_bootstrap: str, kafka_topic: str) -> None:
+    ensure_topics(_settings(kafka_bootstrap), [kafka_topic], partitions=3)
+    messages = [OutgoingMessage(topic=kafka_topic, value=f"v{i}".encode() * 60) for i in range(300)]
+    with KafkaPublisher(_settings(kafka_bootstrap, batch_size=1024)) as pub:
+        outcomes = pub.send_batch(messages)
+        assert pub._partitions is not None and pub._partitions.cached_keys() == 0
+
+    assert all(o.confirmed for o in outcomes), [str(o.error) for o in outcomes if o.error][:3]
+    used = {o.confirmation.partition for o in outcomes if o.confirmation is not None}
+    assert len(used) > 1, used  # kafka-python's own choice, not one remembered partition
+    consumed = _by_position(consume_records(kafka_bootstrap, kafka_topic, len(messages)))
+    for outcome in outcomes:
+        conf = outcome.confirmation
+        assert conf is not None and consumed[(conf.partition, conf.offset)].value == outcome.message.value
+
+
+def test_added_partitions_are_used_once_the_producer_knows_them(kafka_bootstrap: str, kafka_topic: str) -> None:
+    from kafka import KafkaAdminClient, KafkaProducer
+
+    ensure_topics(_settings(kafka_bootstrap), [kafka_topic], partitions=2)
+    keys = [f"aggregate-{n}".encode() for n in range(30)]
+    before = {key: _default_partition(range(2), key) for key in keys}
+    after = {key: _default_partition(range(6), key) for key in keys}
+    assert any(after[key] >= 2 for key in keys)  # some keys must move to a new partition
+
+    def batch(round_: int) -> list[OutgoingMessage]:
+        return [OutgoingMessage(topic=kafka_topic, key=key, value=f"{round_}".encode()) for key in keys]
+
+    def partitions(outcomes: Sequence[PublishOutcome]) -> dict[bytes, int]:
+        assert all(o.confirmed for o in outcomes), [str(o.error) for o in outcomes if o.error][:3]
+        return {o.message.key or b"": o.confirmation.partition for o in outcomes if o.confirmation is not None}
+
+    # A short metadata max age so the producer learns of the new partitions within the test.
+    settings = _settings(kafka_bootstrap)
+    with KafkaPublisher(
+        settings, producer_factory=lambda **config: KafkaProducer(**config, metadata_max_age_ms=500)
+    ) as pub:
+        assert partitions(pub.send_batch(batch(0))) == before
+
+        admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+        try:
+            admin.create_partitions({kafka_topic: 6})
+        finally:
+            admin.close()
+        producer = pub._producer
+        deadline = time.monotonic() + 30
+        while producer._metadata.partitions_for_topic(kafka_topic) != set(range(6)):
+            assert time.monotonic() < deadline, "the producer never saw the added partitions"
+            time.sleep(0.1)
+
+        assert partitions(pub.send_batch(batch(1))) == after
+        assert partitions(pub.send_batch(batch(2))) == after
+        assert _raw_partitions(kafka_bootstrap, kafka_topic, keys) == after

@@ -369,3 +369,43 @@ def test_failures_are_logged_without_the_password(script: dict[bytes, Any], capl
     assert not outcomes[0].confirmed
     assert "not acknowledged" in caplog.text
     assert SECRET not in caplog.text
+
+
+class HeaderCheckingProducer(FakeProducer):
+    """Refuses headers the way kafka-python's ``send`` does: a list of (str, bytes) tuples only."""
+
+    def send(self, topic: str, value: bytes, key: bytes | None, headers: list[tuple[str, bytes]]) -> Future:
+        if not isinstance(headers, list):
+            raise TypeError("headers must be list-type")
+        if not all(isinstance(h, tuple) and len(h) == 2 for h in headers):
+            raise TypeError("All headers items must be (str, bytes) tuples")
+        return super().send(topic, value, key, headers)
+
+
+def test_headers_are_sent_as_a_list_of_tuples_even_when_given_otherwise(script: dict[bytes, Any]) -> None:
+    publisher = KafkaPublisher(
+        KafkaPublisherSettings(bootstrap_servers="k:9092"),
+        producer_factory=lambda **cfg: HeaderCheckingProducer(script, **cfg),
+    )
+    pairs: Any = [["id", b"1"], ("type", b"x")]  # not what the type says, but what was always accepted
+    too_long: Any = (("id", b"1", b"extra"),)
+    not_a_pair: Any = (7,)
+    messages = [
+        OutgoingMessage("t", b"a", b"k", (("id", b"1"), ("empty", b""))),
+        OutgoingMessage("t", b"b", b"k", pairs),
+        OutgoingMessage("t", b"c", None, ()),
+        OutgoingMessage("t", b"d", b"k", too_long),
+        OutgoingMessage("t", b"e", b"k", not_a_pair),
+    ]
+
+    outcomes = publisher.send_batch(messages)
+
+    assert [o.confirmed for o in outcomes] == [True, True, True, False, False]
+    producer = FakeProducer.instances[0]
+    assert [sent[3] for sent in producer.sent] == [[("id", b"1"), ("empty", b"")], [("id", b"1"), ("type", b"x")], []]
+    # Headers that cannot be unpacked fail as unpacking them always did (ValueError / TypeError, not retriable).
+    assert "too many values to unpack" in str(outcomes[3].error)
+    assert isinstance(outcomes[3].error, KafkaPublishError) and not outcomes[3].error.retriable
+    assert "cannot unpack" in str(outcomes[4].error)
+    assert isinstance(outcomes[4].error, KafkaPublishError) and not outcomes[4].error.retriable
+    assert len(FakeProducer.instances) == 1  # record-local: the producer is kept
