@@ -1004,6 +1004,7 @@ def _incremented(current: Any, amount: Any, path: str) -> Any:
 # ============================================================================================================
 
 _JSON_CONTAINERS = (dict, list)
+_JSON_CONTAINERS_SET = frozenset(_JSON_CONTAINERS)
 _JSON_SCALARS = (str, int, float, bool, type(None))
 
 
@@ -1033,31 +1034,53 @@ def _copy_json(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
+def _is_flat(document: Document) -> bool:
+    """Whether no member of a JSON object is a dict or a list (its copy is then one ``dict.copy``)."""
+    return _JSON_CONTAINERS_SET.isdisjoint(map(type, document.values()))
+
+
 # ============================================================================================================
 # Stored state.
 # ============================================================================================================
 
 
-@dataclass(frozen=True)
 class _Stored:
-    """One stored document version. Never mutated: a write stores a new one."""
+    """One stored document version. Never mutated: a write stores a new one.
 
-    document: Document  # the body with _rid, _etag and _ts, without _lsn
-    key: _Key
-    epk: int
-    lsn: int
-    expires_at: int | None  # _ts + effective ttl; None when it never expires
-    #: At least the length of ``document``'s JSON text, so a patch can tell it stays far below the 2 MB limit
-    #: without re-encoding the whole document (see ``_patch``).
-    size_bound: int
+    A plain class with slots, not a frozen dataclass: one is built per write, and a frozen dataclass's
+    ``__init__`` sets every field through ``object.__setattr__``.
+    """
+
+    __slots__ = ("document", "epk", "expires_at", "flat", "key", "lsn", "size_bound")
+
+    def __init__(
+        self, document: Document, key: _Key, epk: int, lsn: int, expires_at: int | None, size_bound: int, flat: bool
+    ) -> None:
+        self.document = document  # the body with _rid, _etag and _ts, without _lsn
+        self.key = key
+        self.epk = epk
+        self.lsn = lsn
+        self.expires_at = expires_at  # _ts + effective ttl; None when it never expires
+        #: At least the length of ``document``'s JSON text, so a patch can tell it stays far below the 2 MB limit
+        #: without re-encoding the whole document (see ``_patch``).
+        self.size_bound = size_bound
+        #: True only when no member of ``document`` is a dict or a list, so ``document.copy()`` is an independent
+        #: copy. False is always safe (``_copy_json`` then walks the document).
+        self.flat = flat
 
     def alive_at(self, now: float) -> bool:
         # INVARIANT: expired means clock() >= _ts + ttl (test_document_expires_after_the_container_default_ttl);
         # comparing with > would keep a document readable for one extra instant.
         return self.expires_at is None or now < self.expires_at
 
+    def copy(self) -> Document:
+        """An independent copy of the document (see ``_copy_json``); one ``dict.copy`` when it is flat."""
+        return self.document.copy() if self.flat else cast(Document, _copy_json(self.document))
+
 
 _ItemKey = tuple[str, str]  # (canonical partition-key JSON, id)
+#: A body ready to be stored: the body, an upper bound of its JSON text's length, whether it is flat.
+_Checked = tuple[Document, int, bool]
 
 
 class _Transaction:
@@ -1472,13 +1495,13 @@ class MemoryDocumentContainer(DocumentContainer):
 
     # -- writes ---------------------------------------------------------------------------------------------
 
-    def _body(self, document: Document, key: _Key, *, private: bool = False) -> tuple[Document, int]:
+    def _body(self, document: Document, key: _Key, *, private: bool = False) -> _Checked:
         """Validate and copy a body: JSON, a legal id, the same partition key as the argument, a legal ttl.
 
         ``private``: ``document`` is already this container's own copy and holds nothing but JSON values (dicts,
         lists, str, int, float, bool, None), so the round trip through JSON text, which copies and normalises a
-        caller's body, would change nothing; it is validated and used as it is. Returns the body and the length of
-        its JSON text (an upper bound once system properties are dropped).
+        caller's body, would change nothing; it is validated and used as it is. Returns the body, the length of
+        its JSON text (an upper bound once system properties are dropped) and whether it is flat (``_is_flat``).
         """
         if not isinstance(document, dict):
             raise BadRequest("a document must be a JSON object")
@@ -1489,7 +1512,7 @@ class MemoryDocumentContainer(DocumentContainer):
         if len(encoded) > MAX_DOCUMENT_BYTES:  # ASCII text (ensure_ascii): characters are bytes
             raise ContainerError("the document exceeds 2 MB", status_code=413)
         body: Document = document if private else json.loads(encoded)
-        return self._checked(body, key), len(encoded)
+        return self._checked(body, key), len(encoded), _is_flat(body)
 
     def _checked(self, body: Document, key: _Key) -> Document:
         """The checks of a body known to be JSON within the size limit: id, partition key, ttl; system properties
@@ -1518,18 +1541,17 @@ class MemoryDocumentContainer(DocumentContainer):
             body.pop(name, None)
         return body
 
-    def _write(
-        self, transaction: _Transaction, checked: tuple[Document, int], key: _Key, previous: _Stored | None
-    ) -> _Stored:
-        """Store a checked body (and its size bound) as the new version. It becomes stored state: callers pass a
-        body no one else holds."""
-        body, size_bound = checked
+    def _write(self, transaction: _Transaction, checked: _Checked, key: _Key, previous: _Stored | None) -> _Stored:
+        """Store a checked body (with its size bound and flatness) as the new version. It becomes stored state:
+        callers pass a body no one else holds."""
+        body, size_bound, flat = checked
         document = body
-        document["_rid"] = previous.document["_rid"] if previous else uuid.uuid4().hex[:16]
+        document["_rid"] = previous.document["_rid"] if previous is not None else uuid.uuid4().hex[:16]
         document["_etag"] = _new_etag()
         document["_ts"] = transaction.ts
         expires_at = self._expiry(body, transaction.ts)
-        stored = _Stored(document, key, key.epk, transaction.lsn, expires_at, size_bound + _SYSTEM_PROPERTIES_BYTES)
+        size_bound += _SYSTEM_PROPERTIES_BYTES
+        stored = _Stored(document, key, key.epk, transaction.lsn, expires_at, size_bound, flat)
         transaction.put((key.json, str(body["id"])), stored)
         return stored
 
@@ -1613,7 +1635,7 @@ class MemoryDocumentContainer(DocumentContainer):
         self._check_etag(stored, if_match)
         if predicate is not None and run_query(predicate, [stored.document], {}) == []:
             raise PreconditionFailed("condition specified in the patch request is not satisfied")
-        body = _copy_json(stored.document)  # the stored version stays as it is if an operation fails
+        body = stored.copy()  # the stored version stays as it is if an operation fails
         for operation in operations:
             self._check_patch_target(operation)
             _apply_patch_operation(body, operation)
@@ -1625,7 +1647,9 @@ class MemoryDocumentContainer(DocumentContainer):
             # measure it is needed when the stored size plus what these operations can add might pass the limit.
             size_bound = stored.size_bound + sum(_growth_bound(operation) for operation in operations)
             if size_bound <= MAX_DOCUMENT_BYTES:
-                checked = self._checked_patch(body), size_bound
+                # A scalar value keeps a flat body flat (one it made flat by a remove stays marked nested, which
+                # only costs a deeper copy).
+                checked = self._checked_patch(body), size_bound, stored.flat
             else:
                 checked = self._body(body, stored.key, private=True)
         return self._public(self._write(transaction, checked, stored.key, stored))
@@ -1789,11 +1813,11 @@ class MemoryDocumentContainer(DocumentContainer):
     @staticmethod
     def _public(stored: _Stored) -> Document:
         """A caller's copy of a stored document: mutating it never changes the container, nor the reverse."""
-        return cast(Document, _copy_json(stored.document))
+        return stored.copy()
 
     @staticmethod
     def _feed_document(stored: _Stored) -> Document:
-        document: Document = _copy_json(stored.document)
+        document = stored.copy()
         document["_lsn"] = stored.lsn
         return document
 

@@ -408,6 +408,33 @@ def test_no_returned_document_shares_a_mutable_part_with_stored_state(container:
     assert container.read_change_feed(feed_range).documents[0]["tags"] == ["x"]
 
 
+def test_a_flat_document_stays_isolated_as_patches_nest_and_flatten_it(container: MemoryDocumentContainer) -> None:
+    """A document with no dict or list member is copied with one ``dict.copy``; once a patch nests a value in it
+    (or removes its only nested member), every returned copy must still be independent of stored state."""
+    feed_range = container.read_feed_ranges()[0]
+    container.create(_doc("a", n=0, status="pending"), "p")
+    container.patch("a", "p", [PatchOperation("set", "/status", "delivered"), PatchOperation("set", "/ttl", 60)])
+    nested = container.patch("a", "p", [PatchOperation("set", "/meta", {"tags": ["x"]})])
+    returned = [
+        nested,
+        container.read("a", "p"),
+        container.read_change_feed(feed_range).documents[0],
+        next(container.query("SELECT * FROM c")),
+        container.patch("a", "p", [PatchOperation("set", "/n", 1)]),
+    ]
+    for document in returned:
+        document["meta"]["tags"].append("mutated")
+        document["meta"]["added"] = True
+    assert container.read("a", "p")["meta"] == {"tags": ["x"]}
+    flattened = container.patch("a", "p", [PatchOperation("remove", "/meta")])
+    flattened["n"] = 99
+    again = container.patch("a", "p", [PatchOperation("set", "/list", [1])])
+    again["list"].append(2)
+    stored = container.read("a", "p")
+    assert stored["n"] == 1 and stored["list"] == [1] and "meta" not in stored
+    assert stored["status"] == "delivered" and stored["ttl"] == 60
+
+
 def test_a_write_never_changes_a_document_a_caller_already_holds(container: MemoryDocumentContainer) -> None:
     feed_range = container.read_feed_ranges()[0]
     container.create(_nested("a"), "p")
