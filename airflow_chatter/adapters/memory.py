@@ -27,6 +27,7 @@ from __future__ import annotations
 import bisect
 import copy
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -39,7 +40,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property, lru_cache
 from json.encoder import encode_basestring_ascii
-from typing import Any, cast
+from time import time_ns as _time_ns
+from typing import Any, TypeVar, cast
 
 from typing_extensions import override
 
@@ -132,6 +134,25 @@ class OperationCall:
     arguments: Mapping[str, Any] = field(default_factory=dict)
 
 
+_new_object = object.__new__
+
+
+def _operation_call(
+    operation: str, number: int, item_id: str | None, partition_key: PartitionKey | None, arguments: dict[str, Any]
+) -> OperationCall:
+    """``OperationCall(operation, number, item_id, partition_key, arguments)``, built as that would build it but
+    without the frozen dataclass's ``__init__``, which sets each field through ``object.__setattr__`` (one is built
+    for every operation; tests pin that it equals the directly built one)."""
+    call: OperationCall = _new_object(OperationCall)
+    fields = call.__dict__
+    fields["operation"] = operation
+    fields["number"] = number
+    fields["item_id"] = item_id
+    fields["partition_key"] = partition_key
+    fields["arguments"] = arguments
+    return call
+
+
 ErrorSource = BaseException | Callable[[OperationCall], BaseException]
 
 
@@ -213,11 +234,13 @@ class FaultPlan:
 
     def raise_before(self, call: OperationCall) -> None:
         """Raise the first due fault that fails a call before it applies."""
-        self._raise_due(call, after_apply=False)
+        if self.rules:
+            self._raise_due(call, after_apply=False)
 
     def raise_after(self, call: OperationCall) -> None:
         """Raise the first due fault that fails a call after it applied."""
-        self._raise_due(call, after_apply=True)
+        if self.rules:
+            self._raise_due(call, after_apply=True)
 
     def _raise_due(self, call: OperationCall, *, after_apply: bool) -> None:
         for rule in self.rules:
@@ -1078,6 +1101,7 @@ class _Stored:
         return self.document.copy() if self.flat else cast(Document, _copy_json(self.document))
 
 
+_T = TypeVar("_T")
 _ItemKey = tuple[str, str]  # (canonical partition-key JSON, id)
 #: A body ready to be stored: the body, an upper bound of its JSON text's length, whether it is flat.
 _Checked = tuple[Document, int, bool]
@@ -1090,38 +1114,28 @@ class _Transaction:
     service; a failed transaction is dropped, which is what makes a batch all-or-nothing.
     """
 
+    __slots__ = ("_items", "lsn", "now", "ts", "writes")
+
     def __init__(self, items: dict[_ItemKey, _Stored], last_lsn: int, now: float) -> None:
         self._items = items
-        self._writes: dict[_ItemKey, _Stored | None] = {}
+        #: The versions this transaction wrote (``None``: deleted), in write order.
+        self.writes: dict[_ItemKey, _Stored | None] = {}
         self.lsn = last_lsn + 1
         self.now = now
         self.ts = int(now)
 
     def get(self, key: _ItemKey) -> _Stored | None:
-        stored = self._writes[key] if key in self._writes else self._items.get(key)
-        return stored if stored is not None and stored.alive_at(self.now) else None
+        writes = self.writes
+        stored = writes[key] if key in writes else self._items.get(key)
+        if stored is None or (stored.expires_at is not None and self.now >= stored.expires_at):  # not alive_at(now)
+            return None
+        return stored
 
     def put(self, key: _ItemKey, stored: _Stored) -> None:
-        self._writes[key] = stored
+        self.writes[key] = stored
 
     def remove(self, key: _ItemKey) -> None:
-        self._writes[key] = None
-
-    @property
-    def wrote(self) -> bool:
-        return bool(self._writes)
-
-    def stored_keys(self) -> list[_ItemKey]:
-        """The keys this transaction wrote a version of (not those it deleted), in commit order."""
-        return [key for key, stored in self._writes.items() if stored is not None]
-
-    def commit(self) -> None:
-        for key, stored in self._writes.items():
-            if stored is None:
-                self._items.pop(key, None)
-            else:
-                self._items.pop(key, None)  # re-insert so iteration order follows the latest write
-                self._items[key] = stored
+        self.writes[key] = None
 
 
 # ============================================================================================================
@@ -1162,6 +1176,11 @@ class MemoryDocumentContainer(DocumentContainer):
             default_ttl=self._default_ttl,
         )
         self._rid = uuid.uuid4().hex[:16]
+        # ETags: opaque, quoted and shaped like the service's (a UUID-like hex string). 80 random bits per container
+        # and a 48-bit write serial make each unique, without drawing random bytes on every write.
+        random = os.urandom(10).hex()
+        self._etag_prefix = f'"{random[:8]}-{random[8:12]}-{random[12:16]}-{random[16:]}-'
+        self._etag_serials = itertools.count(1)
         self._lock = threading.RLock()
         self._items: dict[_ItemKey, _Stored] = {}
         self._lsn = 0
@@ -1190,38 +1209,50 @@ class MemoryDocumentContainer(DocumentContainer):
     def _run(
         self,
         operation: str,
-        apply: Callable[[_Transaction], Any],
+        apply: Callable[[_Transaction], _T],
         *,
         item_id: str | None = None,
         partition_key: PartitionKey | None = None,
         **arguments: Any,
-    ) -> Any:
+    ) -> _T:
         """Count the call, run the hooks and ``apply`` in one transaction, and commit it if ``apply`` returns."""
         with self._lock:
-            self.calls[operation] += 1
-            call = OperationCall(operation, self.calls[operation], item_id, partition_key, arguments)
+            calls = self.calls
+            number = calls[operation] + 1
+            calls[operation] = number
+            call = _operation_call(operation, number, item_id, partition_key, arguments)
             self.check(call)
             transaction = _Transaction(self._items, self._lsn, self._now())
             result = apply(transaction)
-            if transaction.wrote:
-                transaction.commit()
-                self._lsn = transaction.lsn
-                self._log(transaction)
+            if transaction.writes:
+                self._commit(transaction)
             self.after_apply(call, result)
             return result
 
-    def _log(self, transaction: _Transaction) -> None:
-        keys = transaction.stored_keys()
-        self._log_keys.extend(keys)
-        self._log_lsns.extend([transaction.lsn] * len(keys))
-        if len(self._log_keys) > 2 * len(self._items) + 1024:
+    def _commit(self, transaction: _Transaction) -> None:
+        """Apply a transaction's writes to the items and append the versions it stored to the change log."""
+        items, log_keys, log_lsns, lsn = self._items, self._log_keys, self._log_lsns, transaction.lsn
+        for key, stored in transaction.writes.items():
+            items.pop(key, None)  # re-insert so iteration order follows the latest write
+            if stored is not None:
+                items[key] = stored
+                log_keys.append(key)
+                log_lsns.append(lsn)
+        self._lsn = lsn
+        if len(log_keys) > 2 * len(items) + 1024:
             # INVARIANT: ``_items`` iterates in commit order (commit re-inserts every key it writes), so it is the
             # log without its superseded entries.
-            self._log_keys = list(self._items)
-            self._log_lsns = [stored.lsn for stored in self._items.values()]
+            self._log_keys = list(items)
+            self._log_lsns = [stored.lsn for stored in items.values()]
 
     def _now(self) -> float:
-        now = self._clock()
+        clock = self._clock
+        if clock is utc_now:
+            # What ``utc_now().timestamp()`` returns for the same reading of the system clock (``datetime.now``
+            # floors it to microseconds; ``timestamp()`` divides the microseconds since the epoch by 10**6), without
+            # building an aware datetime and converting it back.
+            return _time_ns() // 1000 / 1_000_000
+        now = clock()
         if now.tzinfo is None:
             now = now.replace(tzinfo=UTC)
         return now.timestamp()
@@ -1231,35 +1262,29 @@ class MemoryDocumentContainer(DocumentContainer):
     @override
     def properties(self) -> ContainerProperties:
         """Read the container's metadata."""
-        return cast(ContainerProperties, self._run("properties", lambda _t: self._properties))
+        return self._run("properties", lambda _t: self._properties)
 
     # -- port: point operations -----------------------------------------------------------------------------
 
     @override
     def create(self, document: Document, partition_key: PartitionKey) -> Document:
         """Create a document; ``Conflict`` if its id exists in that partition."""
-        return cast(
-            Document,
-            self._run(
-                "create",
-                lambda t: self._create(t, document, partition_key),
-                item_id=_id_of(document),
-                partition_key=partition_key,
-                document=document,
-            ),
+        return self._run(
+            "create",
+            lambda t: self._create(t, document, partition_key),
+            item_id=_id_of(document),
+            partition_key=partition_key,
+            document=document,
         )
 
     @override
     def read(self, item_id: str, partition_key: PartitionKey) -> Document:
         """Point-read a document; ``NotFound`` if absent (or expired)."""
-        return cast(
-            Document,
-            self._run(
-                "read",
-                lambda t: self._public(self._existing(t, item_id, partition_key)),
-                item_id=item_id,
-                partition_key=partition_key,
-            ),
+        return self._run(
+            "read",
+            lambda t: self._public(self._existing(t, item_id, partition_key)),
+            item_id=item_id,
+            partition_key=partition_key,
         )
 
     @override
@@ -1272,31 +1297,25 @@ class MemoryDocumentContainer(DocumentContainer):
         if_match: str | None = None,
     ) -> Document:
         """Replace a document; ``NotFound`` if absent, ``PreconditionFailed`` on a stale ``if_match``."""
-        return cast(
-            Document,
-            self._run(
-                "replace",
-                lambda t: self._replace(t, item_id, partition_key, document, if_match),
-                item_id=item_id,
-                partition_key=partition_key,
-                document=document,
-                if_match=if_match,
-            ),
+        return self._run(
+            "replace",
+            lambda t: self._replace(t, item_id, partition_key, document, if_match),
+            item_id=item_id,
+            partition_key=partition_key,
+            document=document,
+            if_match=if_match,
         )
 
     @override
     def upsert(self, document: Document, partition_key: PartitionKey, *, if_match: str | None = None) -> Document:
         """Create or replace a document; ``PreconditionFailed`` when ``if_match`` does not hold."""
-        return cast(
-            Document,
-            self._run(
-                "upsert",
-                lambda t: self._upsert(t, document, partition_key, if_match)[0],
-                item_id=_id_of(document),
-                partition_key=partition_key,
-                document=document,
-                if_match=if_match,
-            ),
+        return self._run(
+            "upsert",
+            lambda t: self._upsert(t, document, partition_key, if_match)[0],
+            item_id=_id_of(document),
+            partition_key=partition_key,
+            document=document,
+            if_match=if_match,
         )
 
     @override
@@ -1321,17 +1340,14 @@ class MemoryDocumentContainer(DocumentContainer):
         filter_predicate: str | None = None,
     ) -> Document:
         """Apply patch operations atomically; ``PreconditionFailed`` if the ETag or the filter fails."""
-        return cast(
-            Document,
-            self._run(
-                "patch",
-                lambda t: self._patch(t, item_id, partition_key, operations, if_match, filter_predicate),
-                item_id=item_id,
-                partition_key=partition_key,
-                operations=tuple(operations),
-                if_match=if_match,
-                filter_predicate=filter_predicate,
-            ),
+        return self._run(
+            "patch",
+            lambda t: self._patch(t, item_id, partition_key, operations, if_match, filter_predicate),
+            item_id=item_id,
+            partition_key=partition_key,
+            operations=tuple(operations),
+            if_match=if_match,
+            filter_predicate=filter_predicate,
         )
 
     @override
@@ -1339,14 +1355,11 @@ class MemoryDocumentContainer(DocumentContainer):
         self, partition_key: PartitionKey, operations: Sequence[BatchOperation]
     ) -> list[BatchOperationResult]:
         """Run operations all-or-nothing in one partition; ``BatchFailed`` names the culprit."""
-        return cast(
-            list[BatchOperationResult],
-            self._run(
-                "execute_batch",
-                lambda t: self._batch(t, partition_key, operations),
-                partition_key=partition_key,
-                operations=tuple(operations),
-            ),
+        return self._run(
+            "execute_batch",
+            lambda t: self._batch(t, partition_key, operations),
+            partition_key=partition_key,
+            operations=tuple(operations),
         )
 
     # -- port: query ----------------------------------------------------------------------------------------
@@ -1371,29 +1384,25 @@ class MemoryDocumentContainer(DocumentContainer):
             sql=sql,
             parameters=parameters,
         )
-        return iter(cast(list[Document], rows))
+        return iter(rows)
 
     # -- port: feed ranges and the change feed --------------------------------------------------------------
 
     @override
     def read_feed_ranges(self, *, force_refresh: bool = False) -> list[FeedRange]:
         """List the current feed ranges, in EPK order."""
-        return cast(
-            list[FeedRange],
-            self._run("read_feed_ranges", lambda _t: [r.feed_range for r in self._ranges], force_refresh=force_refresh),
+        return self._run(
+            "read_feed_ranges", lambda _t: [r.feed_range for r in self._ranges], force_refresh=force_refresh
         )
 
     @override
     def is_feed_range_subset(self, parent: FeedRange, child: FeedRange) -> bool:
         """Whether ``child`` lies inside ``parent``."""
-        return cast(
-            bool,
-            self._run(
-                "is_feed_range_subset",
-                lambda _t: _EpkRange.parse(parent.token).covers(_EpkRange.parse(child.token)),
-                parent=parent,
-                child=child,
-            ),
+        return self._run(
+            "is_feed_range_subset",
+            lambda _t: _EpkRange.parse(parent.token).covers(_EpkRange.parse(child.token)),
+            parent=parent,
+            child=child,
         )
 
     @override
@@ -1410,16 +1419,13 @@ class MemoryDocumentContainer(DocumentContainer):
         ``continuation`` wins over ``start``. A continuation of a parent range is accepted for its children.
         ``FeedRangeGone`` when the range spans more than one current range (it split).
         """
-        return cast(
-            ChangeFeedPage,
-            self._run(
-                "read_change_feed",
-                lambda t: self._change_feed(t, feed_range, continuation, start, max_item_count),
-                feed_range=feed_range,
-                continuation=continuation,
-                start=start,
-                max_item_count=max_item_count,
-            ),
+        return self._run(
+            "read_change_feed",
+            lambda t: self._change_feed(t, feed_range, continuation, start, max_item_count),
+            feed_range=feed_range,
+            continuation=continuation,
+            start=start,
+            max_item_count=max_item_count,
         )
 
     # -- test helpers (not part of the port) ----------------------------------------------------------------
@@ -1546,8 +1552,8 @@ class MemoryDocumentContainer(DocumentContainer):
         callers pass a body no one else holds."""
         body, size_bound, flat = checked
         document = body
-        document["_rid"] = previous.document["_rid"] if previous is not None else uuid.uuid4().hex[:16]
-        document["_etag"] = _new_etag()
+        document["_rid"] = previous.document["_rid"] if previous is not None else os.urandom(8).hex()
+        document["_etag"] = f'{self._etag_prefix}{next(self._etag_serials):012x}"'
         document["_ts"] = transaction.ts
         expires_at = self._expiry(body, transaction.ts)
         size_bound += _SYSTEM_PROPERTIES_BYTES
@@ -1828,12 +1834,6 @@ def _result(status_code: int, document: Document) -> BatchOperationResult:
 
 def _id_of(document: Any) -> str | None:
     return str(document["id"]) if isinstance(document, dict) and "id" in document else None
-
-
-def _new_etag() -> str:
-    """A fresh opaque ETag, quoted and shaped like the service's (a UUID-like hex string)."""
-    h = os.urandom(16).hex()
-    return f'"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"'
 
 
 def _check_id(item_id: Any) -> None:

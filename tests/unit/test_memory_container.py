@@ -228,6 +228,52 @@ def test_a_subclass_can_override_the_check_hook() -> None:
     assert list(container.query("SELECT * FROM c")) == []
 
 
+def test_the_hooks_see_every_call_as_a_plain_operation_call() -> None:
+    """``check`` and ``after_apply`` get, for every operation, the very call ``OperationCall(...)`` builds: same
+    fields, equality and repr, frozen, numbered per operation; ``after_apply`` sees the result."""
+    seen: list[tuple[str, OperationCall, Any]] = []
+
+    class Recording(MemoryDocumentContainer):
+        def check(self, call: OperationCall) -> None:
+            seen.append(("check", call, None))
+            super().check(call)
+
+        def after_apply(self, call: OperationCall, result: Any) -> None:
+            seen.append(("after", call, result))
+            super().after_apply(call, result)
+
+    container = Recording()
+    body = _doc("a", n=0)
+    created = container.create(body, "p")
+    operations = [PatchOperation("set", "/n", 1), PatchOperation("set", "/ttl", 60)]
+    patched = container.patch("a", "p", operations, if_match=created["_etag"])
+    container.patch("a", "p", operations[:1])
+    container.read("a", "p")
+    expected = [
+        OperationCall("create", 1, "a", "p", {"document": body}),
+        OperationCall(
+            "patch",
+            1,
+            "a",
+            "p",
+            {"operations": tuple(operations), "if_match": created["_etag"], "filter_predicate": None},
+        ),
+        OperationCall(
+            "patch", 2, "a", "p", {"operations": tuple(operations[:1]), "if_match": None, "filter_predicate": None}
+        ),
+        OperationCall("read", 1, "a", "p", {}),
+    ]
+    assert [when for when, _, _ in seen] == ["check", "after"] * 4
+    for index, call in enumerate(expected):
+        before, after = seen[2 * index][1], seen[2 * index + 1][1]
+        assert before is after, "one call object per operation"
+        assert before == call and repr(before) == repr(call)
+        assert type(before) is OperationCall and vars(before) == vars(call)
+        with pytest.raises(AttributeError):
+            before.number = 7  # type: ignore[misc]
+    assert seen[3][2] == patched and container.calls == {"create": 1, "patch": 2, "read": 1}
+
+
 def test_a_fault_on_a_batch_fails_it_whole(container: MemoryDocumentContainer) -> None:
     container.faults.fail("execute_batch", times=1, error=Throttled())
     with pytest.raises(Throttled):
