@@ -987,19 +987,21 @@ def _patch_element(parent: list[Any], token: str, operation: PatchOperation, val
         raise BadRequest(f"unsupported patch operation {operation.op!r}")
 
 
-def _growth_bound(operation: PatchOperation) -> int:
-    """At most how many characters a patch operation with a JSON-scalar value adds to a document's JSON text.
+def _name_growth_bound(tokens: tuple[str, ...]) -> int:
+    """With ``_scalar_json_length`` of its value: at most how many characters a patch operation at ``tokens`` with a
+    JSON-scalar value adds to a document's JSON text.
 
     A new member adds ``, "name": value``, a new element ``, value``; replacing or removing adds less; an ``incr``
-    result is at most one character longer than the longer operand, or a float repr. ``BadRequest`` for a value
-    that is not JSON (NaN, Infinity), as the full encoding of the document would raise.
+    result is at most one character longer than the longer operand, or a float repr.
     """
-    name_length = len(encode_basestring_ascii(_path_tokens(operation.path)[-1]))
-    return name_length + _scalar_json_length(operation.value) + 4 + _NUMBER_GROWTH_BYTES
+    return len(encode_basestring_ascii(tokens[-1])) + 4 + _NUMBER_GROWTH_BYTES
 
 
 def _scalar_json_length(value: str | int | float | bool | None) -> int:
-    """The length of a JSON scalar's text as ``_BODY_ENCODER`` writes it, without building an encoder."""
+    """The length of a JSON scalar's text as ``_BODY_ENCODER`` writes it, without building an encoder.
+
+    ``BadRequest`` for a value that is not JSON (NaN, Infinity), as the full encoding of the document would raise.
+    """
     if isinstance(value, str):
         return len(encode_basestring_ascii(value))
     if value is None or value is True:
@@ -1165,6 +1167,7 @@ class MemoryDocumentContainer(DocumentContainer):
     ) -> None:
         self._paths = _validated_paths(partition_key_paths)
         self._path_tokens = [_path_tokens(path) for path in self._paths]
+        self._single_path = len(self._paths) == 1
         self._default_ttl = _validated_default_ttl(default_ttl)
         self._clock = clock
         self._ranges = _even_ranges(feed_range_count)
@@ -1186,6 +1189,8 @@ class MemoryDocumentContainer(DocumentContainer):
         self._lsn = 0
         #: ``_Key`` values (immutable, their JSON and EPK computed once) of single-path scalar partition keys.
         self._scalar_keys: dict[tuple[type, Any], _Key] = {}
+        #: Paths that passed ``_check_patch_target``: their ``_patch_target``.
+        self._patch_targets: dict[str, tuple[str | None, int]] = {}
         # The change log: (_lsn, key) of every stored version in commit order, so a change-feed page starts at a
         # bisect of its continuation instead of scanning every item. Entries a later write superseded are skipped
         # on read and dropped when the log is rebuilt.
@@ -1461,7 +1466,7 @@ class MemoryDocumentContainer(DocumentContainer):
     # -- partition keys -------------------------------------------------------------------------------------
 
     def _key(self, partition_key: PartitionKey, *, allow_prefix: bool = False) -> _Key:
-        if type(partition_key) in _JSON_SCALARS and len(self._paths) == 1:
+        if self._single_path and type(partition_key) in _JSON_SCALARS:
             # The type is part of the cache key: True == 1 in Python, but not in Cosmos.
             cache_key = (type(partition_key), partition_key)
             key = self._scalar_keys.get(cache_key)
@@ -1494,10 +1499,6 @@ class MemoryDocumentContainer(DocumentContainer):
             value = _walk(document, tokens)
             components.append(None if value is UNDEFINED else _canonical_component(value))
         return _Key(tuple(components))
-
-    def _item_key(self, item_id: str, partition_key: PartitionKey) -> tuple[_ItemKey, _Key]:
-        key = self._full_key(partition_key)
-        return (key.json, str(item_id)), key
 
     # -- writes ---------------------------------------------------------------------------------------------
 
@@ -1540,11 +1541,12 @@ class MemoryDocumentContainer(DocumentContainer):
 
         INVARIANT: ``_check_patch_target`` refuses any path at the id, at a system property, or at or above a
         partition-key path, and a path below one fails because a stored partition value is a scalar or absent. So the
-        id and the partition key are the stored ones, which ``_checked`` verified when they were written.
+        id and the partition key are the stored ones, which ``_checked`` verified when they were written. Of the
+        system properties, a stored body holds only those ``_write`` sets (``_checked`` drops the others, and no
+        patch can add one), so only those are dropped.
         """
         _check_item_ttl(body.get("ttl"))
-        for name in SYSTEM_PROPERTIES:
-            body.pop(name, None)
+        del body["_rid"], body["_etag"], body["_ts"]
         return body
 
     def _write(self, transaction: _Transaction, checked: _Checked, key: _Key, previous: _Stored | None) -> _Stored:
@@ -1570,8 +1572,7 @@ class MemoryDocumentContainer(DocumentContainer):
         return None if effective == -1 else ts + effective
 
     def _existing(self, transaction: _Transaction, item_id: str, partition_key: PartitionKey) -> _Stored:
-        item_key, _ = self._item_key(item_id, partition_key)
-        stored = transaction.get(item_key)
+        stored = transaction.get((self._key(partition_key).json, str(item_id)))
         if stored is None:
             raise NotFound(f"no document {item_id!r} in partition {partition_key!r}")
         return stored
@@ -1642,16 +1643,31 @@ class MemoryDocumentContainer(DocumentContainer):
         if predicate is not None and run_query(predicate, [stored.document], {}) == []:
             raise PreconditionFailed("condition specified in the patch request is not satisfied")
         body = stored.copy()  # the stored version stays as it is if an operation fails
+        targets = self._patch_targets
+        scalar = True
+        size_bound = stored.size_bound
         for operation in operations:
-            self._check_patch_target(operation)
+            target = targets.get(operation.path)
+            if target is None:
+                target = self._patch_target(operation)
+            member, name_growth = target
+            size_bound += name_growth
+            value = operation.value
+            if type(value) in _JSON_SCALARS:
+                if member is not None and operation.op == "set":
+                    body[member] = value  # what _apply_patch_operation does for it
+                    continue
+            else:
+                scalar = False
             _apply_patch_operation(body, operation)
-        if not all(type(operation.value) in _JSON_SCALARS for operation in operations):
+        if not scalar:
             # A list, an object, a tuple...: the JSON round trip that normalises a caller's body.
             checked = self._body(body, stored.key)
         else:
             # JSON scalars (the drain's stamps) leave the copy holding only JSON values. Re-encoding it only to
             # measure it is needed when the stored size plus what these operations can add might pass the limit.
-            size_bound = stored.size_bound + sum(_growth_bound(operation) for operation in operations)
+            for operation in operations:
+                size_bound += _scalar_json_length(operation.value)
             if size_bound <= MAX_DOCUMENT_BYTES:
                 # A scalar value keeps a flat body flat (one it made flat by a remove stays marked nested, which
                 # only costs a deeper copy).
@@ -1660,8 +1676,22 @@ class MemoryDocumentContainer(DocumentContainer):
                 checked = self._body(body, stored.key, private=True)
         return self._public(self._write(transaction, checked, stored.key, stored))
 
+    def _patch_target(self, operation: PatchOperation) -> tuple[str | None, int]:
+        """Check that an operation's path may be patched (``_check_patch_target``) and remember it as a target:
+        the member it names when it is a top-level member (else None), and ``_name_growth_bound``."""
+        self._check_patch_target(operation)
+        tokens = _path_tokens(operation.path)
+        target = (tokens[0] if len(tokens) == 1 else None, _name_growth_bound(tokens))
+        if len(self._patch_targets) >= _KEY_CACHE_SIZE:
+            self._patch_targets.clear()
+        self._patch_targets[operation.path] = target
+        return target
+
     def _check_patch_target(self, operation: PatchOperation) -> None:
-        """Refuse patches of the id, a partition-key path (or an ancestor of one) and system properties."""
+        """Refuse patches of the id, a partition-key path (or an ancestor of one) and system properties.
+
+        Whether a path passes depends on the path and the container only: ``_patch_target`` remembers those that do.
+        """
         tokens = _path_tokens(operation.path)
         if tokens[0] == "id" or tokens[0] in SYSTEM_PROPERTIES:
             raise BadRequest(f"{operation.op} {operation.path}: {tokens[0]} cannot be patched")

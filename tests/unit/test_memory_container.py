@@ -738,6 +738,45 @@ def test_patch_set_on_an_array_index_overwrites_the_element(container: MemoryDoc
     assert patched["tags"] == ["x", "z", "w"]
 
 
+def test_a_path_patched_before_keeps_every_operations_semantics(container: MemoryDocumentContainer) -> None:
+    """The container remembers which paths may be patched; a refused path stays refused, and a remembered one still
+    behaves per operation (and keeps the members' order: new ones last, before the system properties)."""
+    container.create(_doc("a", n=0), "p")
+    for _ in range(3):
+        with pytest.raises(BadRequest):
+            container.patch("a", "p", [PatchOperation("set", "/n", 1), PatchOperation("set", "/pk", "x")])
+        with pytest.raises(BadRequest):
+            container.patch("a", "p", [PatchOperation("set", "/n", 1), PatchOperation("set", "/_ts", 1)])
+        assert container.read("a", "p")["n"] == 0
+    absent = object()
+    steps: list[tuple[PatchOperation, Any]] = [
+        (PatchOperation("set", "/m", 1), 1),
+        (PatchOperation("incr", "/m", 2), 3),
+        (PatchOperation("replace", "/m", "x"), "x"),
+        (PatchOperation("set", "/m", None), None),
+        (PatchOperation("remove", "/m"), absent),
+        (PatchOperation("remove", "/m"), BadRequest),
+        (PatchOperation("replace", "/m", 1), BadRequest),
+        (PatchOperation("add", "/m", 5), 5),
+        (PatchOperation("incr", "/m", "1"), BadRequest),
+        (PatchOperation("set", "/m", [1]), [1]),
+        (PatchOperation("set", "/m/0", 7), [7]),
+        (PatchOperation("set", "/m", 2.5), 2.5),
+    ]
+    for operation, expected in steps:
+        before = container.read("a", "p")
+        if expected is BadRequest:
+            with pytest.raises(BadRequest):
+                container.patch("a", "p", [operation])
+            assert container.read("a", "p") == before
+            continue
+        patched = container.patch("a", "p", [operation])
+        assert patched.get("m", absent) == expected
+        assert list(patched) == ["id", "pk", "n", *(["m"] if expected is not absent else []), "_rid", "_etag", "_ts"]
+    stamped = container.patch("a", "p", [PatchOperation("set", "/n", 1), PatchOperation("set", "/status", "done")])
+    assert list(stamped) == ["id", "pk", "n", "m", "status", "_rid", "_etag", "_ts"] and stamped["n"] == 1
+
+
 def test_an_empty_patch_is_400(container: MemoryDocumentContainer) -> None:
     container.create(_doc("a"), "p")
     with pytest.raises(BadRequest):
