@@ -1133,9 +1133,6 @@ class _Transaction:
             return None
         return stored
 
-    def put(self, key: _ItemKey, stored: _Stored) -> None:
-        self.writes[key] = stored
-
     def remove(self, key: _ItemKey) -> None:
         self.writes[key] = None
 
@@ -1549,18 +1546,26 @@ class MemoryDocumentContainer(DocumentContainer):
         del body["_rid"], body["_etag"], body["_ts"]
         return body
 
-    def _write(self, transaction: _Transaction, checked: _Checked, key: _Key, previous: _Stored | None) -> _Stored:
-        """Store a checked body (with its size bound and flatness) as the new version. It becomes stored state:
-        callers pass a body no one else holds."""
+    def _write(
+        self,
+        transaction: _Transaction,
+        checked: _Checked,
+        key: _Key,
+        previous: _Stored | None,
+        item_key: _ItemKey | None = None,
+    ) -> _Stored:
+        """Store a checked body (with its size bound and flatness) as the new version, under ``item_key`` (by
+        default its partition key and id). It becomes stored state: callers pass a body no one else holds."""
         body, size_bound, flat = checked
         document = body
         document["_rid"] = previous.document["_rid"] if previous is not None else os.urandom(8).hex()
         document["_etag"] = f'{self._etag_prefix}{next(self._etag_serials):012x}"'
-        document["_ts"] = transaction.ts
-        expires_at = self._expiry(body, transaction.ts)
-        size_bound += _SYSTEM_PROPERTIES_BYTES
-        stored = _Stored(document, key, key.epk, transaction.lsn, expires_at, size_bound, flat)
-        transaction.put((key.json, str(body["id"])), stored)
+        ts = document["_ts"] = transaction.ts
+        expires_at = self._expiry(body, ts)
+        stored = _Stored(
+            document, key, key.epk, transaction.lsn, expires_at, size_bound + _SYSTEM_PROPERTIES_BYTES, flat
+        )
+        transaction.writes[item_key or (key.json, str(body["id"]))] = stored
         return stored
 
     def _expiry(self, body: Document, ts: int) -> int | None:
@@ -1638,7 +1643,10 @@ class MemoryDocumentContainer(DocumentContainer):
         if not 1 <= len(operations) <= MAX_PATCH_OPERATIONS:
             raise BadRequest(f"a patch takes 1 to {MAX_PATCH_OPERATIONS} operations, not {len(operations)}")
         predicate = parse_filter_predicate(filter_predicate) if filter_predicate is not None else None
-        stored = self._existing(transaction, item_id, partition_key)
+        item_key = (self._key(partition_key).json, str(item_id))
+        stored = transaction.get(item_key)
+        if stored is None:
+            raise NotFound(f"no document {item_id!r} in partition {partition_key!r}")  # as _existing
         self._check_etag(stored, if_match)
         if predicate is not None and run_query(predicate, [stored.document], {}) == []:
             raise PreconditionFailed("condition specified in the patch request is not satisfied")
@@ -1667,14 +1675,15 @@ class MemoryDocumentContainer(DocumentContainer):
             # JSON scalars (the drain's stamps) leave the copy holding only JSON values. Re-encoding it only to
             # measure it is needed when the stored size plus what these operations can add might pass the limit.
             for operation in operations:
-                size_bound += _scalar_json_length(operation.value)
+                value = operation.value
+                size_bound += len(encode_basestring_ascii(value)) if type(value) is str else _scalar_json_length(value)
             if size_bound <= MAX_DOCUMENT_BYTES:
                 # A scalar value keeps a flat body flat (one it made flat by a remove stays marked nested, which
                 # only costs a deeper copy).
                 checked = self._checked_patch(body), size_bound, stored.flat
             else:
                 checked = self._body(body, stored.key, private=True)
-        return self._public(self._write(transaction, checked, stored.key, stored))
+        return self._write(transaction, checked, stored.key, stored, item_key).copy()
 
     def _patch_target(self, operation: PatchOperation) -> tuple[str | None, int]:
         """Check that an operation's path may be patched (``_check_patch_target``) and remember it as a target:
@@ -1800,7 +1809,7 @@ class MemoryDocumentContainer(DocumentContainer):
         else:
             next_lsn = after_lsn
         token = _Continuation(self._rid, requested, next_lsn).encode()
-        return ChangeFeedPage(tuple(self._feed_document(stored) for stored in page), token)
+        return ChangeFeedPage(tuple([self._feed_document(stored) for stored in page]), token)
 
     def _changes_after(
         self, transaction: _Transaction, requested: _EpkRange, after_lsn: int, since_ts: float | None, count: int
@@ -1808,7 +1817,8 @@ class MemoryDocumentContainer(DocumentContainer):
         """The live latest versions in ``requested`` written after ``after_lsn`` (and at or after ``since_ts``), in
         ``_lsn`` order: ``count`` of them, plus any that share the last one's ``_lsn`` (one batch is never split
         across pages; the service does the same, so a page can exceed the requested count)."""
-        items, lsns, keys = self._items, self._log_lsns, self._log_keys
+        items, lsns, keys, now = self._items, self._log_lsns, self._log_keys, transaction.now
+        low, high = requested.low, requested.high
         page: list[_Stored] = []
         for position in range(bisect.bisect_right(lsns, after_lsn), len(lsns)):
             lsn = lsns[position]
@@ -1817,8 +1827,9 @@ class MemoryDocumentContainer(DocumentContainer):
             stored = items.get(keys[position])
             if stored is None or stored.lsn != lsn:
                 continue  # deleted, or superseded by a later version (which has its own entry further on)
-            if not stored.alive_at(transaction.now) or not requested.contains(stored.epk):
-                continue
+            expires_at = stored.expires_at
+            if (expires_at is not None and now >= expires_at) or not low <= stored.epk < high:
+                continue  # expired (not alive_at(now)), or outside the requested range (not requested.contains)
             if since_ts is not None and stored.document["_ts"] < since_ts:
                 continue
             page.append(stored)
