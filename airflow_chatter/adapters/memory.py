@@ -1542,7 +1542,9 @@ class MemoryDocumentContainer(DocumentContainer):
         system properties, a stored body holds only those ``_write`` sets (``_checked`` drops the others, and no
         patch can add one), so only those are dropped.
         """
-        _check_item_ttl(body.get("ttl"))
+        ttl = body.get("ttl")
+        if ttl is not None and not (type(ttl) is int and 0 < ttl <= MAX_TTL_SECONDS):  # not an obviously legal ttl
+            _check_item_ttl(ttl)
         del body["_rid"], body["_etag"], body["_ts"]
         return body
 
@@ -1676,7 +1678,13 @@ class MemoryDocumentContainer(DocumentContainer):
             # measure it is needed when the stored size plus what these operations can add might pass the limit.
             for operation in operations:
                 value = operation.value
-                size_bound += len(encode_basestring_ascii(value)) if type(value) is str else _scalar_json_length(value)
+                kind = type(value)
+                if kind is str:
+                    size_bound += len(encode_basestring_ascii(value))
+                elif kind is int:
+                    size_bound += len(repr(value))
+                else:
+                    size_bound += _scalar_json_length(value)
             if size_bound <= MAX_DOCUMENT_BYTES:
                 # A scalar value keeps a flat body flat (one it made flat by a remove stays marked nested, which
                 # only costs a deeper copy).
