@@ -41,7 +41,7 @@ from datetime import UTC, datetime
 from functools import cached_property, lru_cache
 from json.encoder import encode_basestring_ascii
 from time import time_ns as _time_ns
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, TypeVarTuple, cast
 
 from typing_extensions import override
 
@@ -1104,6 +1104,7 @@ class _Stored:
 
 
 _T = TypeVar("_T")
+_Ts = TypeVarTuple("_Ts")
 _ItemKey = tuple[str, str]  # (canonical partition-key JSON, id)
 #: A body ready to be stored: the body, an upper bound of its JSON text's length, whether it is flat.
 _Checked = tuple[Document, int, bool]
@@ -1218,6 +1219,18 @@ class MemoryDocumentContainer(DocumentContainer):
         **arguments: Any,
     ) -> _T:
         """Count the call, run the hooks and ``apply`` in one transaction, and commit it if ``apply`` returns."""
+        return self._execute(operation, item_id, partition_key, arguments, apply)
+
+    def _execute(
+        self,
+        operation: str,
+        item_id: str | None,
+        partition_key: PartitionKey | None,
+        arguments: dict[str, Any],
+        apply: Callable[[_Transaction, *_Ts], _T],
+        *args: *_Ts,
+    ) -> _T:
+        """``_run`` with the call's ``arguments`` already collected and ``apply(transaction, *args)``."""
         with self._lock:
             calls = self.calls
             number = calls[operation] + 1
@@ -1225,7 +1238,7 @@ class MemoryDocumentContainer(DocumentContainer):
             call = _operation_call(operation, number, item_id, partition_key, arguments)
             self.check(call)
             transaction = _Transaction(self._items, self._lsn, self._now())
-            result = apply(transaction)
+            result = apply(transaction, *args)
             if transaction.writes:
                 self._commit(transaction)
             self.after_apply(call, result)
@@ -1342,14 +1355,20 @@ class MemoryDocumentContainer(DocumentContainer):
         filter_predicate: str | None = None,
     ) -> Document:
         """Apply patch operations atomically; ``PreconditionFailed`` if the ETag or the filter fails."""
-        return self._run(
+        # _execute, not _run: the drain patches every document it delivers, and this skips building a closure
+        # and collecting keyword arguments (the call's arguments are the ones _run would collect).
+        arguments = {"operations": tuple(operations), "if_match": if_match, "filter_predicate": filter_predicate}
+        return self._execute(
             "patch",
-            lambda t: self._patch(t, item_id, partition_key, operations, if_match, filter_predicate),
-            item_id=item_id,
-            partition_key=partition_key,
-            operations=tuple(operations),
-            if_match=if_match,
-            filter_predicate=filter_predicate,
+            item_id,
+            partition_key,
+            arguments,
+            self._patch,
+            item_id,
+            partition_key,
+            operations,
+            if_match,
+            filter_predicate,
         )
 
     @override
