@@ -1185,7 +1185,9 @@ class MemoryDocumentContainer(DocumentContainer):
         self._lock = threading.RLock()
         self._items: dict[_ItemKey, _Stored] = {}
         self._lsn = 0
-        #: ``_Key`` values (immutable, their JSON and EPK computed once) of single-path scalar partition keys.
+        #: ``_Key`` values (immutable, their JSON and EPK computed once) of single-path scalar partition keys: str
+        #: ones by value, the others by (type, value).
+        self._str_keys: dict[str, _Key] = {}
         self._scalar_keys: dict[tuple[type, Any], _Key] = {}
         #: Paths that passed ``_check_patch_target``: their ``_patch_target``.
         self._patch_targets: dict[str, tuple[str | None, int]] = {}
@@ -1482,6 +1484,13 @@ class MemoryDocumentContainer(DocumentContainer):
     # -- partition keys -------------------------------------------------------------------------------------
 
     def _key(self, partition_key: PartitionKey, *, allow_prefix: bool = False) -> _Key:
+        if self._single_path and type(partition_key) is str:
+            key = self._str_keys.get(partition_key)
+            if key is None:
+                if len(self._str_keys) >= _KEY_CACHE_SIZE:
+                    self._str_keys.clear()
+                key = self._str_keys[partition_key] = self._new_key(partition_key, allow_prefix)
+            return key
         if self._single_path and type(partition_key) in _JSON_SCALARS:
             # The type is part of the cache key: True == 1 in Python, but not in Cosmos.
             cache_key = (type(partition_key), partition_key)
@@ -1578,24 +1587,20 @@ class MemoryDocumentContainer(DocumentContainer):
         """Store a checked body (with its size bound and flatness) as the new version, under ``item_key`` (by
         default its partition key and id). It becomes stored state: callers pass a body no one else holds."""
         body, size_bound, flat = checked
-        document = body
-        document["_rid"] = previous.document["_rid"] if previous is not None else os.urandom(8).hex()
-        document["_etag"] = f'{self._etag_prefix}{next(self._etag_serials):012x}"'
-        ts = document["_ts"] = transaction.ts
-        expires_at = self._expiry(body, ts)
-        stored = _Stored(
-            document, key, key.epk, transaction.lsn, expires_at, size_bound + _SYSTEM_PROPERTIES_BYTES, flat
-        )
+        body["_rid"] = previous.document["_rid"] if previous is not None else os.urandom(8).hex()
+        body["_etag"] = f'{self._etag_prefix}{next(self._etag_serials):012x}"'
+        ts = body["_ts"] = transaction.ts
+        # Expiry: _ts + the effective ttl, the item's ``ttl`` over the container default; -1 and TTL-off never.
+        default_ttl = self._default_ttl
+        if default_ttl is None:
+            expires_at = None
+        else:
+            ttl = body.get("ttl")
+            effective = default_ttl if ttl is None else int(ttl)
+            expires_at = None if effective == -1 else ts + effective
+        stored = _Stored(body, key, key.epk, transaction.lsn, expires_at, size_bound + _SYSTEM_PROPERTIES_BYTES, flat)
         transaction.writes[item_key or (key.json, str(body["id"]))] = stored
         return stored
-
-    def _expiry(self, body: Document, ts: int) -> int | None:
-        """``_ts`` + the effective ttl: the item's ``ttl`` over the container default; -1 and TTL-off never."""
-        if self._default_ttl is None:
-            return None
-        ttl = body.get("ttl")
-        effective = self._default_ttl if ttl is None else int(ttl)
-        return None if effective == -1 else ts + effective
 
     def _existing(self, transaction: _Transaction, item_id: str, partition_key: PartitionKey) -> _Stored:
         stored = transaction.get((self._key(partition_key).json, str(item_id)))
@@ -1664,53 +1669,64 @@ class MemoryDocumentContainer(DocumentContainer):
         if not 1 <= len(operations) <= MAX_PATCH_OPERATIONS:
             raise BadRequest(f"a patch takes 1 to {MAX_PATCH_OPERATIONS} operations, not {len(operations)}")
         predicate = parse_filter_predicate(filter_predicate) if filter_predicate is not None else None
-        item_key = (self._key(partition_key).json, str(item_id))
+        if self._single_path and type(partition_key) is str:
+            key = self._str_keys.get(partition_key) or self._key(partition_key)  # _key, inlined for the common case
+        else:
+            key = self._key(partition_key)
+        item_key = (key.json, str(item_id))
         stored = transaction.get(item_key)
         if stored is None:
             raise NotFound(f"no document {item_id!r} in partition {partition_key!r}")  # as _existing
-        self._check_etag(stored, if_match)
+        if if_match is not None:
+            self._check_etag(stored, if_match)
         if predicate is not None and run_query(predicate, [stored.document], {}) == []:
             raise PreconditionFailed("condition specified in the patch request is not satisfied")
-        body = stored.copy()  # the stored version stays as it is if an operation fails
+        # The stored version stays as it is if an operation fails.
+        body = stored.document.copy() if stored.flat else _copy_json(stored.document)  # stored.copy(), inlined
         targets = self._patch_targets
-        scalar = True
+        scalar = True  # every value is a JSON scalar
+        floats = False  # some value is a float, measured once every operation applied
         size_bound = stored.size_bound
         for operation in operations:
-            target = targets.get(operation.path)
-            if target is None:
-                target = self._patch_target(operation)
-            member, name_growth = target
-            size_bound += name_growth
+            member, growth = targets.get(operation.path) or self._patch_target(operation)
             value = operation.value
-            if type(value) in _JSON_SCALARS:
-                if member is not None and operation.op == "set":
-                    body[member] = value  # what _apply_patch_operation does for it
-                    continue
+            kind = type(value)
+            if kind is str:
+                size_bound += growth + len(encode_basestring_ascii(value))
+            elif kind is int:
+                size_bound += growth + len(repr(value))
+            elif kind is float:
+                size_bound += growth
+                floats = True
+            elif kind is bool or value is None:
+                size_bound += growth + 5
             else:
                 scalar = False
-            _apply_patch_operation(body, operation)
+                _apply_patch_operation(body, operation)
+                continue
+            if member is not None and operation.op == "set":
+                body[member] = value  # what _apply_patch_operation does for it
+            else:
+                _apply_patch_operation(body, operation)
         if not scalar:
             # A list, an object, a tuple...: the JSON round trip that normalises a caller's body.
-            checked = self._body(body, stored.key)
+            checked = self._body(body, key)
         else:
             # JSON scalars (the drain's stamps) leave the copy holding only JSON values. Re-encoding it only to
             # measure it is needed when the stored size plus what these operations can add might pass the limit.
-            for operation in operations:
-                value = operation.value
-                kind = type(value)
-                if kind is str:
-                    size_bound += len(encode_basestring_ascii(value))
-                elif kind is int:
-                    size_bound += len(repr(value))
-                else:
-                    size_bound += _scalar_json_length(value)
+            if floats:
+                # After every operation applied, as encoding the document would refuse a NaN or an infinity.
+                for operation in operations:
+                    if type(operation.value) is float:
+                        size_bound += _scalar_json_length(operation.value)
             if size_bound <= MAX_DOCUMENT_BYTES:
                 # A scalar value keeps a flat body flat (one it made flat by a remove stays marked nested, which
                 # only costs a deeper copy).
                 checked = self._checked_patch(body), size_bound, stored.flat
             else:
-                checked = self._body(body, stored.key, private=True)
-        return self._write(transaction, checked, stored.key, stored, item_key).copy()
+                checked = self._body(body, key, private=True)
+        written = self._write(transaction, checked, key, stored, item_key)
+        return written.document.copy() if written.flat else _copy_json(written.document)  # written.copy(), inlined
 
     def _patch_target(self, operation: PatchOperation) -> tuple[str | None, int]:
         """Check that an operation's path may be patched (``_check_patch_target``) and remember it as a target:

@@ -514,6 +514,27 @@ def test_a_patch_value_that_is_not_json_is_400_and_writes_nothing(container: Mem
     assert container.read("a", "p")["_etag"] == etag and container.read("a", "p")["n"] == 1
 
 
+def test_a_failing_operation_is_reported_before_a_value_that_is_not_json(container: MemoryDocumentContainer) -> None:
+    """Every operation applies (or fails) before the patched document is measured, which is where a NaN or an
+    infinity is refused, as encoding the document would refuse it."""
+    container.create(_doc("a", n=1), "p")
+    with pytest.raises(BadRequest, match="absent"):
+        container.patch("a", "p", [PatchOperation("set", "/x", float("nan")), PatchOperation("remove", "/absent")])
+    with pytest.raises(BadRequest, match="not JSON"):
+        container.patch("a", "p", [PatchOperation("set", "/x", float("-inf")), PatchOperation("set", "/y", True)])
+    scalars = [
+        PatchOperation("set", "/f", 0.1),
+        PatchOperation("set", "/t", True),
+        PatchOperation("set", "/b", False),
+        PatchOperation("set", "/z", None),
+        PatchOperation("incr", "/n", 1.5),
+        PatchOperation("set", "/big", -(10**30)),
+    ]
+    patched = container.patch("a", "p", scalars)
+    assert (patched["f"], patched["t"], patched["b"], patched["z"], patched["n"]) == (0.1, True, False, None, 2.5)
+    assert patched["big"] == -(10**30) and "x" not in patched and "y" not in patched
+
+
 def test_patch_values_are_stored_as_json_would_read_them_back(container: MemoryDocumentContainer) -> None:
     container.create(_doc("a"), "p")
     patched = container.patch("a", "p", [PatchOperation("set", "/t", (1, 2)), PatchOperation("set", "/m", {3: "x"})])
