@@ -137,22 +137,6 @@ class OperationCall:
 _new_object = object.__new__
 
 
-def _operation_call(
-    operation: str, number: int, item_id: str | None, partition_key: PartitionKey | None, arguments: dict[str, Any]
-) -> OperationCall:
-    """``OperationCall(operation, number, item_id, partition_key, arguments)``, built as that would build it but
-    without the frozen dataclass's ``__init__``, which sets each field through ``object.__setattr__`` (one is built
-    for every operation; tests pin that it equals the directly built one)."""
-    call: OperationCall = _new_object(OperationCall)
-    fields = call.__dict__
-    fields["operation"] = operation
-    fields["number"] = number
-    fields["item_id"] = item_id
-    fields["partition_key"] = partition_key
-    fields["arguments"] = arguments
-    return call
-
-
 ErrorSource = BaseException | Callable[[OperationCall], BaseException]
 
 
@@ -1237,30 +1221,37 @@ class MemoryDocumentContainer(DocumentContainer):
             calls = self.calls
             number = calls[operation] + 1
             calls[operation] = number
-            call = _operation_call(operation, number, item_id, partition_key, arguments)
+            # OperationCall(operation, number, item_id, partition_key, arguments), built without the frozen
+            # dataclass's __init__, which sets each field through object.__setattr__ (one call is built for every
+            # operation; test_the_hooks_see_every_call_as_a_plain_operation_call pins that it is the same).
+            call: OperationCall = _new_object(OperationCall)
+            fields = call.__dict__
+            fields["operation"] = operation
+            fields["number"] = number
+            fields["item_id"] = item_id
+            fields["partition_key"] = partition_key
+            fields["arguments"] = arguments
             self.check(call)
-            transaction = _Transaction(self._items, self._lsn, self._now())
+            items = self._items
+            transaction = _Transaction(items, self._lsn, self._now())
             result = apply(transaction, *args)
             if transaction.writes:
-                self._commit(transaction)
+                # Commit: apply the writes to the items and append the versions stored to the change log.
+                log_keys, log_lsns, lsn = self._log_keys, self._log_lsns, transaction.lsn
+                for key, stored in transaction.writes.items():
+                    items.pop(key, None)  # re-insert so iteration order follows the latest write
+                    if stored is not None:
+                        items[key] = stored
+                        log_keys.append(key)
+                        log_lsns.append(lsn)
+                self._lsn = lsn
+                if len(log_keys) > 2 * len(items) + 1024:
+                    # INVARIANT: ``_items`` iterates in commit order (commit re-inserts every key it writes), so it
+                    # is the log without its superseded entries.
+                    self._log_keys = list(items)
+                    self._log_lsns = [stored.lsn for stored in items.values()]
             self.after_apply(call, result)
             return result
-
-    def _commit(self, transaction: _Transaction) -> None:
-        """Apply a transaction's writes to the items and append the versions it stored to the change log."""
-        items, log_keys, log_lsns, lsn = self._items, self._log_keys, self._log_lsns, transaction.lsn
-        for key, stored in transaction.writes.items():
-            items.pop(key, None)  # re-insert so iteration order follows the latest write
-            if stored is not None:
-                items[key] = stored
-                log_keys.append(key)
-                log_lsns.append(lsn)
-        self._lsn = lsn
-        if len(log_keys) > 2 * len(items) + 1024:
-            # INVARIANT: ``_items`` iterates in commit order (commit re-inserts every key it writes), so it is the
-            # log without its superseded entries.
-            self._log_keys = list(items)
-            self._log_lsns = [stored.lsn for stored in items.values()]
 
     def _now(self) -> float:
         clock = self._clock
