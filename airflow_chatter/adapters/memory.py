@@ -27,6 +27,7 @@ from __future__ import annotations
 import bisect
 import copy
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -39,7 +40,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property, lru_cache
 from json.encoder import encode_basestring_ascii
-from typing import Any, cast
+from time import time_ns as _time_ns
+from typing import Any, TypeVar, TypeVarTuple, cast
 
 from typing_extensions import override
 
@@ -132,6 +134,9 @@ class OperationCall:
     arguments: Mapping[str, Any] = field(default_factory=dict)
 
 
+_new_object = object.__new__
+
+
 ErrorSource = BaseException | Callable[[OperationCall], BaseException]
 
 
@@ -213,11 +218,13 @@ class FaultPlan:
 
     def raise_before(self, call: OperationCall) -> None:
         """Raise the first due fault that fails a call before it applies."""
-        self._raise_due(call, after_apply=False)
+        if self.rules:
+            self._raise_due(call, after_apply=False)
 
     def raise_after(self, call: OperationCall) -> None:
         """Raise the first due fault that fails a call after it applied."""
-        self._raise_due(call, after_apply=True)
+        if self.rules:
+            self._raise_due(call, after_apply=True)
 
     def _raise_due(self, call: OperationCall, *, after_apply: bool) -> None:
         for rule in self.rules:
@@ -964,19 +971,21 @@ def _patch_element(parent: list[Any], token: str, operation: PatchOperation, val
         raise BadRequest(f"unsupported patch operation {operation.op!r}")
 
 
-def _growth_bound(operation: PatchOperation) -> int:
-    """At most how many characters a patch operation with a JSON-scalar value adds to a document's JSON text.
+def _name_growth_bound(tokens: tuple[str, ...]) -> int:
+    """With ``_scalar_json_length`` of its value: at most how many characters a patch operation at ``tokens`` with a
+    JSON-scalar value adds to a document's JSON text.
 
     A new member adds ``, "name": value``, a new element ``, value``; replacing or removing adds less; an ``incr``
-    result is at most one character longer than the longer operand, or a float repr. ``BadRequest`` for a value
-    that is not JSON (NaN, Infinity), as the full encoding of the document would raise.
+    result is at most one character longer than the longer operand, or a float repr.
     """
-    name_length = len(encode_basestring_ascii(_path_tokens(operation.path)[-1]))
-    return name_length + _scalar_json_length(operation.value) + 4 + _NUMBER_GROWTH_BYTES
+    return len(encode_basestring_ascii(tokens[-1])) + 4 + _NUMBER_GROWTH_BYTES
 
 
 def _scalar_json_length(value: str | int | float | bool | None) -> int:
-    """The length of a JSON scalar's text as ``_BODY_ENCODER`` writes it, without building an encoder."""
+    """The length of a JSON scalar's text as ``_BODY_ENCODER`` writes it, without building an encoder.
+
+    ``BadRequest`` for a value that is not JSON (NaN, Infinity), as the full encoding of the document would raise.
+    """
     if isinstance(value, str):
         return len(encode_basestring_ascii(value))
     if value is None or value is True:
@@ -1004,6 +1013,7 @@ def _incremented(current: Any, amount: Any, path: str) -> Any:
 # ============================================================================================================
 
 _JSON_CONTAINERS = (dict, list)
+_JSON_CONTAINERS_SET = frozenset(_JSON_CONTAINERS)
 _JSON_SCALARS = (str, int, float, bool, type(None))
 
 
@@ -1033,31 +1043,55 @@ def _copy_json(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
+def _is_flat(document: Document) -> bool:
+    """Whether no member of a JSON object is a dict or a list (its copy is then one ``dict.copy``)."""
+    return _JSON_CONTAINERS_SET.isdisjoint(map(type, document.values()))
+
+
 # ============================================================================================================
 # Stored state.
 # ============================================================================================================
 
 
-@dataclass(frozen=True)
 class _Stored:
-    """One stored document version. Never mutated: a write stores a new one."""
+    """One stored document version. Never mutated: a write stores a new one.
 
-    document: Document  # the body with _rid, _etag and _ts, without _lsn
-    key: _Key
-    epk: int
-    lsn: int
-    expires_at: int | None  # _ts + effective ttl; None when it never expires
-    #: At least the length of ``document``'s JSON text, so a patch can tell it stays far below the 2 MB limit
-    #: without re-encoding the whole document (see ``_patch``).
-    size_bound: int
+    A plain class with slots, not a frozen dataclass: one is built per write, and a frozen dataclass's
+    ``__init__`` sets every field through ``object.__setattr__``.
+    """
+
+    __slots__ = ("document", "epk", "expires_at", "flat", "key", "lsn", "size_bound")
+
+    def __init__(
+        self, document: Document, key: _Key, epk: int, lsn: int, expires_at: int | None, size_bound: int, flat: bool
+    ) -> None:
+        self.document = document  # the body with _rid, _etag and _ts, without _lsn
+        self.key = key
+        self.epk = epk
+        self.lsn = lsn
+        self.expires_at = expires_at  # _ts + effective ttl; None when it never expires
+        #: At least the length of ``document``'s JSON text, so a patch can tell it stays far below the 2 MB limit
+        #: without re-encoding the whole document (see ``_patch``).
+        self.size_bound = size_bound
+        #: True only when no member of ``document`` is a dict or a list, so ``document.copy()`` is an independent
+        #: copy. False is always safe (``_copy_json`` then walks the document).
+        self.flat = flat
 
     def alive_at(self, now: float) -> bool:
         # INVARIANT: expired means clock() >= _ts + ttl (test_document_expires_after_the_container_default_ttl);
         # comparing with > would keep a document readable for one extra instant.
         return self.expires_at is None or now < self.expires_at
 
+    def copy(self) -> Document:
+        """An independent copy of the document (see ``_copy_json``); one ``dict.copy`` when it is flat."""
+        return self.document.copy() if self.flat else cast(Document, _copy_json(self.document))
 
+
+_T = TypeVar("_T")
+_Ts = TypeVarTuple("_Ts")
 _ItemKey = tuple[str, str]  # (canonical partition-key JSON, id)
+#: A body ready to be stored: the body, an upper bound of its JSON text's length, whether it is flat.
+_Checked = tuple[Document, int, bool]
 
 
 class _Transaction:
@@ -1067,38 +1101,25 @@ class _Transaction:
     service; a failed transaction is dropped, which is what makes a batch all-or-nothing.
     """
 
+    __slots__ = ("_items", "lsn", "now", "ts", "writes")
+
     def __init__(self, items: dict[_ItemKey, _Stored], last_lsn: int, now: float) -> None:
         self._items = items
-        self._writes: dict[_ItemKey, _Stored | None] = {}
+        #: The versions this transaction wrote (``None``: deleted), in write order.
+        self.writes: dict[_ItemKey, _Stored | None] = {}
         self.lsn = last_lsn + 1
         self.now = now
         self.ts = int(now)
 
     def get(self, key: _ItemKey) -> _Stored | None:
-        stored = self._writes[key] if key in self._writes else self._items.get(key)
-        return stored if stored is not None and stored.alive_at(self.now) else None
-
-    def put(self, key: _ItemKey, stored: _Stored) -> None:
-        self._writes[key] = stored
+        writes = self.writes
+        stored = writes[key] if key in writes else self._items.get(key)
+        if stored is None or (stored.expires_at is not None and self.now >= stored.expires_at):  # not alive_at(now)
+            return None
+        return stored
 
     def remove(self, key: _ItemKey) -> None:
-        self._writes[key] = None
-
-    @property
-    def wrote(self) -> bool:
-        return bool(self._writes)
-
-    def stored_keys(self) -> list[_ItemKey]:
-        """The keys this transaction wrote a version of (not those it deleted), in commit order."""
-        return [key for key, stored in self._writes.items() if stored is not None]
-
-    def commit(self) -> None:
-        for key, stored in self._writes.items():
-            if stored is None:
-                self._items.pop(key, None)
-            else:
-                self._items.pop(key, None)  # re-insert so iteration order follows the latest write
-                self._items[key] = stored
+        self.writes[key] = None
 
 
 # ============================================================================================================
@@ -1128,6 +1149,7 @@ class MemoryDocumentContainer(DocumentContainer):
     ) -> None:
         self._paths = _validated_paths(partition_key_paths)
         self._path_tokens = [_path_tokens(path) for path in self._paths]
+        self._single_path = len(self._paths) == 1
         self._default_ttl = _validated_default_ttl(default_ttl)
         self._clock = clock
         self._ranges = _even_ranges(feed_range_count)
@@ -1139,11 +1161,20 @@ class MemoryDocumentContainer(DocumentContainer):
             default_ttl=self._default_ttl,
         )
         self._rid = uuid.uuid4().hex[:16]
+        # ETags: opaque, quoted and shaped like the service's (a UUID-like hex string). 80 random bits per container
+        # and a 48-bit write serial make each unique, without drawing random bytes on every write.
+        random = os.urandom(10).hex()
+        self._etag_prefix = f'"{random[:8]}-{random[8:12]}-{random[12:16]}-{random[16:]}-'
+        self._etag_serials = itertools.count(1)
         self._lock = threading.RLock()
         self._items: dict[_ItemKey, _Stored] = {}
         self._lsn = 0
-        #: ``_Key`` values (immutable, their JSON and EPK computed once) of single-path scalar partition keys.
+        #: ``_Key`` values (immutable, their JSON and EPK computed once) of single-path scalar partition keys: str
+        #: ones by value, the others by (type, value).
+        self._str_keys: dict[str, _Key] = {}
         self._scalar_keys: dict[tuple[type, Any], _Key] = {}
+        #: Paths that passed ``_check_patch_target``: their ``_patch_target``.
+        self._patch_targets: dict[str, tuple[str | None, int]] = {}
         # The change log: (_lsn, key) of every stored version in commit order, so a change-feed page starts at a
         # bisect of its continuation instead of scanning every item. Entries a later write superseded are skipped
         # on read and dropped when the log is rebuilt.
@@ -1167,38 +1198,69 @@ class MemoryDocumentContainer(DocumentContainer):
     def _run(
         self,
         operation: str,
-        apply: Callable[[_Transaction], Any],
+        apply: Callable[[_Transaction], _T],
         *,
         item_id: str | None = None,
         partition_key: PartitionKey | None = None,
         **arguments: Any,
-    ) -> Any:
+    ) -> _T:
         """Count the call, run the hooks and ``apply`` in one transaction, and commit it if ``apply`` returns."""
+        return self._execute(operation, item_id, partition_key, arguments, apply)
+
+    def _execute(
+        self,
+        operation: str,
+        item_id: str | None,
+        partition_key: PartitionKey | None,
+        arguments: dict[str, Any],
+        apply: Callable[[_Transaction, *_Ts], _T],
+        *args: *_Ts,
+    ) -> _T:
+        """``_run`` with the call's ``arguments`` already collected and ``apply(transaction, *args)``."""
         with self._lock:
-            self.calls[operation] += 1
-            call = OperationCall(operation, self.calls[operation], item_id, partition_key, arguments)
+            calls = self.calls
+            number = calls[operation] + 1
+            calls[operation] = number
+            # OperationCall(operation, number, item_id, partition_key, arguments), built without the frozen
+            # dataclass's __init__, which sets each field through object.__setattr__ (one call is built for every
+            # operation; test_the_hooks_see_every_call_as_a_plain_operation_call pins that it is the same).
+            call: OperationCall = _new_object(OperationCall)
+            fields = call.__dict__
+            fields["operation"] = operation
+            fields["number"] = number
+            fields["item_id"] = item_id
+            fields["partition_key"] = partition_key
+            fields["arguments"] = arguments
             self.check(call)
-            transaction = _Transaction(self._items, self._lsn, self._now())
-            result = apply(transaction)
-            if transaction.wrote:
-                transaction.commit()
-                self._lsn = transaction.lsn
-                self._log(transaction)
+            items = self._items
+            transaction = _Transaction(items, self._lsn, self._now())
+            result = apply(transaction, *args)
+            if transaction.writes:
+                # Commit: apply the writes to the items and append the versions stored to the change log.
+                log_keys, log_lsns, lsn = self._log_keys, self._log_lsns, transaction.lsn
+                for key, stored in transaction.writes.items():
+                    items.pop(key, None)  # re-insert so iteration order follows the latest write
+                    if stored is not None:
+                        items[key] = stored
+                        log_keys.append(key)
+                        log_lsns.append(lsn)
+                self._lsn = lsn
+                if len(log_keys) > 2 * len(items) + 1024:
+                    # INVARIANT: ``_items`` iterates in commit order (commit re-inserts every key it writes), so it
+                    # is the log without its superseded entries.
+                    self._log_keys = list(items)
+                    self._log_lsns = [stored.lsn for stored in items.values()]
             self.after_apply(call, result)
             return result
 
-    def _log(self, transaction: _Transaction) -> None:
-        keys = transaction.stored_keys()
-        self._log_keys.extend(keys)
-        self._log_lsns.extend([transaction.lsn] * len(keys))
-        if len(self._log_keys) > 2 * len(self._items) + 1024:
-            # INVARIANT: ``_items`` iterates in commit order (commit re-inserts every key it writes), so it is the
-            # log without its superseded entries.
-            self._log_keys = list(self._items)
-            self._log_lsns = [stored.lsn for stored in self._items.values()]
-
     def _now(self) -> float:
-        now = self._clock()
+        clock = self._clock
+        if clock is utc_now:
+            # What ``utc_now().timestamp()`` returns for the same reading of the system clock (``datetime.now``
+            # floors it to microseconds; ``timestamp()`` divides the microseconds since the epoch by 10**6), without
+            # building an aware datetime and converting it back.
+            return _time_ns() // 1000 / 1_000_000
+        now = clock()
         if now.tzinfo is None:
             now = now.replace(tzinfo=UTC)
         return now.timestamp()
@@ -1208,35 +1270,29 @@ class MemoryDocumentContainer(DocumentContainer):
     @override
     def properties(self) -> ContainerProperties:
         """Read the container's metadata."""
-        return cast(ContainerProperties, self._run("properties", lambda _t: self._properties))
+        return self._run("properties", lambda _t: self._properties)
 
     # -- port: point operations -----------------------------------------------------------------------------
 
     @override
     def create(self, document: Document, partition_key: PartitionKey) -> Document:
         """Create a document; ``Conflict`` if its id exists in that partition."""
-        return cast(
-            Document,
-            self._run(
-                "create",
-                lambda t: self._create(t, document, partition_key),
-                item_id=_id_of(document),
-                partition_key=partition_key,
-                document=document,
-            ),
+        return self._run(
+            "create",
+            lambda t: self._create(t, document, partition_key),
+            item_id=_id_of(document),
+            partition_key=partition_key,
+            document=document,
         )
 
     @override
     def read(self, item_id: str, partition_key: PartitionKey) -> Document:
         """Point-read a document; ``NotFound`` if absent (or expired)."""
-        return cast(
-            Document,
-            self._run(
-                "read",
-                lambda t: self._public(self._existing(t, item_id, partition_key)),
-                item_id=item_id,
-                partition_key=partition_key,
-            ),
+        return self._run(
+            "read",
+            lambda t: self._public(self._existing(t, item_id, partition_key)),
+            item_id=item_id,
+            partition_key=partition_key,
         )
 
     @override
@@ -1249,31 +1305,25 @@ class MemoryDocumentContainer(DocumentContainer):
         if_match: str | None = None,
     ) -> Document:
         """Replace a document; ``NotFound`` if absent, ``PreconditionFailed`` on a stale ``if_match``."""
-        return cast(
-            Document,
-            self._run(
-                "replace",
-                lambda t: self._replace(t, item_id, partition_key, document, if_match),
-                item_id=item_id,
-                partition_key=partition_key,
-                document=document,
-                if_match=if_match,
-            ),
+        return self._run(
+            "replace",
+            lambda t: self._replace(t, item_id, partition_key, document, if_match),
+            item_id=item_id,
+            partition_key=partition_key,
+            document=document,
+            if_match=if_match,
         )
 
     @override
     def upsert(self, document: Document, partition_key: PartitionKey, *, if_match: str | None = None) -> Document:
         """Create or replace a document; ``PreconditionFailed`` when ``if_match`` does not hold."""
-        return cast(
-            Document,
-            self._run(
-                "upsert",
-                lambda t: self._upsert(t, document, partition_key, if_match)[0],
-                item_id=_id_of(document),
-                partition_key=partition_key,
-                document=document,
-                if_match=if_match,
-            ),
+        return self._run(
+            "upsert",
+            lambda t: self._upsert(t, document, partition_key, if_match)[0],
+            item_id=_id_of(document),
+            partition_key=partition_key,
+            document=document,
+            if_match=if_match,
         )
 
     @override
@@ -1298,17 +1348,20 @@ class MemoryDocumentContainer(DocumentContainer):
         filter_predicate: str | None = None,
     ) -> Document:
         """Apply patch operations atomically; ``PreconditionFailed`` if the ETag or the filter fails."""
-        return cast(
-            Document,
-            self._run(
-                "patch",
-                lambda t: self._patch(t, item_id, partition_key, operations, if_match, filter_predicate),
-                item_id=item_id,
-                partition_key=partition_key,
-                operations=tuple(operations),
-                if_match=if_match,
-                filter_predicate=filter_predicate,
-            ),
+        # _execute, not _run: the drain patches every document it delivers, and this skips building a closure
+        # and collecting keyword arguments (the call's arguments are the ones _run would collect).
+        arguments = {"operations": tuple(operations), "if_match": if_match, "filter_predicate": filter_predicate}
+        return self._execute(
+            "patch",
+            item_id,
+            partition_key,
+            arguments,
+            self._patch,
+            item_id,
+            partition_key,
+            operations,
+            if_match,
+            filter_predicate,
         )
 
     @override
@@ -1316,14 +1369,11 @@ class MemoryDocumentContainer(DocumentContainer):
         self, partition_key: PartitionKey, operations: Sequence[BatchOperation]
     ) -> list[BatchOperationResult]:
         """Run operations all-or-nothing in one partition; ``BatchFailed`` names the culprit."""
-        return cast(
-            list[BatchOperationResult],
-            self._run(
-                "execute_batch",
-                lambda t: self._batch(t, partition_key, operations),
-                partition_key=partition_key,
-                operations=tuple(operations),
-            ),
+        return self._run(
+            "execute_batch",
+            lambda t: self._batch(t, partition_key, operations),
+            partition_key=partition_key,
+            operations=tuple(operations),
         )
 
     # -- port: query ----------------------------------------------------------------------------------------
@@ -1348,29 +1398,25 @@ class MemoryDocumentContainer(DocumentContainer):
             sql=sql,
             parameters=parameters,
         )
-        return iter(cast(list[Document], rows))
+        return iter(rows)
 
     # -- port: feed ranges and the change feed --------------------------------------------------------------
 
     @override
     def read_feed_ranges(self, *, force_refresh: bool = False) -> list[FeedRange]:
         """List the current feed ranges, in EPK order."""
-        return cast(
-            list[FeedRange],
-            self._run("read_feed_ranges", lambda _t: [r.feed_range for r in self._ranges], force_refresh=force_refresh),
+        return self._run(
+            "read_feed_ranges", lambda _t: [r.feed_range for r in self._ranges], force_refresh=force_refresh
         )
 
     @override
     def is_feed_range_subset(self, parent: FeedRange, child: FeedRange) -> bool:
         """Whether ``child`` lies inside ``parent``."""
-        return cast(
-            bool,
-            self._run(
-                "is_feed_range_subset",
-                lambda _t: _EpkRange.parse(parent.token).covers(_EpkRange.parse(child.token)),
-                parent=parent,
-                child=child,
-            ),
+        return self._run(
+            "is_feed_range_subset",
+            lambda _t: _EpkRange.parse(parent.token).covers(_EpkRange.parse(child.token)),
+            parent=parent,
+            child=child,
         )
 
     @override
@@ -1387,16 +1433,13 @@ class MemoryDocumentContainer(DocumentContainer):
         ``continuation`` wins over ``start``. A continuation of a parent range is accepted for its children.
         ``FeedRangeGone`` when the range spans more than one current range (it split).
         """
-        return cast(
-            ChangeFeedPage,
-            self._run(
-                "read_change_feed",
-                lambda t: self._change_feed(t, feed_range, continuation, start, max_item_count),
-                feed_range=feed_range,
-                continuation=continuation,
-                start=start,
-                max_item_count=max_item_count,
-            ),
+        return self._run(
+            "read_change_feed",
+            lambda t: self._change_feed(t, feed_range, continuation, start, max_item_count),
+            feed_range=feed_range,
+            continuation=continuation,
+            start=start,
+            max_item_count=max_item_count,
         )
 
     # -- test helpers (not part of the port) ----------------------------------------------------------------
@@ -1449,7 +1492,14 @@ class MemoryDocumentContainer(DocumentContainer):
     # -- partition keys -------------------------------------------------------------------------------------
 
     def _key(self, partition_key: PartitionKey, *, allow_prefix: bool = False) -> _Key:
-        if type(partition_key) in _JSON_SCALARS and len(self._paths) == 1:
+        if self._single_path and type(partition_key) is str:
+            key = self._str_keys.get(partition_key)
+            if key is None:
+                if len(self._str_keys) >= _KEY_CACHE_SIZE:
+                    self._str_keys.clear()
+                key = self._str_keys[partition_key] = self._new_key(partition_key, allow_prefix)
+            return key
+        if self._single_path and type(partition_key) in _JSON_SCALARS:
             # The type is part of the cache key: True == 1 in Python, but not in Cosmos.
             cache_key = (type(partition_key), partition_key)
             key = self._scalar_keys.get(cache_key)
@@ -1483,19 +1533,15 @@ class MemoryDocumentContainer(DocumentContainer):
             components.append(None if value is UNDEFINED else _canonical_component(value))
         return _Key(tuple(components))
 
-    def _item_key(self, item_id: str, partition_key: PartitionKey) -> tuple[_ItemKey, _Key]:
-        key = self._full_key(partition_key)
-        return (key.json, str(item_id)), key
-
     # -- writes ---------------------------------------------------------------------------------------------
 
-    def _body(self, document: Document, key: _Key, *, private: bool = False) -> tuple[Document, int]:
+    def _body(self, document: Document, key: _Key, *, private: bool = False) -> _Checked:
         """Validate and copy a body: JSON, a legal id, the same partition key as the argument, a legal ttl.
 
         ``private``: ``document`` is already this container's own copy and holds nothing but JSON values (dicts,
         lists, str, int, float, bool, None), so the round trip through JSON text, which copies and normalises a
-        caller's body, would change nothing; it is validated and used as it is. Returns the body and the length of
-        its JSON text (an upper bound once system properties are dropped).
+        caller's body, would change nothing; it is validated and used as it is. Returns the body, the length of
+        its JSON text (an upper bound once system properties are dropped) and whether it is flat (``_is_flat``).
         """
         if not isinstance(document, dict):
             raise BadRequest("a document must be a JSON object")
@@ -1506,7 +1552,7 @@ class MemoryDocumentContainer(DocumentContainer):
         if len(encoded) > MAX_DOCUMENT_BYTES:  # ASCII text (ensure_ascii): characters are bytes
             raise ContainerError("the document exceeds 2 MB", status_code=413)
         body: Document = document if private else json.loads(encoded)
-        return self._checked(body, key), len(encoded)
+        return self._checked(body, key), len(encoded), _is_flat(body)
 
     def _checked(self, body: Document, key: _Key) -> Document:
         """The checks of a body known to be JSON within the size limit: id, partition key, ttl; system properties
@@ -1528,39 +1574,44 @@ class MemoryDocumentContainer(DocumentContainer):
 
         INVARIANT: ``_check_patch_target`` refuses any path at the id, at a system property, or at or above a
         partition-key path, and a path below one fails because a stored partition value is a scalar or absent. So the
-        id and the partition key are the stored ones, which ``_checked`` verified when they were written.
+        id and the partition key are the stored ones, which ``_checked`` verified when they were written. Of the
+        system properties, a stored body holds only those ``_write`` sets (``_checked`` drops the others, and no
+        patch can add one), so only those are dropped.
         """
-        _check_item_ttl(body.get("ttl"))
-        for name in SYSTEM_PROPERTIES:
-            body.pop(name, None)
+        ttl = body.get("ttl")
+        if ttl is not None and not (type(ttl) is int and 0 < ttl <= MAX_TTL_SECONDS):  # not an obviously legal ttl
+            _check_item_ttl(ttl)
+        del body["_rid"], body["_etag"], body["_ts"]
         return body
 
     def _write(
-        self, transaction: _Transaction, checked: tuple[Document, int], key: _Key, previous: _Stored | None
+        self,
+        transaction: _Transaction,
+        checked: _Checked,
+        key: _Key,
+        previous: _Stored | None,
+        item_key: _ItemKey | None = None,
     ) -> _Stored:
-        """Store a checked body (and its size bound) as the new version. It becomes stored state: callers pass a
-        body no one else holds."""
-        body, size_bound = checked
-        document = body
-        document["_rid"] = previous.document["_rid"] if previous else uuid.uuid4().hex[:16]
-        document["_etag"] = _new_etag()
-        document["_ts"] = transaction.ts
-        expires_at = self._expiry(body, transaction.ts)
-        stored = _Stored(document, key, key.epk, transaction.lsn, expires_at, size_bound + _SYSTEM_PROPERTIES_BYTES)
-        transaction.put((key.json, str(body["id"])), stored)
+        """Store a checked body (with its size bound and flatness) as the new version, under ``item_key`` (by
+        default its partition key and id). It becomes stored state: callers pass a body no one else holds."""
+        body, size_bound, flat = checked
+        body["_rid"] = previous.document["_rid"] if previous is not None else os.urandom(8).hex()
+        body["_etag"] = f'{self._etag_prefix}{next(self._etag_serials):012x}"'
+        ts = body["_ts"] = transaction.ts
+        # Expiry: _ts + the effective ttl, the item's ``ttl`` over the container default; -1 and TTL-off never.
+        default_ttl = self._default_ttl
+        if default_ttl is None:
+            expires_at = None
+        else:
+            ttl = body.get("ttl")
+            effective = default_ttl if ttl is None else int(ttl)
+            expires_at = None if effective == -1 else ts + effective
+        stored = _Stored(body, key, key.epk, transaction.lsn, expires_at, size_bound + _SYSTEM_PROPERTIES_BYTES, flat)
+        transaction.writes[item_key or (key.json, str(body["id"]))] = stored
         return stored
 
-    def _expiry(self, body: Document, ts: int) -> int | None:
-        """``_ts`` + the effective ttl: the item's ``ttl`` over the container default; -1 and TTL-off never."""
-        if self._default_ttl is None:
-            return None
-        ttl = body.get("ttl")
-        effective = self._default_ttl if ttl is None else int(ttl)
-        return None if effective == -1 else ts + effective
-
     def _existing(self, transaction: _Transaction, item_id: str, partition_key: PartitionKey) -> _Stored:
-        item_key, _ = self._item_key(item_id, partition_key)
-        stored = transaction.get(item_key)
+        stored = transaction.get((self._key(partition_key).json, str(item_id)))
         if stored is None:
             raise NotFound(f"no document {item_id!r} in partition {partition_key!r}")
         return stored
@@ -1626,29 +1677,81 @@ class MemoryDocumentContainer(DocumentContainer):
         if not 1 <= len(operations) <= MAX_PATCH_OPERATIONS:
             raise BadRequest(f"a patch takes 1 to {MAX_PATCH_OPERATIONS} operations, not {len(operations)}")
         predicate = parse_filter_predicate(filter_predicate) if filter_predicate is not None else None
-        stored = self._existing(transaction, item_id, partition_key)
-        self._check_etag(stored, if_match)
+        if self._single_path and type(partition_key) is str:
+            key = self._str_keys.get(partition_key) or self._key(partition_key)  # _key, inlined for the common case
+        else:
+            key = self._key(partition_key)
+        item_key = (key.json, str(item_id))
+        stored = transaction.get(item_key)
+        if stored is None:
+            raise NotFound(f"no document {item_id!r} in partition {partition_key!r}")  # as _existing
+        if if_match is not None:
+            self._check_etag(stored, if_match)
         if predicate is not None and run_query(predicate, [stored.document], {}) == []:
             raise PreconditionFailed("condition specified in the patch request is not satisfied")
-        body = _copy_json(stored.document)  # the stored version stays as it is if an operation fails
+        # The stored version stays as it is if an operation fails.
+        body = stored.document.copy() if stored.flat else _copy_json(stored.document)  # stored.copy(), inlined
+        targets = self._patch_targets
+        scalar = True  # every value is a JSON scalar
+        floats = False  # some value is a float, measured once every operation applied
+        size_bound = stored.size_bound
         for operation in operations:
-            self._check_patch_target(operation)
-            _apply_patch_operation(body, operation)
-        if not all(type(operation.value) in _JSON_SCALARS for operation in operations):
+            member, growth = targets.get(operation.path) or self._patch_target(operation)
+            value = operation.value
+            kind = type(value)
+            if kind is str:
+                size_bound += growth + len(encode_basestring_ascii(value))
+            elif kind is int:
+                size_bound += growth + len(repr(value))
+            elif kind is float:
+                size_bound += growth
+                floats = True
+            elif kind is bool or value is None:
+                size_bound += growth + 5
+            else:
+                scalar = False
+                _apply_patch_operation(body, operation)
+                continue
+            if member is not None and operation.op == "set":
+                body[member] = value  # what _apply_patch_operation does for it
+            else:
+                _apply_patch_operation(body, operation)
+        if not scalar:
             # A list, an object, a tuple...: the JSON round trip that normalises a caller's body.
-            checked = self._body(body, stored.key)
+            checked = self._body(body, key)
         else:
             # JSON scalars (the drain's stamps) leave the copy holding only JSON values. Re-encoding it only to
             # measure it is needed when the stored size plus what these operations can add might pass the limit.
-            size_bound = stored.size_bound + sum(_growth_bound(operation) for operation in operations)
+            if floats:
+                # After every operation applied, as encoding the document would refuse a NaN or an infinity.
+                for operation in operations:
+                    if type(operation.value) is float:
+                        size_bound += _scalar_json_length(operation.value)
             if size_bound <= MAX_DOCUMENT_BYTES:
-                checked = self._checked_patch(body), size_bound
+                # A scalar value keeps a flat body flat (one it made flat by a remove stays marked nested, which
+                # only costs a deeper copy).
+                checked = self._checked_patch(body), size_bound, stored.flat
             else:
-                checked = self._body(body, stored.key, private=True)
-        return self._public(self._write(transaction, checked, stored.key, stored))
+                checked = self._body(body, key, private=True)
+        written = self._write(transaction, checked, key, stored, item_key)
+        return written.document.copy() if written.flat else _copy_json(written.document)  # written.copy(), inlined
+
+    def _patch_target(self, operation: PatchOperation) -> tuple[str | None, int]:
+        """Check that an operation's path may be patched (``_check_patch_target``) and remember it as a target:
+        the member it names when it is a top-level member (else None), and ``_name_growth_bound``."""
+        self._check_patch_target(operation)
+        tokens = _path_tokens(operation.path)
+        target = (tokens[0] if len(tokens) == 1 else None, _name_growth_bound(tokens))
+        if len(self._patch_targets) >= _KEY_CACHE_SIZE:
+            self._patch_targets.clear()
+        self._patch_targets[operation.path] = target
+        return target
 
     def _check_patch_target(self, operation: PatchOperation) -> None:
-        """Refuse patches of the id, a partition-key path (or an ancestor of one) and system properties."""
+        """Refuse patches of the id, a partition-key path (or an ancestor of one) and system properties.
+
+        Whether a path passes depends on the path and the container only: ``_patch_target`` remembers those that do.
+        """
         tokens = _path_tokens(operation.path)
         if tokens[0] == "id" or tokens[0] in SYSTEM_PROPERTIES:
             raise BadRequest(f"{operation.op} {operation.path}: {tokens[0]} cannot be patched")
@@ -1757,7 +1860,7 @@ class MemoryDocumentContainer(DocumentContainer):
         else:
             next_lsn = after_lsn
         token = _Continuation(self._rid, requested, next_lsn).encode()
-        return ChangeFeedPage(tuple(self._feed_document(stored) for stored in page), token)
+        return ChangeFeedPage(tuple([self._feed_document(stored) for stored in page]), token)
 
     def _changes_after(
         self, transaction: _Transaction, requested: _EpkRange, after_lsn: int, since_ts: float | None, count: int
@@ -1765,7 +1868,8 @@ class MemoryDocumentContainer(DocumentContainer):
         """The live latest versions in ``requested`` written after ``after_lsn`` (and at or after ``since_ts``), in
         ``_lsn`` order: ``count`` of them, plus any that share the last one's ``_lsn`` (one batch is never split
         across pages; the service does the same, so a page can exceed the requested count)."""
-        items, lsns, keys = self._items, self._log_lsns, self._log_keys
+        items, lsns, keys, now = self._items, self._log_lsns, self._log_keys, transaction.now
+        low, high = requested.low, requested.high
         page: list[_Stored] = []
         for position in range(bisect.bisect_right(lsns, after_lsn), len(lsns)):
             lsn = lsns[position]
@@ -1774,8 +1878,9 @@ class MemoryDocumentContainer(DocumentContainer):
             stored = items.get(keys[position])
             if stored is None or stored.lsn != lsn:
                 continue  # deleted, or superseded by a later version (which has its own entry further on)
-            if not stored.alive_at(transaction.now) or not requested.contains(stored.epk):
-                continue
+            expires_at = stored.expires_at
+            if (expires_at is not None and now >= expires_at) or not low <= stored.epk < high:
+                continue  # expired (not alive_at(now)), or outside the requested range (not requested.contains)
             if since_ts is not None and stored.document["_ts"] < since_ts:
                 continue
             page.append(stored)
@@ -1806,11 +1911,11 @@ class MemoryDocumentContainer(DocumentContainer):
     @staticmethod
     def _public(stored: _Stored) -> Document:
         """A caller's copy of a stored document: mutating it never changes the container, nor the reverse."""
-        return cast(Document, _copy_json(stored.document))
+        return stored.copy()
 
     @staticmethod
     def _feed_document(stored: _Stored) -> Document:
-        document: Document = _copy_json(stored.document)
+        document = stored.copy()
         document["_lsn"] = stored.lsn
         return document
 
@@ -1821,12 +1926,6 @@ def _result(status_code: int, document: Document) -> BatchOperationResult:
 
 def _id_of(document: Any) -> str | None:
     return str(document["id"]) if isinstance(document, dict) and "id" in document else None
-
-
-def _new_etag() -> str:
-    """A fresh opaque ETag, quoted and shaped like the service's (a UUID-like hex string)."""
-    h = os.urandom(16).hex()
-    return f'"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"'
 
 
 def _check_id(item_id: Any) -> None:

@@ -228,6 +228,52 @@ def test_a_subclass_can_override_the_check_hook() -> None:
     assert list(container.query("SELECT * FROM c")) == []
 
 
+def test_the_hooks_see_every_call_as_a_plain_operation_call() -> None:
+    """``check`` and ``after_apply`` get, for every operation, the very call ``OperationCall(...)`` builds: same
+    fields, equality and repr, frozen, numbered per operation; ``after_apply`` sees the result."""
+    seen: list[tuple[str, OperationCall, Any]] = []
+
+    class Recording(MemoryDocumentContainer):
+        def check(self, call: OperationCall) -> None:
+            seen.append(("check", call, None))
+            super().check(call)
+
+        def after_apply(self, call: OperationCall, result: Any) -> None:
+            seen.append(("after", call, result))
+            super().after_apply(call, result)
+
+    container = Recording()
+    body = _doc("a", n=0)
+    created = container.create(body, "p")
+    operations = [PatchOperation("set", "/n", 1), PatchOperation("set", "/ttl", 60)]
+    patched = container.patch("a", "p", operations, if_match=created["_etag"])
+    container.patch("a", "p", operations[:1])
+    container.read("a", "p")
+    expected = [
+        OperationCall("create", 1, "a", "p", {"document": body}),
+        OperationCall(
+            "patch",
+            1,
+            "a",
+            "p",
+            {"operations": tuple(operations), "if_match": created["_etag"], "filter_predicate": None},
+        ),
+        OperationCall(
+            "patch", 2, "a", "p", {"operations": tuple(operations[:1]), "if_match": None, "filter_predicate": None}
+        ),
+        OperationCall("read", 1, "a", "p", {}),
+    ]
+    assert [when for when, _, _ in seen] == ["check", "after"] * 4
+    for index, call in enumerate(expected):
+        before, after = seen[2 * index][1], seen[2 * index + 1][1]
+        assert before is after, "one call object per operation"
+        assert before == call and repr(before) == repr(call)
+        assert type(before) is OperationCall and vars(before) == vars(call)
+        with pytest.raises(AttributeError):
+            before.number = 7  # type: ignore[misc]
+    assert seen[3][2] == patched and container.calls == {"create": 1, "patch": 2, "read": 1}
+
+
 def test_a_fault_on_a_batch_fails_it_whole(container: MemoryDocumentContainer) -> None:
     container.faults.fail("execute_batch", times=1, error=Throttled())
     with pytest.raises(Throttled):
@@ -408,6 +454,33 @@ def test_no_returned_document_shares_a_mutable_part_with_stored_state(container:
     assert container.read_change_feed(feed_range).documents[0]["tags"] == ["x"]
 
 
+def test_a_flat_document_stays_isolated_as_patches_nest_and_flatten_it(container: MemoryDocumentContainer) -> None:
+    """A document with no dict or list member is copied with one ``dict.copy``; once a patch nests a value in it
+    (or removes its only nested member), every returned copy must still be independent of stored state."""
+    feed_range = container.read_feed_ranges()[0]
+    container.create(_doc("a", n=0, status="pending"), "p")
+    container.patch("a", "p", [PatchOperation("set", "/status", "delivered"), PatchOperation("set", "/ttl", 60)])
+    nested = container.patch("a", "p", [PatchOperation("set", "/meta", {"tags": ["x"]})])
+    returned = [
+        nested,
+        container.read("a", "p"),
+        container.read_change_feed(feed_range).documents[0],
+        next(container.query("SELECT * FROM c")),
+        container.patch("a", "p", [PatchOperation("set", "/n", 1)]),
+    ]
+    for document in returned:
+        document["meta"]["tags"].append("mutated")
+        document["meta"]["added"] = True
+    assert container.read("a", "p")["meta"] == {"tags": ["x"]}
+    flattened = container.patch("a", "p", [PatchOperation("remove", "/meta")])
+    flattened["n"] = 99
+    again = container.patch("a", "p", [PatchOperation("set", "/list", [1])])
+    again["list"].append(2)
+    stored = container.read("a", "p")
+    assert stored["n"] == 1 and stored["list"] == [1] and "meta" not in stored
+    assert stored["status"] == "delivered" and stored["ttl"] == 60
+
+
 def test_a_write_never_changes_a_document_a_caller_already_holds(container: MemoryDocumentContainer) -> None:
     feed_range = container.read_feed_ranges()[0]
     container.create(_nested("a"), "p")
@@ -439,6 +512,27 @@ def test_a_patch_value_that_is_not_json_is_400_and_writes_nothing(container: Mem
         with pytest.raises(BadRequest):
             container.patch("a", "p", [PatchOperation("set", "/n", 2), PatchOperation("set", "/bad", value)])
     assert container.read("a", "p")["_etag"] == etag and container.read("a", "p")["n"] == 1
+
+
+def test_a_failing_operation_is_reported_before_a_value_that_is_not_json(container: MemoryDocumentContainer) -> None:
+    """Every operation applies (or fails) before the patched document is measured, which is where a NaN or an
+    infinity is refused, as encoding the document would refuse it."""
+    container.create(_doc("a", n=1), "p")
+    with pytest.raises(BadRequest, match="absent"):
+        container.patch("a", "p", [PatchOperation("set", "/x", float("nan")), PatchOperation("remove", "/absent")])
+    with pytest.raises(BadRequest, match="not JSON"):
+        container.patch("a", "p", [PatchOperation("set", "/x", float("-inf")), PatchOperation("set", "/y", True)])
+    scalars = [
+        PatchOperation("set", "/f", 0.1),
+        PatchOperation("set", "/t", True),
+        PatchOperation("set", "/b", False),
+        PatchOperation("set", "/z", None),
+        PatchOperation("incr", "/n", 1.5),
+        PatchOperation("set", "/big", -(10**30)),
+    ]
+    patched = container.patch("a", "p", scalars)
+    assert (patched["f"], patched["t"], patched["b"], patched["z"], patched["n"]) == (0.1, True, False, None, 2.5)
+    assert patched["big"] == -(10**30) and "x" not in patched and "y" not in patched
 
 
 def test_patch_values_are_stored_as_json_would_read_them_back(container: MemoryDocumentContainer) -> None:
@@ -663,6 +757,45 @@ def test_patch_set_on_an_array_index_overwrites_the_element(container: MemoryDoc
     container.create(_doc("a", tags=["x", "y"]), "p")
     patched = container.patch("a", "p", [PatchOperation("set", "/tags/1", "z"), PatchOperation("set", "/tags/2", "w")])
     assert patched["tags"] == ["x", "z", "w"]
+
+
+def test_a_path_patched_before_keeps_every_operations_semantics(container: MemoryDocumentContainer) -> None:
+    """The container remembers which paths may be patched; a refused path stays refused, and a remembered one still
+    behaves per operation (and keeps the members' order: new ones last, before the system properties)."""
+    container.create(_doc("a", n=0), "p")
+    for _ in range(3):
+        with pytest.raises(BadRequest):
+            container.patch("a", "p", [PatchOperation("set", "/n", 1), PatchOperation("set", "/pk", "x")])
+        with pytest.raises(BadRequest):
+            container.patch("a", "p", [PatchOperation("set", "/n", 1), PatchOperation("set", "/_ts", 1)])
+        assert container.read("a", "p")["n"] == 0
+    absent = object()
+    steps: list[tuple[PatchOperation, Any]] = [
+        (PatchOperation("set", "/m", 1), 1),
+        (PatchOperation("incr", "/m", 2), 3),
+        (PatchOperation("replace", "/m", "x"), "x"),
+        (PatchOperation("set", "/m", None), None),
+        (PatchOperation("remove", "/m"), absent),
+        (PatchOperation("remove", "/m"), BadRequest),
+        (PatchOperation("replace", "/m", 1), BadRequest),
+        (PatchOperation("add", "/m", 5), 5),
+        (PatchOperation("incr", "/m", "1"), BadRequest),
+        (PatchOperation("set", "/m", [1]), [1]),
+        (PatchOperation("set", "/m/0", 7), [7]),
+        (PatchOperation("set", "/m", 2.5), 2.5),
+    ]
+    for operation, expected in steps:
+        before = container.read("a", "p")
+        if expected is BadRequest:
+            with pytest.raises(BadRequest):
+                container.patch("a", "p", [operation])
+            assert container.read("a", "p") == before
+            continue
+        patched = container.patch("a", "p", [operation])
+        assert patched.get("m", absent) == expected
+        assert list(patched) == ["id", "pk", "n", *(["m"] if expected is not absent else []), "_rid", "_etag", "_ts"]
+    stamped = container.patch("a", "p", [PatchOperation("set", "/n", 1), PatchOperation("set", "/status", "done")])
+    assert list(stamped) == ["id", "pk", "n", "m", "status", "_rid", "_etag", "_ts"] and stamped["n"] == 1
 
 
 def test_an_empty_patch_is_400(container: MemoryDocumentContainer) -> None:
