@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import pickle
 from typing import Any
 
 import pytest
@@ -286,3 +288,170 @@ def test_ctr_02_total_and_deterministic_over_arbitrary_json(doc: object) -> None
         assert all(name in first.message for name in first.violations)
     else:
         assert first.destination.strip() and isinstance(first.body, str) and first.content_type.strip()
+
+
+# --- where the context's fast scan meets ``JSONDecoder.decode`` -------------------------------------------------
+# A context text that starts with "{" and ends with "}" is scanned directly; any other text goes through
+# ``decode``. Leading whitespace is insignificant JSON, so " " + text always takes ``decode`` and must agree.
+
+boundary_contexts = [
+    "{}",
+    '{"a":1}',
+    '{"a": 1}}',  # extra data that ends in "}"
+    "{}{}",
+    "{} ",  # trailing whitespace: decode's path
+    " {}",  # leading whitespace: decode's path
+    "{",
+    "}",
+    "{{}",
+    '{"a": x}',  # a bad value inside: the scanner's StopIteration is decode's JSONDecodeError
+    '{"a":[}',
+    '{"a": NaN}',
+    '{"a": -Infinity}',
+    '{"a": 1e400}',
+    '{"a": ' + "1" * 5000 + "}",  # over the int digit limit: ValueError, not JSONDecodeError
+    '{"a":' * 5000 + "1" + "}" * 5000,  # RecursionError
+    "\ufeff{}",  # a BOM is not JSON
+    '{"a": "\\ud800"}',
+    '{"a": "\ud800"}',
+    '{"\\udfff": 1}',
+    '{"a": {"b": "\\ud800"}}',
+    '{"a": ["\ud800"]}',
+    '{"a": "\\\\ud800"}',
+    '{"a": "\\u00e9"}',
+    '{"a": "\u00e9", "b": "\u4e2d"}',
+    '{"a": {"b": [1, "x"]}, "n": 2.5}',
+    '{"a": true, "b": false, "c": null, "d": 0, "e": -1.5e3}',
+    '{"Chatter.ContentType": "  "}',
+    '{"Chatter.ContentType": true}',
+    '{"Chatter.Infrastructure.Type": 1}',
+    '{"Chatter.Infrastructure.Type": ""}',
+    '{"Chatter.Infrastructure.Type": "kafka-b"}',
+    '{"a": 1,}',
+    '{"a" 1}',
+    "{'a': 1}",
+]
+
+
+@pytest.mark.parametrize("raw", boundary_contexts, ids=lambda r: repr(r)[:40])
+@pytest.mark.parametrize("own_content_type", ["application/json", ...], ids=["own type", "no own type"])
+def test_ctr_01_a_brace_wrapped_context_has_the_verdict_decode_gives_it(raw: str, own_content_type: Any) -> None:
+    fast = verify(document(MessageContext=raw, MessageContentType=own_content_type))
+    assert fast == verify(document(MessageContext=" " + raw, MessageContentType=own_content_type))
+    assert fast == verify(document(MessageContext=" " + raw + "\n", MessageContentType=own_content_type))
+
+
+@pytest.mark.parametrize(
+    ("raw", "verdict"),
+    [
+        ("{}", {}),
+        ('{"a":1}', {"a": 1}),
+        ('{"a": 1}}', "is not JSON (JSONDecodeError)"),
+        ("{}{}", "is not JSON (JSONDecodeError)"),
+        ('{"a": x}', "is not JSON (JSONDecodeError)"),
+        ('{"a":[}', "is not JSON (JSONDecodeError)"),
+        ("{", "is not JSON (JSONDecodeError)"),
+        ('{"a": NaN}', "is not JSON (ValueError)"),
+        ('{"a": 1e400}', "is not JSON (ValueError)"),
+        ('{"a": ' + "1" * 5000 + "}", "is not JSON (ValueError)"),
+        ('{"a":' * 5000 + "1" + "}" * 5000, "is not JSON (RecursionError)"),
+        ("\ufeff{}", "is not JSON (JSONDecodeError)"),
+        ('{"a": "\ud800"}', "holds text that is not valid Unicode"),
+        ('{"a": {"b": "\\ud800"}}', "holds text that is not valid Unicode"),
+        ('{"a": ["x"], "b": "\u00e9"}', {"a": ["x"], "b": "\u00e9"}),
+    ],
+    ids=lambda r: repr(r)[:40],
+)
+def test_ctr_01_brace_wrapped_context_verdicts_are_pinned(raw: str, verdict: dict[str, Any] | str) -> None:
+    result = verify(document(MessageContext=raw))
+    if isinstance(verdict, dict):
+        assert isinstance(result, Deliverable) and result.context == verdict
+        assert type(result.context) is dict
+    else:
+        assert isinstance(result, Undeliverable) and result.violations == ("MessageContext",)
+        assert f"its 'MessageContext' {verdict}" in result.message
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.one_of(
+        context_texts,
+        st.tuples(context_texts, st.sampled_from(["", "}", " }", "{}", "x}", "]"])).map("".join),
+        st.tuples(st.sampled_from(["{", "{}", '{"a":']), any_text, st.sampled_from(["}", "]}", '"}'])).map("".join),
+    )
+)
+def test_ctr_01_context_scan_agrees_with_decode_for_any_text(raw: str) -> None:
+    fast = verify(document(MessageContext=raw, MessageContentType=...))
+    assert fast == verify(document(MessageContext=" " + raw, MessageContentType=...))
+
+
+class _Text(str):
+    """A str subclass: not what JSON yields, but verify is total over it and keeps the caller's object."""
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "deliverable"),
+    [
+        ("Destination", "d\u00e9st", True),
+        ("Destination", "\u4e2d", True),
+        ("Destination", "\ud800", False),
+        ("Destination", "d\udfff", False),
+        ("Destination", " \t\n", False),
+        ("Destination", "\ufeff", True),  # a BOM is not whitespace: a (strange) topic name
+        ("Destination", _Text("dest"), True),
+        ("Destination", _Text(" "), False),
+        ("Destination", _Text("\ud800"), False),
+        ("Destination", True, False),
+        ("MessageBody", "\u00e9" * 2000, True),
+        ("MessageBody", "x" * 2000 + "\ud800", False),
+        ("MessageBody", "   ", True),
+        ("MessageBody", _Text("b"), True),
+        ("MessageBody", _Text("\udc00"), False),
+        ("MessageBody", 0, False),
+        ("MessageContentType", "t\u00e9xt/plain", True),
+        ("MessageContentType", "text\ud800", False),
+        ("MessageContentType", _Text("text/plain"), True),
+        ("MessageContentType", _Text("\ud800"), False),
+        ("MessageContentType", False, False),
+    ],
+    ids=repr,
+)
+def test_ctr_01_field_text_checks_at_the_ascii_boundary(field: str, value: Any, deliverable: bool) -> None:
+    verdict = verify(document(**{field: value}))
+    if deliverable:
+        assert isinstance(verdict, Deliverable)
+        kept = {
+            "Destination": verdict.destination,
+            "MessageBody": verdict.body,
+            "MessageContentType": verdict.content_type,
+        }
+        assert kept[field] is value, "the verdict carries the document's own object"
+    else:
+        assert isinstance(verdict, Undeliverable) and verdict.violations == (field,)
+
+
+def test_ctr_01_deliverable_is_an_ordinary_frozen_dataclass() -> None:
+    """Deliverable's hand-written ``__init__`` builds what the generated one built."""
+    values = ("m", "d", "b", "t", {"a": 1}, None)
+    by_position = Deliverable(*values)
+    by_keyword = Deliverable(
+        message_id="m", destination="d", body="b", content_type="t", context={"a": 1}, infrastructure=None
+    )
+    assert by_position == by_keyword and repr(by_position) == repr(by_keyword)
+    assert [f.name for f in dataclasses.fields(Deliverable)] == [
+        "message_id",
+        "destination",
+        "body",
+        "content_type",
+        "context",
+        "infrastructure",
+    ]
+    assert dataclasses.astuple(by_position) == values
+    assert dataclasses.replace(by_position, body="c") == Deliverable("m", "d", "c", "t", {"a": 1}, None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        by_position.body = "x"  # type: ignore[misc]
+    hashable = Deliverable("m", "d", "b", "t", frozenset(), None)  # type: ignore[arg-type]
+    assert hash(hashable) == hash(Deliverable("m", "d", "b", "t", frozenset(), None))  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        Deliverable("m", "d", "b", "t", {})  # type: ignore[call-arg]
+    assert pickle.loads(pickle.dumps(by_position)) == by_position
