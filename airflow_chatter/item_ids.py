@@ -30,7 +30,8 @@ def encode_message_id(message_id: str) -> str:
     """
     raw = message_id.encode("utf-8")
     # base64.urlsafe_b64encode(raw), without its two Python-level wrappers: it runs for every drained document.
-    return binascii.b2a_base64(raw, newline=False).translate(_URLSAFE).rstrip(b"=").decode("ascii")
+    # The translate also deletes the padding ("=" appears nowhere else in base64); the output is ASCII.
+    return binascii.b2a_base64(raw, newline=False).translate(_URLSAFE, b"=").decode()
 
 
 def build_item_id(kind: ItemKind, message_id: str) -> str:
