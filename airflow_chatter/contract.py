@@ -109,6 +109,7 @@ def _parse_float(text: str) -> float:
 _CONTEXT_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_parse_float)
 _JSON_CONTAINERS = (dict, list)
 #: The decoder's C scanner: ``decode`` minus its whitespace handling, for a context text that starts with "{".
+_NOT_UNICODE = "holds text that is not valid Unicode, so its entries can never become Kafka headers"
 _scan_context: Callable[[str, int], tuple[Any, int]] = _CONTEXT_DECODER.scan_once  # type: ignore[attr-defined]
 
 
@@ -135,30 +136,49 @@ def _parse_context(raw: object, present: bool) -> tuple[dict[str, Any] | None, s
     if not isinstance(raw, str):
         return None, f"is a JSON {_json_kind(raw)}, not a string holding a JSON object"
     if type(raw) is str and raw.startswith("{") and raw.endswith("}"):
-        # The common case, without ``decode``'s two whitespace scans and two Python frames: no whitespace leads, so
-        # ``decode`` would scan from 0, and a text ending in "}" has "Extra data" exactly when the scan stops short.
-        try:
-            parsed, end = _scan_context(raw, 0)
-        except StopIteration:  # what ``raw_decode`` turns into "Expecting value"
-            return None, "is not JSON (JSONDecodeError)"
-        except (ValueError, RecursionError) as exc:
-            return None, f"is not JSON ({type(exc).__name__})"
-        if end != len(raw):
-            return None, "is not JSON (JSONDecodeError)"
-    elif not raw.strip():
+        flat = _scan_flat_context(raw)
+        if flat is not None:
+            return flat
+    if not raw.strip():
         return {}, None
-    else:
-        try:
-            parsed = _CONTEXT_DECODER.decode(raw)
-        except (ValueError, RecursionError) as exc:
-            return None, f"is not JSON ({type(exc).__name__})"
+    try:
+        parsed = _CONTEXT_DECODER.decode(raw)
+    except (ValueError, RecursionError) as exc:
+        return None, f"is not JSON ({type(exc).__name__})"
     if not isinstance(parsed, dict):
         return None, f"is JSON {_json_kind(parsed)}, not a JSON object"
     if _may_hold_a_lone_surrogate(raw, parsed):
         try:
             json.dumps(parsed, ensure_ascii=False).encode("utf-8")
         except (ValueError, RecursionError):
-            return None, "holds text that is not valid Unicode, so its entries can never become Kafka headers"
+            return None, _NOT_UNICODE
+    return parsed, None
+
+
+def _scan_flat_context(raw: str) -> tuple[dict[str, Any] | None, str | None] | None:
+    """``_parse_context``'s answer for a flat object text that starts with "{" and ends with "}", else ``None``.
+
+    The common case, without ``decode``'s two whitespace scans and two Python frames: no whitespace leads, so
+    ``decode`` would scan from 0, and a text ending in "}" has no trailing data exactly when the scan ends at its
+    length. Every other outcome (an error, trailing data, a nested value) returns ``None`` and is decided by
+    ``decode`` itself: which error a malformed or deep text raises, RecursionError included, depends on the stack
+    depth ``decode`` runs at, so only the depth-1 object is decided here.
+    """
+    try:
+        parsed, end = _scan_context(raw, 0)
+    except Exception:  # decode raises it again, or its own, and says which
+        return None
+    if end != len(raw):
+        return None
+    for value in parsed.values():
+        if type(value) in _JSON_CONTAINERS:
+            return None
+    # A flat object: its strings can hold a lone surrogate only if the text has one or a \u escape.
+    if "\\u" in raw or not (raw.isascii() or _encodes(raw)):
+        try:
+            json.dumps(parsed, ensure_ascii=False).encode("utf-8")
+        except (ValueError, RecursionError):
+            return None, _NOT_UNICODE
     return parsed, None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import pickle
+import sys
 from typing import Any
 
 import pytest
@@ -455,3 +456,30 @@ def test_ctr_01_deliverable_is_an_ordinary_frozen_dataclass() -> None:
     with pytest.raises(TypeError):
         Deliverable("m", "d", "b", "t", {})  # type: ignore[call-arg]
     assert pickle.loads(pickle.dumps(by_position)) == by_position
+
+
+def _outcome(verdict: Deliverable | Undeliverable) -> str:
+    # a deeply nested context cannot be compared with ==, which recurses as deep
+    return verdict.message if isinstance(verdict, Undeliverable) else "deliverable"
+
+
+@pytest.mark.parametrize("leaf", ["1", "NaN", "x", '"\\ud800"'])
+def test_ctr_01_a_context_nested_near_the_recursion_limit_gets_decode_s_verdict(leaf: str) -> None:
+    """Only a flat context is decided by the direct scan; a nested one gets ``decode``'s verdict, at its depth.
+
+    Near the recursion limit, whether decode reaches the leaf (ValueError, JSONDecodeError, a lone surrogate) or
+    stops first (RecursionError) depends on how deep it runs; a brace-wrapped text must not be decided shallower.
+    """
+
+    def outcome(depth: int, lead: str = "") -> str:
+        return _outcome(verify(document(MessageContext=lead + '{"a":' * depth + leaf + "}" * depth)))
+
+    low, high = 1, sys.getrecursionlimit() + 50  # the deepest nesting decode still reaches the leaf at
+    while low < high:
+        middle = (low + high + 1) // 2
+        if "RecursionError" in outcome(middle, " "):
+            high = middle - 1
+        else:
+            low = middle
+    for depth in range(max(1, low - 4), low + 5):
+        assert outcome(depth) == outcome(depth, " "), depth
