@@ -108,8 +108,7 @@ def _parse_float(text: str) -> float:
 #: also refuses a leading BOM up front; this decoder refuses it as an unexpected character: both ``JSONDecodeError``.
 _CONTEXT_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_parse_float)
 _JSON_CONTAINERS = (dict, list)
-#: The decoder's C scanner: ``decode`` minus its whitespace handling, for a context text that starts with "{".
-_NOT_UNICODE = "holds text that is not valid Unicode, so its entries can never become Kafka headers"
+#: The decoder's C scanner: ``decode`` minus its whitespace handling and its two Python frames.
 _scan_context: Callable[[str, int], tuple[Any, int]] = _CONTEXT_DECODER.scan_once  # type: ignore[attr-defined]
 
 
@@ -119,12 +118,9 @@ def _may_hold_a_lone_surrogate(raw: str, parsed: dict[str, Any]) -> bool:
     A parsed string can hold a lone surrogate only if the text had one or had a ``\\u`` escape; a flat object of
     such strings and finite numbers always encodes. Anything else (escapes, nesting) takes the full check.
     """
-    if "\\u" in raw or not (raw.isascii() or _encodes(raw)):
+    if "\\u" in raw or not _utf8_encodable(raw):
         return True
-    for value in parsed.values():  # a plain loop: ``any(<genexpr>)`` costs more than this whole test
-        if type(value) in _JSON_CONTAINERS:
-            return True
-    return False
+    return any(type(value) in _JSON_CONTAINERS for value in parsed.values())
 
 
 def _parse_context(raw: object, present: bool) -> tuple[dict[str, Any] | None, str | None]:
@@ -135,10 +131,6 @@ def _parse_context(raw: object, present: bool) -> tuple[dict[str, Any] | None, s
         return None, "is JSON null, which is no message context at all"
     if not isinstance(raw, str):
         return None, f"is a JSON {_json_kind(raw)}, not a string holding a JSON object"
-    if type(raw) is str and raw.startswith("{") and raw.endswith("}"):
-        flat = _scan_flat_context(raw)
-        if flat is not None:
-            return flat
     if not raw.strip():
         return {}, None
     try:
@@ -151,34 +143,7 @@ def _parse_context(raw: object, present: bool) -> tuple[dict[str, Any] | None, s
         try:
             json.dumps(parsed, ensure_ascii=False).encode("utf-8")
         except (ValueError, RecursionError):
-            return None, _NOT_UNICODE
-    return parsed, None
-
-
-def _scan_flat_context(raw: str) -> tuple[dict[str, Any] | None, str | None] | None:
-    """``_parse_context``'s answer for a flat object text that starts with "{" and ends with "}", else ``None``.
-
-    The common case, without ``decode``'s two whitespace scans and two Python frames: no whitespace leads, so
-    ``decode`` would scan from 0, and a text ending in "}" has no trailing data exactly when the scan ends at its
-    length. Every other outcome (an error, trailing data, a nested value) returns ``None`` and is decided by
-    ``decode`` itself: which error a malformed or deep text raises, RecursionError included, depends on the stack
-    depth ``decode`` runs at, so only the depth-1 object is decided here.
-    """
-    try:
-        parsed, end = _scan_context(raw, 0)
-    except Exception:  # decode raises it again, or its own, and says which
-        return None
-    if end != len(raw):
-        return None
-    for value in parsed.values():
-        if type(value) in _JSON_CONTAINERS:
-            return None
-    # A flat object: its strings can hold a lone surrogate only if the text has one or a \u escape.
-    if "\\u" in raw or not (raw.isascii() or _encodes(raw)):
-        try:
-            json.dumps(parsed, ensure_ascii=False).encode("utf-8")
-        except (ValueError, RecursionError):
-            return None, _NOT_UNICODE
+            return None, "holds text that is not valid Unicode, so its entries can never become Kafka headers"
     return parsed, None
 
 
@@ -213,8 +178,87 @@ def verify(document: object) -> Deliverable | Undeliverable:
 
 
 def _verify(document: object) -> Deliverable | Undeliverable:
-    # NOTE: the drain hands in plain dicts; ``type(...) is dict`` spares them the ABC ``isinstance`` (~0.3 us).
-    fields: Mapping[str, Any] = document if type(document) is dict or isinstance(document, Mapping) else {}
+    if type(document) is dict:
+        deliverable = _plainly_deliverable(document)
+        if deliverable is not None:
+            return deliverable
+    return _verify_each_check(document)
+
+
+#: Stands for an absent field in one ``dict.get`` (a present JSON null is ``None``).
+_ABSENT: Any = object()
+
+
+def _plainly_deliverable(document: dict[str, Any]) -> Deliverable | None:
+    """The drain's common case in one pass: the verdict ``_verify_each_check`` would give, or ``None``.
+
+    Decides only a plain dict whose ``MessageId``, ``Destination`` and ``MessageBody`` are exact ``str`` (never a
+    subclass, which may redefine the methods used here) and whose context is absent or the text of a flat JSON
+    object with no surrounding whitespace; it only ever answers ``Deliverable``. ``None`` means "not decided here":
+    any violation, and every other shape, is decided by ``_verify_each_check`` from scratch, so its problem texts
+    and their order stay in one place.
+    """
+    message_id = document.get(MESSAGE_ID_FIELD)
+    destination = document.get(DESTINATION_FIELD)
+    body = document.get(MESSAGE_BODY_FIELD)
+    own_content_type = document.get(MESSAGE_CONTENT_TYPE_FIELD)
+    raw = document.get(MESSAGE_CONTEXT_FIELD, _ABSENT)
+    if type(message_id) is not str or type(destination) is not str or type(body) is not str:
+        return None
+    # ``x.isascii() or _encodes(x)`` is ``_utf8_encodable(x)`` with its common case inlined.
+    if not destination.strip() or not (destination.isascii() or _encodes(destination)):
+        return None
+    if not (body.isascii() or _encodes(body)):
+        return None
+
+    context: dict[str, Any]
+    if raw is _ABSENT:
+        context = {}
+    elif type(raw) is str and raw.startswith("{") and raw.endswith("}"):
+        # ``decode`` would scan from 0 (no whitespace leads), and a text ending in "}" has no trailing data
+        # exactly when the scan ends at its length.
+        try:
+            context, end = _scan_context(raw, 0)
+        except Exception:  # which error ``decode`` reports is ``_verify_each_check``'s to say
+            return None
+        if end != len(raw):
+            return None
+        for value in context.values():
+            # NOTE: a nested context is left to ``decode``: near the recursion limit, whether a nested text
+            # parses depends on the stack depth it is parsed at, and ``decode`` runs two frames deeper.
+            if type(value) in _JSON_CONTAINERS:
+                return None
+        # A flat object's strings can hold a lone surrogate only if the text has one or a \u escape.
+        if "\\u" in raw or not (raw.isascii() or _encodes(raw)):
+            try:
+                json.dumps(context, ensure_ascii=False).encode("utf-8")
+            except (ValueError, RecursionError):
+                return None
+    else:
+        return None
+
+    content_type: object
+    if type(own_content_type) is str:
+        content_type = own_content_type
+        if not content_type.strip() or not (content_type.isascii() or _encodes(content_type)):
+            content_type = context.get(CONTEXT_CONTENT_TYPE)  # unusable own: the context's, as the full check
+    elif isinstance(own_content_type, str):
+        return None  # a str subclass
+    else:
+        content_type = context.get(CONTEXT_CONTENT_TYPE)
+    if type(content_type) is not str or not content_type.strip():
+        return None
+    infrastructure = context.get(CONTEXT_INFRASTRUCTURE_TYPE)
+    if infrastructure is not None:
+        if type(infrastructure) is not str:
+            return None
+        if not infrastructure.strip():
+            infrastructure = None
+    return Deliverable(message_id, destination, body, content_type, context, infrastructure)
+
+
+def _verify_each_check(document: object) -> Deliverable | Undeliverable:
+    fields: Mapping[str, Any] = document if isinstance(document, Mapping) else {}
     message_id = fields.get(MESSAGE_ID_FIELD)
     message_id = message_id if isinstance(message_id, str) else None
     destination = fields.get(DESTINATION_FIELD)
@@ -225,20 +269,11 @@ def _verify(document: object) -> Deliverable | Undeliverable:
     problems: list[tuple[str, str]] = []
     # NOTE: text that cannot become UTF-8 bytes would fail the Kafka produce identically on every pass, so the
     # contract reports it here, under the field that carries it, rather than letting it wedge the lease.
-    # ``x.isascii() or _encodes(x)`` is ``_utf8_encodable(x)`` inlined for the common ASCII case.
-    if (
-        not isinstance(destination, str)
-        or not destination.strip()
-        or not (
-            destination.isascii() or _encodes(destination)
-            if type(destination) is str
-            else _utf8_encodable(str(destination))
-        )
-    ):
+    if _is_blank(destination) or not _utf8_encodable(str(destination)):
         problems.append(
             (DESTINATION_FIELD, "is absent, not a string, blank, or not valid Unicode, and a message needs a topic")
         )
-    if not isinstance(body, str) or not (body.isascii() or _encodes(body)):
+    if not isinstance(body, str) or not _utf8_encodable(body):
         problems.append(
             (MESSAGE_BODY_FIELD, "is absent, not a string, or not valid Unicode, so there is no body to publish")
         )
@@ -246,11 +281,7 @@ def _verify(document: object) -> Deliverable | Undeliverable:
         problems.append((MESSAGE_CONTEXT_FIELD, context_problem))
 
     content_type: str | None = None
-    if (
-        isinstance(own_content_type, str)
-        and own_content_type.strip()
-        and (own_content_type.isascii() or _encodes(own_content_type))
-    ):
+    if isinstance(own_content_type, str) and own_content_type.strip() and _utf8_encodable(own_content_type):
         content_type = own_content_type
     elif context is not None and not _is_blank(context.get(CONTEXT_CONTENT_TYPE)):
         content_type = context[CONTEXT_CONTENT_TYPE]

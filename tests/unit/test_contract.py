@@ -6,6 +6,7 @@ import dataclasses
 import json
 import pickle
 import sys
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -483,3 +484,116 @@ def test_ctr_01_a_context_nested_near_the_recursion_limit_gets_decode_s_verdict(
             low = middle
     for depth in range(max(1, low - 4), low + 5):
         assert outcome(depth) == outcome(depth, " "), depth
+
+
+# --- the plain-dict fast path against the full check ----------------------------------------------------------
+# A plain dict may be decided by the one-pass fast path; a MappingProxyType over the same dict never is, so it
+# always gets the full check. The two must give equal verdicts, violations and messages included.
+
+
+def both_paths(doc: dict[str, Any]) -> Deliverable | Undeliverable:
+    verdict = verify(doc)
+    assert verdict == verify(MappingProxyType(doc)), "the fast path decides exactly as the full check"
+    return verdict
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"MessageId": ...},
+        {"MessageId": 5},
+        {"MessageId": _Text("m")},
+        {"MessageId": ""},
+        {"Destination": _Text("d")},
+        {"Destination": "\u00e9"},
+        {"Destination": "\ud800"},
+        {"Destination": "\t"},
+        {"MessageBody": _Text("b")},
+        {"MessageBody": "\udfff"},
+        {"MessageBody": 1},
+        {"MessageContext": ...},
+        {"MessageContext": None},
+        {"MessageContext": ""},
+        {"MessageContext": "  "},
+        {"MessageContext": " {}"},
+        {"MessageContext": _Text("{}")},
+        {"MessageContext": '{"a": 1} '},
+        {"MessageContext": '{"a": "\\u00e9"}'},
+        {"MessageContext": '{"a": "\\ud800"}'},
+        {"MessageContext": '{"a": "\ud800"}'},
+        {"MessageContext": '{"a": [1]}'},
+        {"MessageContext": '{"a": {}}'},
+        {"MessageContext": '{"a": NaN}'},
+        {"MessageContext": '{"a": 1}{'},
+        {"MessageContentType": ...},
+        {"MessageContentType": None},
+        {"MessageContentType": " "},
+        {"MessageContentType": "\ud800"},
+        {"MessageContentType": _Text("text/own")},
+        {"MessageContentType": _Text(" ")},
+        {"MessageContentType": 5},
+    ],
+    ids=repr,
+)
+@pytest.mark.parametrize(
+    "entries",
+    [
+        {},
+        {"Chatter.ContentType": "text/ctx"},
+        {"Chatter.ContentType": " "},
+        {"Chatter.ContentType": 1},
+        {"Chatter.Infrastructure.Type": "kafka-b"},
+        {"Chatter.Infrastructure.Type": ""},
+        {"Chatter.Infrastructure.Type": None},
+        {"Chatter.Infrastructure.Type": False},
+        {"Chatter.ContentType": "text/ctx", "Chatter.Infrastructure.Type": [1]},
+    ],
+    ids=repr,
+)
+def test_ctr_02_fast_path_and_full_check_agree_at_the_boundaries(
+    changes: dict[str, Any], entries: dict[str, Any]
+) -> None:
+    doc = document(MessageContext=json.dumps(entries))
+    for name, value in changes.items():
+        if value is ...:
+            doc.pop(name, None)
+        elif name == "MessageContext" and isinstance(value, str) and value.startswith("{") and entries:
+            doc[name] = value[:-1] + ", " + json.dumps(entries)[1:]  # the change, with the entries
+        else:
+            doc[name] = value
+    both_paths(doc)
+
+
+def test_ctr_01_a_str_subclass_own_content_type_wins_over_the_context_s() -> None:
+    own = _Text("text/own")
+    verdict = both_paths(document(MessageContentType=own, MessageContext=context(**{"Chatter.ContentType": "x/y"})))
+    assert isinstance(verdict, Deliverable) and verdict.content_type is own
+
+
+well_formed_ish = st.fixed_dictionaries(
+    {
+        "MessageId": st.one_of(st.just("m"), json_values),
+        "Destination": st.one_of(st.sampled_from(["d", "d\u00e9", " "]), json_values),
+        "MessageBody": st.one_of(st.sampled_from(["{}", "", "\u00e9"]), json_values),
+        "MessageContext": st.one_of(
+            st.dictionaries(
+                st.sampled_from(["Chatter.ContentType", "Chatter.Infrastructure.Type", "x", "\u00e9"]),
+                st.one_of(st.sampled_from(["text/x", " ", ""]), json_values),
+                max_size=3,
+            ).flatmap(
+                lambda entries: st.sampled_from(
+                    [json.dumps(entries), json.dumps(entries, ensure_ascii=False), " " + json.dumps(entries)]
+                )
+            ),
+            context_texts,
+        ),
+    },
+    optional={"MessageContentType": st.one_of(st.sampled_from(["a/b", " ", "\ud800"]), json_values)},
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(well_formed_ish, document_like))
+def test_ctr_02_fast_path_and_full_check_agree_over_arbitrary_json(doc: dict[str, Any]) -> None:
+    both_paths(doc)
