@@ -170,19 +170,15 @@ def verify(document: object) -> Deliverable | Undeliverable:
     lease per violation.
     """
     try:
-        return _verify(document)
+        if type(document) is dict:
+            deliverable = _plainly_deliverable(document)
+            if deliverable is not None:
+                return deliverable
+        return _verify_each_check(document)
     except Exception as exc:  # pragma: no cover - defence in depth for exotic Mapping implementations
         # INVARIANT: verify is total (test_ctr_02_never_raises_for_arbitrary_json). JSON-shaped input cannot get
         # here; a foreign Mapping whose lookups raise is reported as unverifiable rather than faulting the batch.
         return Undeliverable(None, (), f"The outbox document could not be read: {type(exc).__name__}")
-
-
-def _verify(document: object) -> Deliverable | Undeliverable:
-    if type(document) is dict:
-        deliverable = _plainly_deliverable(document)
-        if deliverable is not None:
-            return deliverable
-    return _verify_each_check(document)
 
 
 #: Stands for an absent field in one ``dict.get`` (a present JSON null is ``None``).
