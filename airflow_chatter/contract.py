@@ -50,8 +50,10 @@ class Deliverable:
         context: Mapping[str, Any],
         infrastructure: str | None,
     ) -> None:
-        # NOTE: the generated frozen ``__init__`` would set each field through ``object.__setattr__`` (~1 us for
-        # six, once per drained document); writing the instance dict directly is the same object for ~0.4 us.
+        # NOTE: the generated frozen ``__init__`` would set each field through ``object.__setattr__`` (~11k
+        # instructions for six, once per drained document); writing the instance dict builds the same object for
+        # ~4.8k. The price: a materialised instance dict makes each attribute read ~270 instructions dearer; with
+        # the drain's reads, the net saving measured on a whole drain is ~3.9k instructions per document.
         fields = self.__dict__
         fields["message_id"] = message_id
         fields["destination"] = destination
