@@ -24,6 +24,9 @@ CONTENT_TYPE_HEADER = "content-type"
 TRACE_HEADERS: tuple[str, ...] = ("traceparent", "tracestate")
 
 _RESERVED_HEADERS = frozenset({MESSAGE_ID_HEADER, CONTENT_TYPE_HEADER})
+#: A name can lower-case to a reserved one only if it has that one's length: ``str.lower`` keeps every character one
+#: character except U+0130, whose two (an "i" and a combining dot) are never a reserved name's ASCII.
+_RESERVED_HEADER_LENGTHS = frozenset(len(name) for name in _RESERVED_HEADERS)
 #: ``json.dumps(value, separators=(",", ":"), ensure_ascii=False)`` without building an encoder per header.
 _COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
@@ -74,7 +77,8 @@ def to_outgoing_message(
         (CONTENT_TYPE_HEADER, deliverable.content_type.encode("utf-8")),
     ]
     for name, value in context.items():
-        if name.lower() in _RESERVED_HEADERS:
+        # (anything but an exact str, which may define its own lower(), is always asked)
+        if (type(name) is not str or len(name) in _RESERVED_HEADER_LENGTHS) and name.lower() in _RESERVED_HEADERS:
             continue
         # header_value(value), with its common string case inlined
         headers.append((name, value.encode("utf-8") if type(value) is str else header_value(value)))

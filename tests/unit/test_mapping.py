@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -228,3 +229,24 @@ def test_f_02_record_equals_its_definition_in_general_helpers(
         return
     expected = reference_message(verdict, pk, strategy, trace_headers)
     assert to_outgoing_message(verdict, pk, strategy, trace_headers=trace_headers) == expected
+
+
+def test_f_02_only_a_name_of_a_reserved_length_can_lower_case_to_a_reserved_name() -> None:
+    """The reserved-name test looks at the length first; this holds for every code point Python lower-cases."""
+    longer = {chr(c): chr(c).lower() for c in range(sys.maxunicode + 1) if len(chr(c).lower()) != 1}
+    assert longer == {"\u0130": "i\u0307"}, "str.lower keeps every other character one character"
+    assert not any(lowered.isascii() for lowered in longer.values())
+    for name in ["MESSAGE-ID", "Content-Type", "\u0130message-id", "message-\u0130d", "content-type ", "message_id"]:
+        message = to_outgoing_message(deliverable(context={name: "x"}), "t")
+        assert (name in headers_of(message)) == (name.lower() not in ("message-id", "content-type")), name
+    kelvin = "\u212a"  # KELVIN SIGN lower-cases to ASCII "k": one character, so length still decides correctly
+    assert kelvin.lower() == "k"
+
+
+def test_f_02_a_str_subclass_header_name_is_asked_for_its_own_lower_case() -> None:
+    class Shouting(str):
+        def lower(self) -> str:
+            return "message-id"
+
+    message = to_outgoing_message(deliverable(context={Shouting("x"): "v"}), "t")
+    assert [name for name, _ in message.headers] == ["message-id", "content-type"]
