@@ -28,9 +28,11 @@ def encode_message_id(message_id: str) -> str:
     A message id that is not encodable as UTF-8 (a lone surrogate) raises ``UnicodeEncodeError`` (a ``ValueError``)
     rather than being replaced, because a replacement would map two distinct ids onto one item id.
     """
-    raw = message_id.encode("utf-8")
+    raw = message_id.encode()  # UTF-8, strict
     # base64.urlsafe_b64encode(raw), without its two Python-level wrappers: it runs for every drained document.
-    return binascii.b2a_base64(raw, newline=False).translate(_URLSAFE).rstrip(b"=").decode("ascii")
+    # The translate also deletes the padding and the trailing newline (neither "=" nor "\n" appears anywhere else
+    # in base64), which is cheaper than passing newline=False by keyword; the output is ASCII.
+    return binascii.b2a_base64(raw).translate(_URLSAFE, b"=\n").decode()
 
 
 def build_item_id(kind: ItemKind, message_id: str) -> str:

@@ -24,6 +24,9 @@ CONTENT_TYPE_HEADER = "content-type"
 TRACE_HEADERS: tuple[str, ...] = ("traceparent", "tracestate")
 
 _RESERVED_HEADERS = frozenset({MESSAGE_ID_HEADER, CONTENT_TYPE_HEADER})
+#: A name can lower-case to a reserved one only if it has that one's length: ``str.lower`` keeps every character one
+#: character except U+0130, whose two (an "i" and a combining dot) are never a reserved name's ASCII.
+_RESERVED_HEADER_LENGTHS = frozenset(len(name) for name in _RESERVED_HEADERS)
 #: ``json.dumps(value, separators=(",", ":"), ensure_ascii=False)`` without building an encoder per header.
 _COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
@@ -74,15 +77,18 @@ def to_outgoing_message(
         (CONTENT_TYPE_HEADER, deliverable.content_type.encode("utf-8")),
     ]
     for name, value in context.items():
-        if name.lower() in _RESERVED_HEADERS:
+        # (anything but an exact str, which may define its own lower(), is always asked)
+        if (type(name) is not str or len(name) in _RESERVED_HEADER_LENGTHS) and name.lower() in _RESERVED_HEADERS:
             continue
-        headers.append((name, header_value(value)))
-    return OutgoingMessage(
-        topic=deliverable.destination,
-        value=deliverable.body.encode("utf-8"),
-        key=record_key(deliverable, partition_key, key_strategy),
-        headers=tuple(headers),
-    )
+        # header_value(value), with its common string case inlined
+        headers.append((name, value.encode("utf-8") if type(value) is str else header_value(value)))
+    if key_strategy == "partition_key" and type(partition_key) is str:
+        # record_key's default case inlined: partition_key_to_kafka_key of a string is its own bytes
+        key: bytes | None = partition_key.encode("utf-8", "surrogatepass")
+    else:
+        key = record_key(deliverable, partition_key, key_strategy)
+    # NOTE: positional, in field order (topic, value, key, headers): keywords cost ~0.3 us more per message.
+    return OutgoingMessage(deliverable.destination, deliverable.body.encode("utf-8"), key, tuple(headers))
 
 
 __all__ = [

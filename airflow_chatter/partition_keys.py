@@ -91,13 +91,22 @@ def stamp_partition_value(
         node[leaf] = value
 
 
+#: Stands for an absent key in one ``dict.get`` (``None`` is a value a document may hold).
+_MISSING: Any = object()
+
+
 def _recover_component(document: Mapping[str, Any], path: str) -> PartitionKeyComponent:
     node: object = document
     for part in _cached_path_segments(path):
-        if not isinstance(node, Mapping) or part not in node:
+        if type(node) is dict:  # the drain's documents: one lookup, no ABC isinstance
+            node = node.get(part, _MISSING)
+            if node is _MISSING:
+                return None
+        elif isinstance(node, Mapping) and part in node:
+            node = node[part]
+        else:
             return None
-        node = node[part]
-    if node is None or isinstance(node, _SCALAR_TYPES):
+    if node is None or type(node) is str or isinstance(node, _SCALAR_TYPES):
         return node
     # An object or array cannot be a partition value; treat it like an absent one.
     return None
@@ -109,11 +118,12 @@ def recover_partition_key(document: Mapping[str, Any], paths: str | Sequence[str
     A single path yields its scalar; a hierarchical path yields a list. A missing leaf or a missing / non-object
     intermediate yields a JSON-null component, which makes the later patch fail loudly rather than hit another item.
     """
-    items = (paths,) if isinstance(paths, str) else tuple(paths)
-    components = [_recover_component(document, path) for path in items]
-    if len(components) == 1:
-        return components[0]
-    return components
+    if isinstance(paths, str):
+        return _recover_component(document, paths)
+    items = tuple(paths)
+    if len(items) == 1:  # no list is built for a single path: its scalar is the key
+        return _recover_component(document, items[0])
+    return [_recover_component(document, path) for path in items]
 
 
 def _compact_json(value: object) -> str:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from airflow_chatter.errors import ItemIdTooLongError, ReservedIdError
 from airflow_chatter.item_ids import (
@@ -69,3 +73,11 @@ def test_obx_05_reserved_test_is_an_ordinal_prefix_test(item_id: str) -> None:
     """OBX-05: only the exact, case-sensitive prefixes are reserved."""
     assert not is_reserved_id(item_id), "anything else is an application id"
     guard_not_reserved(item_id)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.characters(exclude_categories=("Cs",))) | st.text(st.sampled_from("\x00\xff\u07ff\uffff+/=~?")))
+def test_obx_04_encoding_is_unpadded_urlsafe_base64_of_utf8(message_id: str) -> None:
+    expected = base64.urlsafe_b64encode(message_id.encode("utf-8")).rstrip(b"=").decode("ascii")
+    assert encode_message_id(message_id) == expected
+    assert build_item_id("inbox", message_id[:300]) == "inbox:" + encode_message_id(message_id[:300])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -10,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_chatter.contract import Deliverable, verify
-from airflow_chatter.mapping import to_outgoing_message
+from airflow_chatter.mapping import header_value, record_key, to_outgoing_message
+from airflow_chatter.ports import OutgoingMessage
 
 PERSISTED_PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 SEND_SPAN = "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01"
@@ -162,3 +164,89 @@ def test_f_02_every_deliverable_maps_without_raising(doc: dict[str, Any], pk: An
     assert message.topic == verdict.destination and message.headers[0] == ("message-id", verdict.message_id.encode())
     names = [name.lower() for name, _ in message.headers]
     assert names.count("message-id") == 1 and names.count("content-type") == 1
+
+
+# --- the inlined common cases (a str header value, a str partition key) against the general helpers ------------
+
+
+class _Text(str):
+    """A str subclass: takes the general helpers, which must give the same bytes."""
+
+
+def reference_message(
+    verdict: Deliverable, pk: Any, strategy: Any, trace_headers: dict[str, str] | None = None
+) -> OutgoingMessage:
+    """to_outgoing_message as its docstring defines it, spelled with the general helpers only."""
+    context = dict(verdict.context)
+    for name in ("traceparent", "tracestate"):
+        if trace_headers and name in trace_headers:
+            context[name] = trace_headers[name]
+    headers = [("message-id", verdict.message_id.encode("utf-8")), ("content-type", verdict.content_type.encode())]
+    headers += [(n, header_value(v)) for n, v in context.items() if n.lower() not in ("message-id", "content-type")]
+    return OutgoingMessage(
+        topic=verdict.destination,
+        value=verdict.body.encode("utf-8"),
+        key=record_key(verdict, pk, strategy),
+        headers=tuple(headers),
+    )
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["", "\u00e9", _Text("x"), True, False, 0, 1, -(10**30), 2.5, None, [1, "a"], {"b": None}],
+    ids=repr,
+)
+def test_f_02_every_header_value_kind_is_encoded_as_the_general_helper_does(value: Any) -> None:
+    message = to_outgoing_message(deliverable(context={"h": value}), "t")
+    assert message.headers[2] == ("h", header_value(value))
+    assert message == reference_message(deliverable(context={"h": value}), "t", "partition_key")
+
+
+@pytest.mark.parametrize(
+    "pk",
+    ["", "t", "\u00e9", "\ud800", _Text("t"), _Text("\udc00"), 0, True, None, 1.5, ["a", 1], ("a",)],
+    ids=repr,
+)
+@pytest.mark.parametrize("strategy", ["partition_key", "message_id", "none"])
+def test_f_02_every_partition_key_kind_keys_as_record_key_does(pk: Any, strategy: Any) -> None:
+    message = to_outgoing_message(deliverable(), pk, strategy)
+    assert message.key == record_key(deliverable(), pk, strategy)
+    assert message == reference_message(deliverable(), pk, strategy)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    documents,
+    partition_keys,
+    st.sampled_from(["partition_key", "message_id", "none"]),
+    st.none() | st.dictionaries(st.sampled_from(["traceparent", "tracestate", "other"]), st.text(max_size=8)),
+)
+def test_f_02_record_equals_its_definition_in_general_helpers(
+    doc: dict[str, Any], pk: Any, strategy: Any, trace_headers: dict[str, str] | None
+) -> None:
+    verdict = verify(doc)
+    if not isinstance(verdict, Deliverable):
+        return
+    expected = reference_message(verdict, pk, strategy, trace_headers)
+    assert to_outgoing_message(verdict, pk, strategy, trace_headers=trace_headers) == expected
+
+
+def test_f_02_only_a_name_of_a_reserved_length_can_lower_case_to_a_reserved_name() -> None:
+    """The reserved-name test looks at the length first; this holds for every code point Python lower-cases."""
+    longer = {chr(c): chr(c).lower() for c in range(sys.maxunicode + 1) if len(chr(c).lower()) != 1}
+    assert longer == {"\u0130": "i\u0307"}, "str.lower keeps every other character one character"
+    assert not any(lowered.isascii() for lowered in longer.values())
+    for name in ["MESSAGE-ID", "Content-Type", "\u0130message-id", "message-\u0130d", "content-type ", "message_id"]:
+        message = to_outgoing_message(deliverable(context={name: "x"}), "t")
+        assert (name in headers_of(message)) == (name.lower() not in ("message-id", "content-type")), name
+    kelvin = "\u212a"  # KELVIN SIGN lower-cases to ASCII "k": one character, so length still decides correctly
+    assert kelvin.lower() == "k"
+
+
+def test_f_02_a_str_subclass_header_name_is_asked_for_its_own_lower_case() -> None:
+    class Shouting(str):
+        def lower(self) -> str:
+            return "message-id"
+
+    message = to_outgoing_message(deliverable(context={Shouting("x"): "v"}), "t")
+    assert [name for name, _ in message.headers] == ["message-id", "content-type"]

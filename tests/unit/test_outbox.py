@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_chatter.errors import ConfigurationError, ItemIdTooLongError
-from airflow_chatter.item_ids import build_item_id
+from airflow_chatter.item_ids import build_item_id, encode_message_id
 from airflow_chatter.outbox import (
     DELIVERED,
     PENDING,
@@ -217,3 +218,81 @@ def test_pnd_01_predicate_is_total_and_deterministic_over_arbitrary_json(documen
     assert isinstance(first, bool)
     if first:
         assert isinstance(document, dict) and document["id"] == build_item_id("outbox", document["MessageId"])
+
+
+# --- where the plain-dict fast path meets the general one -------------------------------------------------------
+# A plain dict with exact-str fields is decided in one pass; anything else takes the general path. A
+# MappingProxyType over the same dict always takes the general path, so the two must agree.
+
+
+class _Text(str):
+    """A str subclass: equal to its text, but not what JSON yields; the general path decides it."""
+
+
+class _Lying(str):
+    """A str subclass whose == says the opposite: only the general path may compare it."""
+
+    def __eq__(self, other: object) -> bool:
+        return not str.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+def both_paths(document: dict[str, Any]) -> bool:
+    verdict = is_pending_outbox(document)
+    assert verdict is is_pending_outbox(MappingProxyType(document)), "the fast path agrees with the general one"
+    return verdict
+
+
+@pytest.mark.parametrize(
+    ("changes", "pending"),
+    [
+        ({}, True),
+        ({"_chatterType": None}, False),
+        ({"_chatterType": ...}, False),
+        ({"_chatterType": _Text("outbox")}, True),
+        ({"_chatterType": _Lying("outbox")}, False),
+        ({"_chatterType": _Lying("inbox")}, True),
+        ({"status": _Text("pending")}, True),
+        ({"status": _Lying("delivered")}, True),
+        ({"status": False}, False),
+        ({"MessageId": _Text("msg-1")}, True),
+        ({"MessageId": _Text("")}, False),
+        ({"id": _Text("outbox:bXNnLTE")}, True),
+        ({"id": "outbox:bXNnLTE="}, False),  # padded: not the id build_item_id mints
+        ({"id": "bXNnLTE"}, False),
+        ({"id": "inbox:bXNnLTE"}, False),
+        ({"id": "outbox:bXNnLTE "}, False),
+        ({"MessageId": "\u00e9", "id": "outbox:w6k"}, True),
+        ({"MessageId": "\ud800", "id": "outbox:7aCA"}, False),  # surrogatepass bytes: never minted
+        ({"MessageId": "a" * 762, "id": build_item_id("outbox", "a" * 762)}, True),  # exactly 1023
+        ({"MessageId": "a" * 763, "id": "outbox:" + encode_message_id("a" * 763)}, False),  # 1025: never minted
+        ({"MessageId": "\u00e9" * 381, "id": "outbox:" + encode_message_id("\u00e9" * 381)}, True),  # 1023
+        ({"MessageId": "\u00e9" * 382, "id": "outbox:" + encode_message_id("\u00e9" * 382)}, False),
+    ],
+    ids=lambda v: repr(v)[:60],
+)
+def test_pnd_02_fast_and_general_paths_meet_at_the_boundaries(changes: dict[str, Any], pending: bool) -> None:
+    assert both_paths(pending_document(**changes)) is pending
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "id": st.one_of(st.sampled_from(["outbox:bXNnLTE", "outbox:w6k", "outbox:"]), json_values),
+            "_chatterType": st.one_of(st.sampled_from(["outbox", "inbox"]), json_values),
+            "status": st.one_of(st.sampled_from(["pending", "delivered"]), json_values),
+            "MessageId": st.one_of(st.sampled_from(["msg-1", "\u00e9", "", "\ud800"]), json_values),
+        },
+    ),
+    st.sets(st.sampled_from(["id", "_chatterType", "status", "MessageId"])),
+)
+def test_pnd_01_fast_path_agrees_with_the_general_path(document: dict[str, Any], as_subclass: set[str]) -> None:
+    for name in as_subclass & {name for name, value in document.items() if type(value) is str}:
+        document[name] = _Text(document[name])
+    both_paths(document)

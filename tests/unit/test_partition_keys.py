@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict, defaultdict
+from types import MappingProxyType
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from airflow_chatter.errors import ConfigurationError
 from airflow_chatter.partition_keys import (
@@ -138,3 +142,80 @@ def test_f_02_kafka_key_of_a_lone_surrogate_is_stable_bytes_not_an_error() -> No
     """A partition value without UTF-8 bytes must not fail every produce of its document."""
     assert partition_key_to_kafka_key("t\ud800") == partition_key_to_kafka_key("t\ud800")
     assert partition_key_to_kafka_key(["t\ud800", 1]).endswith(b",1]")
+
+
+# --- where the plain-dict lookup meets the general Mapping walk -------------------------------------------------
+
+
+def as_proxies(value: Any) -> Any:
+    """The same JSON with every object a MappingProxyType: recovery then never takes the plain-dict lookup."""
+    if type(value) is dict:
+        return MappingProxyType({k: as_proxies(v) for k, v in value.items()})
+    return value
+
+
+class _Text(str):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("document", "paths", "key"),
+    [
+        ({"t": None}, "/t", None),
+        ({}, "/t", None),
+        ({"t": False}, ("/t",), False),
+        ({"t": 0}, ["/t"], 0),
+        ({"t": 1.5}, "/t", 1.5),
+        ({"t": {"a": 1}}, "/t", None),
+        ({"t": [1]}, "/t", None),
+        ({"t": "x"}, "/t/a", None),  # a string intermediate
+        ({"t": ["a"]}, "/t/0", None),  # an array intermediate
+        ({"t": {"a": None}}, "/t/a/b", None),
+        ({"t": {"a": {"b": "v"}}}, "/t/a/b", "v"),
+        ({"t": defaultdict(int)}, "/t/a", None),  # a dict subclass with __missing__: a lookup may not create it
+        ({"t": OrderedDict(a=2)}, "/t/a", 2),
+        ({"t": "a", "u": 2}, ("/t", "/u"), ["a", 2]),
+        ({"t": "a"}, ("/t", "/u"), ["a", None]),
+        ({"t": "a"}, (), []),
+        ({"t": "a"}, "//t/", "a"),
+    ],
+    ids=repr,
+)
+def test_rly_04_plain_dicts_and_other_mappings_recover_the_same_key(document: Any, paths: Any, key: Any) -> None:
+    recovered = recover_partition_key(document, paths)
+    assert recovered == key and type(recovered) is type(key)
+    general = recover_partition_key(as_proxies(document), paths)
+    assert general == key and type(general) is type(key)
+
+
+def test_rly_04_a_str_subclass_value_is_returned_as_is() -> None:
+    value = _Text("tenant")
+    assert recover_partition_key({"t": value}, "/t") is value
+    assert recover_partition_key({"t": {"u": value}}, ("/t/u",)) is value
+
+
+def test_rly_04_a_non_mapping_document_recovers_null() -> None:
+    assert recover_partition_key(["t"], "/t") is None  # type: ignore[arg-type]
+    assert recover_partition_key("t", ("/t", "/u")) == [None, None]  # type: ignore[arg-type]
+
+
+json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=4)
+json_trees = st.recursive(
+    json_scalars,
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.sampled_from("abt"), children, max_size=3),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    json_trees,
+    st.one_of(
+        st.sampled_from(["/t", "/a/b", "/t/a/t"]),
+        st.lists(st.sampled_from(["/t", "/a", "/a/b", "/b/t/a"]), max_size=3).map(tuple),
+    ),
+)
+def test_rly_04_plain_dict_lookup_agrees_with_the_mapping_walk(document: Any, paths: Any) -> None:
+    recovered = recover_partition_key(document, paths)
+    general = recover_partition_key(as_proxies(document), paths)
+    assert recovered == general and type(recovered) is type(general)
