@@ -531,7 +531,7 @@ class DrainEngine:
         (at-least-once; consumers deduplicate on ``message-id``). What fail-closed guarantees is that
         no document after the first failure is *stamped*, and no later publish batch is sent.
         """
-        receipt: ConfirmationReceipt | None = None
+        written: Document | None = None
         spans_for = [(p.destination, p.message_id, p.context) for p in run]
         with self._telemetry.send_spans(spans_for) as spans:
             messages = [self._message(p, span) for p, span in zip(run, spans, strict=True)]
@@ -545,10 +545,12 @@ class DrainEngine:
                     raise failure  # RLY-05: no stamp; not a Confirmation Failure
                 span.end()
                 tally.published += 1  # MET-02 ``admitted``: counted after publish, added per page by _drain_page
-                receipt = self._stamp_delivered(planned, tally)
-        return receipt
+                written = self._stamp_delivered(planned, tally)
+        # SUS-08: one receipt per run is all the gate is shown (the page presents its last), so it is minted once,
+        # from the last stamp that landed, not once per document.
+        return None if written is None else ConfirmationReceipt.from_status_write(written, self._delivered_value)
 
-    def _stamp_delivered(self, planned: _Planned, tally: _Tally) -> ConfirmationReceipt:
+    def _stamp_delivered(self, planned: _Planned, tally: _Tally) -> Document:
         # The publish comes before the stamp so that a crash between them costs a duplicate message,
         # never a lost one. A failed stamp here is a Confirmation Failure (RLY-06, SUS-02..13).
         try:
@@ -556,7 +558,7 @@ class DrainEngine:
         except Exception as exc:
             raise ConfirmationFailed(exc) from exc
         tally.delivered += 1
-        return ConfirmationReceipt.from_status_write(written, self._delivered_value)
+        return written
 
     def _message(self, planned: _Planned, span: SendSpan) -> OutgoingMessage:
         if planned.deliverable is not None:
