@@ -112,7 +112,12 @@ class KafkaPublisherSettings:
     delivery_timeout_ms: int = 60_000
     linger_ms: int = 5
     max_in_flight: int = 5
-    batch_size: int = 16_384
+    #: Upper bound of one record batch per partition (bytes). Not Kafka's 16 KiB default: a drain sends a page of up
+    #: to 1,000 records and then flushes, and with kafka-python every batch costs a wake-up of its sender thread and
+    #: a share of a request in Python, which at 16 KiB (~13 records of 1 KB) is paid again and again per page. 128 KiB
+    #: raised the drain from ~4,900 to ~7,000-8,800 msg/s (benchmarks/drain_throughput.py, docs/benchmarks.md).
+    #: It is a cap, not an allocation: kafka-python grows each batch's buffer as records arrive.
+    batch_size: int = 131_072
     max_request_size: int = 1_048_576
     compression_type: str | None = None
     retry_backoff_ms: int = 100
