@@ -473,16 +473,6 @@ def memory_drain_round(bootstrap: str, n: int) -> tuple[float, str]:
     return n / seconds, breakdown(seconds, watch)
 
 
-def synthetic_drain_round(bootstrap: str, n: int) -> tuple[float, str]:
-    publisher = KafkaPublisher(producer_settings(bootstrap))
-    try:
-        topic = new_topic(bootstrap, "synthetic")
-        seconds, watch = measure_drain(SyntheticSource(n, topic), publisher, n, "synthetic", topic)
-    finally:
-        publisher.close()
-    return n / seconds, breakdown(seconds, watch)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=20_000)
@@ -508,15 +498,12 @@ def main() -> None:
         # The naive loop runs in every round too: it is bound by one acks=all round trip per message, which drifts
         # with the broker's and the box's state, so (b) is also reported per round, from figures taken together.
         drain_rates: list[float] = []
-        synthetic_rates: list[float] = []
         raw_rates: list[float] = []
         naive_rates: list[float] = []
         pages_rates: list[float] = []
         for round_no in range(1, args.rounds + 1):
             rate, split = memory_drain_round(bootstrap, args.n)
             drain_rates.append(rate)
-            synthetic_rate, synthetic_split = synthetic_drain_round(bootstrap, args.n)
-            synthetic_rates.append(synthetic_rate)
             raw_topic = new_topic(bootstrap, "raw")
             messages = [outgoing(outbox_document(i, raw_topic)) for i in range(args.n)]
             raw_rates.append(args.n / measure_raw_produce(bootstrap, messages))
@@ -528,21 +515,18 @@ def main() -> None:
                 args.naive_n / measure_naive_loop(bootstrap, memory_source(args.naive_n, naive_topic), args.naive_n)
             )
             print(
-                f"round {round_no}: drain(memory) {rate:7,.0f} [{split}]   drain(O(1) source) "
-                f"{synthetic_rate:7,.0f} [{synthetic_split}]   raw {raw_rates[-1]:7,.0f}   "
+                f"round {round_no}: drain(memory) {rate:7,.0f} [{split}]   raw {raw_rates[-1]:7,.0f}   "
                 f"publisher {pages_rates[-1]:7,.0f}   "
                 f"naive {naive_rates[-1]:5,.0f} msg/s   "
                 f"(a) {rate / raw_rates[-1]:.2f}  (b) {rate / naive_rates[-1]:.2f}"
             )
-        drain_rate, synthetic_rate, raw_rate, naive_rate, pages_rate = (
+        drain_rate, raw_rate, naive_rate, pages_rate = (
             statistics.median(drain_rates),
-            statistics.median(synthetic_rates),
             statistics.median(raw_rates),
             statistics.median(naive_rates),
             statistics.median(pages_rates),
         )
         print(f"drain (memory → kafka)      {drain_rate:7,.0f} msg/s (median)")
-        print(f"drain (O(1) source → kafka) {synthetic_rate:7,.0f} msg/s (median)")
         print(f"raw kafka-python            {raw_rate:7,.0f} msg/s (median)")
         print(f"KafkaPublisher alone, pages {pages_rate:7,.0f} msg/s (median; pre-built records, pages of {BATCH})")
         print(f"naive send+flush+patch      {naive_rate:7,.0f} msg/s (median, N={args.naive_n} per round)")
@@ -567,10 +551,6 @@ def main() -> None:
 
     print()
     print(f"(a) drain ÷ raw produce      = {drain_rate / raw_rate:6.2f}   target ≥ 0.8")
-    print(
-        f"    engine only (O(1) source) = {synthetic_rate / raw_rate:6.2f}"
-        "   (the in-memory container's own cost removed)"
-    )
     print(f"    publisher alone ÷ raw     = {pages_rate / raw_rate:6.2f}   (the ceiling of any drain through it)")
     print(f"(b) drain ÷ naive loop       = {drain_rate / naive_rate:6.2f}   target ≥ 10")
     print(f"(c) peak RSS {large:,} ÷ {small:,} = {rss_large / rss_small:6.2f}   target ≤ 1.15")
