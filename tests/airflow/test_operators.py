@@ -127,7 +127,9 @@ def test_backfill_and_scheduled_drain_never_own_a_range_together(monkeypatch: py
     assert world.statuses() == {"pending": 3}
 
 
-def test_backfill_after_a_merge_holds_every_scheduled_lease_inside_its_range(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_f04_backfill_after_a_merge_holds_every_scheduled_lease_inside_its_range(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # F-04 + merges: the scheduled set drains a merged range through the leases of its two parts; the backfill,
     # which had no leases yet, gets one lease for the merged range. Holding it off must hold both parts.
     world = install_world(monkeypatch, feed_ranges=2)
@@ -159,7 +161,7 @@ def test_backfill_after_a_merge_holds_every_scheduled_lease_inside_its_range(mon
     assert world.statuses() == {"pending": 8}
 
 
-def test_backfill_after_a_split_holds_the_scheduled_children_not_the_retired_parent(
+def test_f04_backfill_after_a_split_holds_the_scheduled_children_not_the_retired_parent(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     world = install_world(monkeypatch)
