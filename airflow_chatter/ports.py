@@ -318,6 +318,10 @@ class DocumentContainer(abc.ABC):
 
         Latest-version mode: each changed document once, in modification order per partition key;
         deleted and expired documents do not appear. ``FeedRangeGone`` if the range has split.
+
+        The page holds changes inside ``feed_range`` only, whatever range ``continuation`` was read from: a
+        continuation of a range that contains ``feed_range`` resumes on it from the same position (how a split's
+        children and a merge's parts carry on, F-04); ``BadRequest`` if its range does not contain ``feed_range``.
         """
 
 

@@ -197,6 +197,76 @@ def _fix_point_in_time_token(token: str) -> str:
     return base64.b64encode(json.dumps(state).encode()).decode()
 
 
+def _epk_span(span: object) -> tuple[str, str] | None:
+    """``(min, max)`` of an SDK range dict that is ``[min, max)`` (how the SDK writes feed ranges); else ``None``."""
+    if not isinstance(span, dict):
+        return None
+    low, high = span.get("min"), span.get("max")
+    if not isinstance(low, str) or not isinstance(high, str) or not low < high:
+        return None
+    if span.get("isMinInclusive", True) is not True or span.get("isMaxInclusive", False) is not False:
+        return None
+    return low, high
+
+
+def _narrow_continuation(token: str, feed_range: FeedRange) -> str:
+    """``token`` restricted to ``feed_range`` when it reaches wider (a split's child resuming its parent's token).
+
+    WHY: azure-cosmos reads the range a continuation names and ignores any other, so a child lease handed its
+    parent's continuation (F-04) would read the whole parent range, and so would its sibling: every change of the
+    parent's range published twice after each split. The continuation's range and each of its per-range positions
+    are cut to the EPK bounds of ``feed_range`` (EPK strings order as strings, as the SDK's routing ranges compare
+    them), keeping the positions, so the child resumes exactly where the parent stood; the SDK then sends those
+    bounds as ``x-ms-start-epk`` / ``x-ms-end-epk``. Positions are cut even when the named range already matches:
+    when the partition under a sub-range position splits, the SDK replaces the position by the children's whole
+    ranges (``FeedRangeCompositeContinuation.handle_feed_range_gone``).
+
+    A token that needs no cut, or that this function cannot read (not a v2 state, a partition-key scope), is
+    returned as it is: the SDK decides about it. ``BadRequest`` when the token's range does not contain
+    ``feed_range``: resuming it there would skip or repeat changes (the in-memory container refuses it too).
+    """
+    try:
+        wanted = _epk_span(json.loads(feed_range.token).get("Range"))
+        state = json.loads(base64.b64decode(token, validate=True))
+        scope = state["continuation"]
+        named = _epk_span(scope["Range"])
+        positions = scope["continuation"]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return token
+    if wanted is None or named is None or not isinstance(positions, list):
+        return token
+    low, high = wanted
+    if not (named[0] <= low and high <= named[1]):
+        raise BadRequest(
+            f"the continuation is for the EPK range [{named[0]!r}, {named[1]!r}), which does not contain the "
+            f"requested feed range [{low!r}, {high!r})"
+        )
+    changed = named != wanted
+    narrowed: list[dict[str, Any]] = []
+    for position in positions:
+        span = _epk_span(position.get("range")) if isinstance(position, dict) else None
+        if span is None:
+            return token  # a shape this function does not know: leave it to the SDK
+        cut = (max(span[0], low), min(span[1], high))
+        if cut == span:
+            narrowed.append(position)
+            continue
+        changed = True
+        if cut[0] < cut[1]:
+            narrowed.append({**position, "range": _sdk_range(*cut)})
+    if not changed:
+        return token
+    if not narrowed:
+        raise BadRequest(f"the continuation holds no position inside the requested feed range [{low!r}, {high!r})")
+    scope["Range"] = _sdk_range(low, high)
+    scope["continuation"] = narrowed
+    return base64.b64encode(json.dumps(state).encode()).decode()
+
+
+def _sdk_range(low: str, high: str) -> dict[str, Any]:
+    return {"min": low, "max": high, "isMinInclusive": True, "isMaxInclusive": False}
+
+
 def _sdk_batch_operation(operation: BatchOperation) -> tuple[Any, ...]:
     options: dict[str, Any] = {}
     if operation.if_match is not None:
@@ -444,7 +514,7 @@ class CosmosDocumentContainer(DocumentContainer):
 
         kwargs: dict[str, Any] = {"max_item_count": max_item_count, "response_hook": capture}
         if continuation is not None:
-            kwargs["continuation"] = continuation
+            kwargs["continuation"] = _narrow_continuation(continuation, feed_range)
         else:
             kwargs["feed_range"] = json.loads(feed_range.token)
             if isinstance(start, datetime):

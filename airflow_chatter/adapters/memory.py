@@ -1461,6 +1461,15 @@ class MemoryDocumentContainer(DocumentContainer):
             self._ranges[position : position + 1] = [left, right]
             return left.feed_range, right.feed_range
 
+    def halve_feed_range(self, feed_range: FeedRange) -> tuple[FeedRange, FeedRange]:
+        """The two halves of a feed range at its EPK midpoint, without splitting it: sub-ranges a reader may hold
+        (as after a split or a merge) while the range itself stays current."""
+        whole = _EpkRange.parse(feed_range.token)
+        if whole.high - whole.low < 2:
+            raise BadRequest("the feed range is too narrow to halve")
+        middle = (whole.low + whole.high) // 2
+        return _EpkRange(whole.low, middle).feed_range, _EpkRange(middle, whole.high).feed_range
+
     def merge_feed_ranges(self, left: FeedRange, right: FeedRange) -> FeedRange:
         """Merge two adjacent current feed ranges into one, as a partition merge does.
 

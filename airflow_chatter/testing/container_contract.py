@@ -17,6 +17,8 @@ skipped with the reason:
   instead of waiting. Without it they wait for real time and *poll* with a bounded deadline, because real Cosmos DB
   expires documents asynchronously.
 * ``supports_splits`` with :meth:`split_feed_range`: feed-range split tests.
+* ``supports_sub_ranges`` with :meth:`halve_feed_range`: reading a feed range's halves with its continuation, which
+  is what a split's children and a merge's parts do (F-04).
 * ``supports_fault_injection`` with :meth:`inject_fault`: transient-error tests.
 * ``supports_hierarchical_prefix_queries``: queries scoped to a prefix of a hierarchical key (the Node emulator
   cannot route them).
@@ -98,6 +100,7 @@ class DocumentContainerContract(abc.ABC):
     # Capabilities: plain attributes, so a subclass may also decide per instance (e.g. emulator vs real account).
     supports_clock_control: bool = False
     supports_splits: bool = False
+    supports_sub_ranges: bool = False
     supports_fault_injection: bool = False
     supports_hierarchical_prefix_queries: bool = True
 
@@ -122,6 +125,11 @@ class DocumentContainerContract(abc.ABC):
     def split_feed_range(self, container: DocumentContainer, feed_range: FeedRange) -> tuple[FeedRange, FeedRange]:
         """Split a feed range into two children (``supports_splits``)."""
         raise NotImplementedError("set supports_splits and implement split_feed_range")
+
+    def halve_feed_range(self, container: DocumentContainer, feed_range: FeedRange) -> tuple[FeedRange, FeedRange]:
+        """Two feed ranges that together are ``feed_range``, edge to edge, without splitting it
+        (``supports_sub_ranges``). Each must hold some of the keys ``k0``..``k39``."""
+        raise NotImplementedError("set supports_sub_ranges and implement halve_feed_range")
 
     def inject_fault(self, container: DocumentContainer, operation: str, error: ContainerError) -> None:
         """Make the next call of ``operation`` (a port method name) fail with ``error`` before it applies."""
@@ -974,6 +982,64 @@ class DocumentContainerContract(abc.ABC):
         with pytest.raises(FeedRangeGone) as caught:
             container.read_change_feed(parent)
         assert caught.value.status_code == 410
+
+    # ----------------------------------------------------------------------------------------------------------
+    # Optional: sub-ranges of a feed range, resumed from its continuation.
+    # ----------------------------------------------------------------------------------------------------------
+
+    def test_f04_halves_resumed_from_the_whole_range_continuation_see_only_their_own_changes_once(self) -> None:
+        """What a split's children do with their parent's continuation: each reads its own half from there on.
+
+        A backend that reads the continuation's whole range instead (azure-cosmos does, unless the adapter narrows
+        the token) hands every later change to both halves.
+        """
+        self._require("supports_sub_ranges")
+        container = self.make_container()
+        keys = [f"k{i}" for i in range(40)]
+        for key in keys:
+            container.create(self._doc(key, f"before-{key}"), key)
+        whole = container.read_feed_ranges()[0]
+        continuation: str | None = None
+        for _ in range(_MAX_PAGES):
+            page = container.read_change_feed(whole, continuation=continuation, max_item_count=100)
+            continuation = page.continuation
+            if not page.documents:
+                break
+        for key in keys:
+            container.create(self._doc(key, f"after-{key}"), key)
+        halves = self.halve_feed_range(container, whole)
+        read: list[list[str]] = []
+        for half in halves:
+            ids: list[str] = []
+            position = continuation
+            for _ in range(_MAX_PAGES):
+                page = container.read_change_feed(half, continuation=position, max_item_count=7)
+                position = page.continuation
+                if not page.documents:
+                    break
+                ids.extend(feed_ids(page.documents))
+            read.append(ids)
+
+        # Which keys each range holds, read a second way: from the beginning.
+        def keys_in(feed_range: FeedRange) -> set[str]:
+            ids = feed_ids(container.read_change_feed(feed_range, max_item_count=1_000).documents)
+            return {i.removeprefix("before-") for i in ids if i.startswith("before-")}
+
+        own = [keys_in(half) for half in halves]
+        assert own[0] and own[1] and not own[0] & own[1], f"the halves split the keys: {own}"
+        assert own[0] | own[1] == keys_in(whole), "the halves together are the whole range"
+        for ids, keys_of_half in zip(read, own, strict=True):
+            assert sorted(ids) == sorted(f"after-{key}" for key in keys_of_half), "a half reads its own changes only"
+        assert len(read[0] + read[1]) == len(set(read[0] + read[1])), "no change reaches both halves"
+
+    def test_f04_a_continuation_does_not_resume_on_a_range_outside_its_own(self) -> None:
+        self._require("supports_sub_ranges")
+        container = self.make_container()
+        container.create(self._doc("k0", "one"), "k0")
+        left, right = self.halve_feed_range(container, container.read_feed_ranges()[0])
+        page = container.read_change_feed(left, max_item_count=10)
+        with pytest.raises(BadRequest):
+            container.read_change_feed(right, continuation=page.continuation)
 
     def test_split_children_resumed_from_the_parent_continuation_see_every_change_exactly_once(self) -> None:
         self._require("supports_splits")

@@ -30,6 +30,7 @@ from airflow_chatter.ports import (
     Conflict,
     ContainerError,
     DocumentContainer,
+    FeedRange,
     FeedRangeGone,
     NotFound,
     PreconditionFailed,
@@ -38,7 +39,7 @@ from airflow_chatter.ports import (
     Throttled,
 )
 from airflow_chatter.testing.container_contract import DocumentContainerContract
-from tests.fixtures.cosmos import ContainerFactory
+from tests.fixtures.cosmos import ContainerFactory, sdk_feed_range_halves
 
 pytestmark = pytest.mark.cosmos
 
@@ -46,6 +47,7 @@ pytestmark = pytest.mark.cosmos
 class TestCosmosContainerContract(DocumentContainerContract):
     supports_clock_control = False
     supports_splits = False
+    supports_sub_ranges = True
     supports_fault_injection = False
     supports_hierarchical_prefix_queries = True
 
@@ -57,6 +59,9 @@ class TestCosmosContainerContract(DocumentContainerContract):
         self, partition_key_paths: Sequence[str] = ("/pk",), default_ttl: int | None = -1
     ) -> DocumentContainer:
         return CosmosDocumentContainer(self._new_container(partition_key_paths, default_ttl))
+
+    def halve_feed_range(self, container: DocumentContainer, feed_range: FeedRange) -> tuple[FeedRange, FeedRange]:
+        return sdk_feed_range_halves(feed_range)
 
 
 # ----------------------------------------------------------------------------------------------------------------

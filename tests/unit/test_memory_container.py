@@ -49,6 +49,7 @@ _EPOCH = DEFAULT_START
 class TestMemoryDocumentContainer(DocumentContainerContract):
     supports_clock_control = True
     supports_splits = True
+    supports_sub_ranges = True
     supports_fault_injection = True
     feed_range_count: ClassVar[int] = 1
 
@@ -71,6 +72,10 @@ class TestMemoryDocumentContainer(DocumentContainerContract):
     def split_feed_range(self, container: DocumentContainer, feed_range: FeedRange) -> tuple[FeedRange, FeedRange]:
         assert isinstance(container, MemoryDocumentContainer)
         return container.split_feed_range(feed_range)
+
+    def halve_feed_range(self, container: DocumentContainer, feed_range: FeedRange) -> tuple[FeedRange, FeedRange]:
+        assert isinstance(container, MemoryDocumentContainer)
+        return container.halve_feed_range(feed_range)
 
     def inject_fault(self, container: DocumentContainer, operation: str, error: ContainerError) -> None:
         assert isinstance(container, MemoryDocumentContainer)
