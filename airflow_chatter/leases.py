@@ -24,6 +24,7 @@ from typing import Any
 from airflow_chatter.clock import Clock, utc_now
 from airflow_chatter.errors import ChatterError, ConfigurationError, InvalidLeaseDocumentError
 from airflow_chatter.ports import (
+    BadRequest,
     Conflict,
     Document,
     DocumentContainer,
@@ -239,9 +240,10 @@ class LeaseStore:
     def ensure_leases(self, monitored: DocumentContainer) -> list[Lease]:
         """Create a lease for every current feed range that has none; return the active leases.
 
-        A new range inside a range that already has a lease is a split child: it starts from the
-        parent's continuation (or, never checkpointed, the parent's start), and the parent is marked split
-        once all its children exist.
+        A lease whose range now spans several current ranges split: it is replaced by its share of each, every
+        share starting from its continuation (or, never checkpointed, its start), and it is marked split once all
+        of them exist. A share is the current range itself when that lies inside the lease (a plain split), and
+        their overlap otherwise (a merged range split again at a boundary other than its parts').
 
         A new range that contains active leases of this source is a merge. When those leases tile it exactly, no
         lease is created: each keeps draining its own part from its own continuation (a sub-range of a physical
@@ -254,6 +256,18 @@ class LeaseStore:
         """
         ranges = monitored.read_feed_ranges(force_refresh=True)
         known = {lease.token: lease for lease in self.list_leases()}
+        current = {r.token for r in ranges}
+        for lease in list(known.values()):
+            if lease.state != ACTIVE or lease.token in current:
+                continue
+            shares = self._shares(monitored, lease, ranges)
+            if len(shares) < 2:
+                continue  # inside one current range (a merge's part: decided below), or not comparable
+            for share in shares:
+                if share.token not in known:
+                    known[share.token] = self._create(share, lease.continuation, lease.start_from)
+            self._mark_split(lease, shares)
+            del known[lease.token]
         merged_parts: dict[str, list[Lease]] = {}
         for feed_range in ranges:
             if feed_range.token in known:
@@ -273,7 +287,6 @@ class LeaseStore:
             known[feed_range.token] = self._create(feed_range, None, self.start_from)
             for part in parts:
                 self._retire(part, MERGED, [feed_range], "marking it merged")
-        current = {r.token for r in ranges}
         inside_merges = {part.token for parts in merged_parts.values() for part in parts}
         for lease in list(known.values()):
             if lease.state == ACTIVE and lease.token not in current and lease.token not in inside_merges:
@@ -298,12 +311,30 @@ class LeaseStore:
         this store's, so a point-in-time lease keeps its start and a beginning lease keeps the beginning.
         """
         ranges = monitored.read_feed_ranges(force_refresh=True)
-        children = [r for r in ranges if _is_child(monitored, lease.feed_range, r)]
+        children = self._shares(monitored, lease, ranges) or [
+            r for r in ranges if _is_child(monitored, lease.feed_range, r)
+        ]
         if not children:
             raise gone  # the range is gone but nothing replaces it: let the caller report it
         created = [self._create(child, lease.continuation, lease.start_from) for child in children]
         self._mark_split(lease, children)
         return created
+
+    @staticmethod
+    def _shares(monitored: DocumentContainer, lease: Lease, ranges: list[FeedRange]) -> list[FeedRange]:
+        """The lease's share of each current range it overlaps, in the ranges' order; ``[]`` when its range is
+        itself current or its token cannot be compared.
+
+        A share is the current range itself when that lies inside the lease (a plain split), and the overlap
+        otherwise: a merged range split again at a boundary other than its parts' cuts a part in two, and each
+        piece carries on from the part's continuation inside its new range, so nothing is read twice or skipped.
+        """
+        try:
+            overlaps = [monitored.feed_range_overlap(lease.feed_range, r) for r in ranges]
+        except BadRequest:
+            return []
+        shares = [share for share in overlaps if share is not None]
+        return [] if any(share.token == lease.token for share in shares) else shares
 
     def _create(self, feed_range: FeedRange, continuation: str | None, start_from: datetime | None) -> Lease:
         now = self._now()

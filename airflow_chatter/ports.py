@@ -306,6 +306,15 @@ class DocumentContainer(abc.ABC):
         """Whether ``child`` lies inside ``parent`` (how split children are found)."""
 
     @abc.abstractmethod
+    def feed_range_overlap(self, a: FeedRange, b: FeedRange) -> FeedRange | None:
+        """The part of the key space ``a`` and ``b`` share, as a feed range of this container, or ``None``.
+
+        ``a`` (or ``b``) itself, token for token, when it lies inside the other. How a lease whose range now spans
+        several current ranges (a split, or a merged range split again at another boundary) is replaced by exactly
+        its share of each. ``BadRequest`` for a token that is not a feed range of this container.
+        """
+
+    @abc.abstractmethod
     def read_change_feed(
         self,
         feed_range: FeedRange,

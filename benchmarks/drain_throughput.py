@@ -185,6 +185,9 @@ class TimedContainer(DocumentContainer):
     def is_feed_range_subset(self, parent: FeedRange, child: FeedRange) -> bool:
         return self._call("is_feed_range_subset", parent, child)
 
+    def feed_range_overlap(self, a: FeedRange, b: FeedRange) -> FeedRange | None:
+        return self._call("feed_range_overlap", a, b)
+
     def read_change_feed(
         self,
         feed_range: FeedRange,
@@ -231,6 +234,9 @@ class SyntheticSource(DocumentContainer):
 
     def is_feed_range_subset(self, parent: FeedRange, child: FeedRange) -> bool:
         return parent == child
+
+    def feed_range_overlap(self, a: FeedRange, b: FeedRange) -> FeedRange | None:
+        return a if a == b else None
 
     def read_change_feed(
         self,

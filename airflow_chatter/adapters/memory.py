@@ -317,6 +317,18 @@ class _EpkRange:
         return self.low <= other.low and other.high <= self.high
 
 
+def _overlap(a: FeedRange, b: FeedRange) -> FeedRange | None:
+    first, second = _EpkRange.parse(a.token), _EpkRange.parse(b.token)
+    low, high = max(first.low, second.low), min(first.high, second.high)
+    if low >= high:
+        return None
+    if (low, high) == (first.low, first.high):
+        return a
+    if (low, high) == (second.low, second.high):
+        return b
+    return _EpkRange(low, high).feed_range
+
+
 def _even_ranges(count: int) -> list[_EpkRange]:
     if count < 1:
         raise ValueError("a container has at least one feed range")
@@ -1418,6 +1430,11 @@ class MemoryDocumentContainer(DocumentContainer):
             parent=parent,
             child=child,
         )
+
+    @override
+    def feed_range_overlap(self, a: FeedRange, b: FeedRange) -> FeedRange | None:
+        """The feed range ``a`` and ``b`` share; ``None`` if they are disjoint."""
+        return self._run("feed_range_overlap", lambda _t: _overlap(a, b), a=a, b=b)
 
     @override
     def read_change_feed(

@@ -202,16 +202,13 @@ def exclusive_with(
 
 
 def _overlapping(store: LeaseStore, monitored: DocumentContainer, feed_range: FeedRange) -> list[Lease]:
-    """The active leases of ``store`` on ``feed_range``, inside it (parts of a merge) or around it, by id."""
+    """The active leases of ``store`` that share keys with ``feed_range``: the same range, inside it (parts of a
+    merge), around it, or across one of its edges (pieces of a merge split again at another boundary), by id."""
     return [
         lease
         for lease in store.list_leases()
         if lease.state == ACTIVE
-        and (
-            lease.token == feed_range.token
-            or monitored.is_feed_range_subset(feed_range, lease.feed_range)
-            or monitored.is_feed_range_subset(lease.feed_range, feed_range)
-        )
+        and (lease.token == feed_range.token or monitored.feed_range_overlap(feed_range, lease.feed_range) is not None)
     ]
 
 

@@ -128,7 +128,8 @@ class DocumentContainerContract(abc.ABC):
 
     def halve_feed_range(self, container: DocumentContainer, feed_range: FeedRange) -> tuple[FeedRange, FeedRange]:
         """Two feed ranges that together are ``feed_range``, edge to edge, without splitting it
-        (``supports_sub_ranges``). Each must hold some of the keys ``k0``..``k39``."""
+        (``supports_sub_ranges``). Each half of a new container's first feed range must hold some of the keys
+        ``k0``..``k39``."""
         raise NotImplementedError("set supports_sub_ranges and implement halve_feed_range")
 
     def inject_fault(self, container: DocumentContainer, operation: str, error: ContainerError) -> None:
@@ -573,6 +574,27 @@ class DocumentContainerContract(abc.ABC):
                 if left != right:
                     assert not container.is_feed_range_subset(left, right), "siblings do not overlap"
         assert [r.token for r in container.read_feed_ranges(force_refresh=True)] == [r.token for r in ranges]
+
+    def test_f04_a_feed_range_overlaps_itself_as_itself_and_no_sibling(self) -> None:
+        container = self.make_container()
+        ranges = container.read_feed_ranges()
+        for feed_range in ranges:
+            assert container.feed_range_overlap(feed_range, feed_range) == feed_range
+        for left in ranges:
+            for right in ranges:
+                if left != right:
+                    assert container.feed_range_overlap(left, right) is None, "siblings share no key"
+
+    def test_f04_the_overlap_of_nested_ranges_is_the_inner_one_token_for_token_and_halves_share_nothing(self) -> None:
+        self._require("supports_sub_ranges")
+        container = self.make_container()
+        whole = container.read_feed_ranges()[0]
+        left, right = self.halve_feed_range(container, whole)
+        assert container.feed_range_overlap(whole, left) == left and container.feed_range_overlap(right, whole) == right
+        assert container.feed_range_overlap(left, right) is None
+        inner_left, inner_right = self.halve_feed_range(container, right)
+        assert container.feed_range_overlap(left, inner_left) is None
+        assert container.feed_range_overlap(inner_right, whole) == inner_right
 
     def test_change_feed_from_beginning_returns_every_document_once_with_system_properties(self) -> None:
         container = self.make_container()

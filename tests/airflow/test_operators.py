@@ -184,6 +184,32 @@ def test_f04_backfill_after_a_split_holds_the_scheduled_children_not_the_retired
     assert world.statuses() == {"pending": 8}
 
 
+def test_f04_backfill_holds_a_scheduled_lease_that_reaches_across_the_edge_of_its_range(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The backfill set listed [0, 1/2) and [1/2, 1). Then [1/4, 1/2) and [1/2, 1) merged and split again at 5/8, and
+    # only then did the scheduled set list: its [1/4, 5/8) shares [1/2, 5/8) with the backfill's [1/2, 1) without
+    # either containing the other. Both drains would publish that part: holding it off must hold that lease too.
+    world = install_world(monkeypatch, feed_ranges=2)
+    world.write(tenants=8, per_tenant=1)
+    config = source()
+    backfill_leases = list_leases(source=config, lease_set="backfill").execute(context={})
+    left, right = world.monitored.read_feed_ranges()
+    _, mid_left = world.monitored.split_feed_range(left)
+    near, far = world.monitored.split_feed_range(world.monitored.merge_feed_ranges(mid_left, right))
+    scheduled = list_leases(source=config).execute(context={})
+    assert len(scheduled) == 3
+
+    from airflow_chatter.airflow.runtime import build_engine, exclusive_with
+
+    engine = build_engine(config, world.monitored, world.leases, world.publisher, lease_prefix="backfill-", owner="bf")
+    [backfill_right] = [i for i in backfill_leases if engine.store.get(i).feed_range == right]
+    other = build_engine(config, world.monitored, world.leases, world.publisher, lease_prefix="", owner="sched")
+    expected = sorted(other.store.lease_id(r) for r in (near, far))
+    with exclusive_with(engine, backfill_right, other_prefix="", hold_seconds=120) as held:
+        assert sorted(lease.id for lease in held) == expected, "the lease across the edge is held too"
+
+
 def test_backfill_reset_is_refused_for_the_scheduled_lease_set(monkeypatch: pytest.MonkeyPatch) -> None:
     install_world(monkeypatch)
     with pytest.raises(ConfigurationError, match="reset"):

@@ -1,6 +1,6 @@
-"""How the Cosmos adapter resumes a continuation on a narrower feed range (F-04), checked with azure-cosmos's own
-change-feed state: the token it is handed back is parsed by the SDK, and the SDK's own request headers show which
-EPK range it would read. No network: the emulator and account runs of the same behaviour are
+"""How the Cosmos adapter cuts feed ranges and resumes a continuation on a narrower one (F-04), checked with
+azure-cosmos's own change-feed state: the token it is handed back is parsed by the SDK, and the SDK's own request
+headers show which EPK range it would read. No network: the emulator and account runs of the same behaviour are
 ``test_f04_halves_resumed_from_the_whole_range_continuation_see_only_their_own_changes_once`` (contract suite) and
 tests/integration/test_drain_split_cosmos.py.
 """
@@ -18,7 +18,7 @@ from azure.cosmos._change_feed.change_feed_state import ChangeFeedStateV2
 from azure.cosmos._change_feed.feed_range_internal import FeedRangeInternalEpk
 from azure.cosmos._routing.routing_range import Range
 
-from airflow_chatter.adapters.cosmos import _narrow_continuation
+from airflow_chatter.adapters.cosmos import CosmosDocumentContainer, _narrow_continuation
 from airflow_chatter.ports import BadRequest, FeedRange
 
 _LINK = "dbs/db/colls/orders"
@@ -137,3 +137,31 @@ def test_a_token_without_a_position_inside_the_requested_range_is_refused() -> N
 )
 def test_a_token_this_adapter_cannot_read_is_left_to_the_sdk(token: str) -> None:
     assert _narrow_continuation(token, _feed_range("", "20")) is token
+
+
+def _adapter() -> CosmosDocumentContainer:
+    def unreachable() -> Any:
+        raise AssertionError("feed_range_overlap makes no request")
+
+    return CosmosDocumentContainer(container_factory=unreachable)
+
+
+def test_f04_the_overlap_across_an_edge_is_the_common_part_as_a_token_the_sdk_reads() -> None:
+    piece = _adapter().feed_range_overlap(_feed_range("", "30"), _feed_range("20", "FF"))
+
+    assert piece == _feed_range("20", "30"), "the same token form as read_feed_ranges lists"
+    # A continuation resumed on the piece reads exactly its bounds (see the narrowing tests above).
+    headers = _request_headers(_narrow_continuation(_sdk_token("", "FF"), piece))
+    assert (headers[_HEADERS.StartEpkString], headers[_HEADERS.EndEpkString]) == ("20", "30")
+
+
+def test_f04_overlaps_of_nested_and_disjoint_sdk_ranges() -> None:
+    adapter = _adapter()
+    outer, inner = _feed_range("", "FF"), _feed_range("10", "20")
+    assert adapter.feed_range_overlap(outer, inner) is inner and adapter.feed_range_overlap(inner, outer) is inner
+    assert adapter.feed_range_overlap(_feed_range("", "20"), _feed_range("20", "FF")) is None
+
+
+def test_an_overlap_of_a_token_that_is_no_epk_range_is_refused() -> None:
+    with pytest.raises(BadRequest, match="not an EPK feed range"):
+        _adapter().feed_range_overlap(_feed_range("", "FF"), FeedRange(token='{"PK": ["a"]}'))

@@ -11,7 +11,7 @@ import pytest
 from airflow_chatter.drain import DrainEngine
 from airflow_chatter.errors import ContainerContractError, DuplicateSourceError
 from airflow_chatter.identity import SourceRegistry
-from airflow_chatter.ports import OutgoingMessage, PublishOutcome
+from airflow_chatter.ports import FeedRange, OutgoingMessage, PublishOutcome
 from airflow_chatter.testing.fakes import FakePublisher
 
 from ._drain_support import Rig, memory_container, merge, outbox_doc, split
@@ -156,6 +156,66 @@ def test_f04_a_merge_the_leases_do_not_cover_gets_its_own_lease_from_the_start_a
     assert len(ids) == 80, "read again from the start, but delivered documents are not pending: no duplicates"
     retired_run = engine.drain_lease(part_ids[0])
     assert (retired_run.documents, retired_run.error, retired_run.split_into) == (0, None, ()), "retired: no reading"
+
+
+def _merged_then_split_at_another_boundary(rig: Rig, engine: DrainEngine) -> dict[str, FeedRange]:
+    """Leases on [0, 1/4), [1/4, 1/2), [1/2, 1), drained; [1/4, 1) merges, then splits at 5/8, which cuts the lease of
+    [1/2, 1) in two. Returns the ranges by name."""
+    (whole,) = rig.monitored.read_feed_ranges()
+    left, right = split(rig.monitored, whole)
+    far_left, mid_left = split(rig.monitored, left)
+    rig.seed(*(outbox_doc(f"before-{i}", f"tenant-{i}") for i in range(40)))
+    drained = engine.drain_all()
+    assert sum(s.published for s in drained) == 40 and all(s.error is None for s in drained)
+    merged = merge(rig.monitored, mid_left, right)
+    assert len(engine.ensure_leases()) == 3, "the parts tile the merge: they keep draining"
+    near, far = split(rig.monitored, merged)
+    rig.seed(*(outbox_doc(f"after-{i}", f"tenant-{i}") for i in range(40)))
+    return {"far_left": far_left, "mid_left": mid_left, "right": right, "near": near, "far": far}
+
+
+def test_f04_a_merge_split_again_at_another_boundary_cuts_the_straddling_lease_and_re_reads_nothing() -> None:
+    rig = Rig()
+    engine = rig.engine(max_batch_size=7)
+    ranges = _merged_then_split_at_another_boundary(rig, engine)
+    right = engine.store.get(engine.store.lease_id(ranges["right"]))
+
+    summaries = engine.drain_all()
+
+    assert all(s.error is None for s in summaries)
+    cut = engine.store.get(right.id)
+    assert cut.state == "split" and len(cut.children) == 2 and ranges["far"].token in cut.children
+    (piece,) = [FeedRange(t) for t in cut.children if t != ranges["far"].token]
+    assert rig.monitored.feed_range_overlap(piece, ranges["near"]) == piece, "the piece lies in the near range"
+    assert engine.store.find(engine.store.lease_id(ranges["near"])) is None, "its pieces tile it: no re-read lease"
+    ids = _published(rig)
+    assert len(ids) == len(set(ids)) == 80, "nothing published twice"
+    assert set(ids) >= {f"after-{i}" for i in range(40)}, "nothing lost"
+    assert sum(s.documents for s in summaries) == 80, "each new change read once, then its stamp: no re-read"
+
+
+def test_f04_a_drain_of_a_lease_cut_by_a_re_split_carries_on_in_both_pieces() -> None:
+    rig = Rig()
+    engine = rig.engine(max_batch_size=7)
+    ranges = _merged_then_split_at_another_boundary(rig, engine)
+    right_id = engine.store.lease_id(ranges["right"])
+
+    summary = engine.drain_lease(right_id)  # no listing first: the read finds the range gone
+
+    assert summary.error is None and len(summary.split_into) == 2
+    pieces = [engine.store.get(lease_id) for lease_id in summary.split_into]
+    expected = {
+        str(doc["MessageId"])
+        for piece in pieces
+        for doc in rig.monitored.read_change_feed(piece.feed_range, max_item_count=1_000).documents
+        if str(doc["MessageId"]).startswith("after-")
+    }
+    for lease_id in summary.split_into:
+        assert engine.drain_lease(lease_id).error is None
+    assert expected and set(_published(rig)) - {f"before-{i}" for i in range(40)} == expected
+    engine.drain_all()
+    ids = _published(rig)
+    assert len(ids) == len(set(ids)) == 80 and set(ids) >= {f"after-{i}" for i in range(40)}
 
 
 def test_cnt_monitored_container_is_verified_once_at_start_with_every_violation() -> None:

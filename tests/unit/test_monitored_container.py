@@ -89,6 +89,9 @@ class PropertiesOnlyContainer(DocumentContainer):
     def is_feed_range_subset(self, parent: FeedRange, child: FeedRange) -> bool:
         return self._unused()
 
+    def feed_range_overlap(self, a: FeedRange, b: FeedRange) -> FeedRange | None:
+        return self._unused()
+
     def read_change_feed(
         self,
         feed_range: FeedRange,
