@@ -253,6 +253,12 @@ class LeaseStore:
 
         A new range with neither starts at this store's ``start_from``, or at the beginning of the change feed
         without one (RLY-08).
+
+        A range can come back: a split merged back to the same bounds, a merge split back along its parts' edges.
+        Its lease id is the range's, so its retired lease carries on rather than a new one: as a merge's parts
+        when they tile it, otherwise revived at its own last position (a split's leftover) or at its parent's
+        position (a share of a lease that split). Without that, the range would be left with no active lease and
+        its changes would never be drained.
         """
         ranges = monitored.read_feed_ranges(force_refresh=True)
         known = {lease.token: lease for lease in self.list_leases()}
@@ -270,7 +276,8 @@ class LeaseStore:
             del known[lease.token]
         merged_parts: dict[str, list[Lease]] = {}
         for feed_range in ranges:
-            if feed_range.token in known:
+            own = known.get(feed_range.token)
+            if own is not None and own.state == ACTIVE:
                 continue
             parent = self._parent_of(monitored, feed_range, known.values())
             if parent is not None:
@@ -284,7 +291,12 @@ class LeaseStore:
             if parts and _tiles(feed_range, [part.feed_range for part in parts]):
                 merged_parts[feed_range.token] = parts
                 continue
-            known[feed_range.token] = self._create(feed_range, None, self.start_from)
+            if own is not None:
+                # A range with a retired lease (it split, and its parts merged back without tiling it): that lease
+                # resumes from where it stopped, before anything its successors read, so nothing is skipped.
+                known[feed_range.token] = self._revive(own, own.continuation, own.start_from)
+            else:
+                known[feed_range.token] = self._create(feed_range, None, self.start_from)
             for part in parts:
                 self._retire(part, MERGED, [feed_range], "marking it merged")
         inside_merges = {part.token for parts in merged_parts.values() for part in parts}
@@ -359,7 +371,30 @@ class LeaseStore:
         try:
             return Lease.from_document(self.container.create(doc, lease_id), lease_id)
         except Conflict:
-            return self.get(lease_id)  # another drain created it first: theirs is as good as ours
+            existing = self.get(lease_id)
+            if existing.state == ACTIVE:
+                return existing  # another drain created it first: theirs is as good as ours
+            # The range had a lease that was retired (split, or merged into a wider range) and now is a range again
+            # (a split merged back, a merge split back): the lease id is the range's, so that lease carries on.
+            return self._revive(existing, continuation, start_from)
+
+    def _revive(self, lease: Lease, continuation: str | None, start_from: datetime | None) -> Lease:
+        """Make a retired lease active again at ``continuation`` (or ``start_from``), as a new lease would start."""
+        try:
+            return self._write(
+                lease,
+                "reviving it",
+                state=ACTIVE,
+                children=(),
+                continuation=continuation,
+                start_from=start_from,
+                checkpointed_at=None,
+                suspension=SuspensionState(),
+                owner=None,
+                expires_at=None,
+            )
+        except LeaseLostError:
+            return self.get(lease.id)  # another listing revived it first
 
     def _mark_split(self, lease: Lease, children: list[FeedRange]) -> None:
         self._retire(lease, SPLIT, children, "marking it split")

@@ -218,6 +218,71 @@ def test_f04_a_drain_of_a_lease_cut_by_a_re_split_carries_on_in_both_pieces() ->
     assert len(ids) == len(set(ids)) == 80 and set(ids) >= {f"after-{i}" for i in range(40)}
 
 
+def _split_drained_then_merged_back(rig: Rig, engine: DrainEngine) -> tuple[str, list[str]]:
+    """10 documents drained on the whole range, 10 more on its halves after a split; then the halves merge back into
+    the very range the first lease had (same bounds, same token, same lease id). Returns (whole's id, the halves')."""
+    (whole,) = rig.monitored.read_feed_ranges()
+    rig.seed(*(outbox_doc(f"a-{i}", f"tenant-{i}") for i in range(10)))
+    assert [s.published for s in engine.drain_all()] == [10]
+    halves = split(rig.monitored, whole)
+    rig.seed(*(outbox_doc(f"b-{i}", f"tenant-{i}") for i in range(10)))
+    assert sum(s.published for s in engine.drain_all()) == 10
+    assert merge(rig.monitored, *halves) == whole, "merged back to the same bounds"
+    rig.seed(*(outbox_doc(f"c-{i}", f"tenant-{i}") for i in range(10)))
+    return engine.store.lease_id(whole), sorted(engine.store.lease_id(h) for h in halves)
+
+
+def test_f04_a_split_merged_back_keeps_draining_through_the_halves() -> None:
+    rig = Rig()
+    engine = rig.engine(max_batch_size=7)
+    whole_id, half_ids = _split_drained_then_merged_back(rig, engine)
+
+    summaries = engine.drain_all()
+
+    assert sorted(s.lease for s in summaries) == half_ids and all(s.error is None for s in summaries)
+    assert engine.store.get(whole_id).state == "split", "the old lease stays retired: its halves tile the range"
+    ids = _published(rig)
+    assert len(ids) == len(set(ids)) == 30, "nothing published twice, nothing left behind"
+    assert sum(s.documents for s in summaries) == 20, "the new changes and their stamps, nothing read again"
+
+
+def test_f04_a_split_merged_back_without_its_halves_revives_the_old_lease_from_its_position() -> None:
+    rig = Rig()
+    engine = rig.engine(max_batch_size=7)
+    whole_id, half_ids = _split_drained_then_merged_back(rig, engine)
+    rig.leases.delete(half_ids[0], half_ids[0])  # the halves no longer tile the range
+
+    summaries = engine.drain_all()
+
+    assert [s.lease for s in summaries] == [whole_id] and summaries[0].error is None
+    revived = engine.store.get(whole_id)
+    assert revived.state == "active" and revived.children == ()
+    assert engine.store.get(half_ids[1]).state == "merged"
+    ids = _published(rig)
+    assert len(ids) == len(set(ids)) == 30, "read again since the split, but delivered documents are skipped"
+
+
+def test_f04_a_merge_split_back_revives_the_retired_leases_of_its_parts_from_the_merge_position() -> None:
+    rig = Rig()
+    engine = rig.engine(max_batch_size=7)
+    part_ids, merged_id = _two_ranges_drained_then_merged(rig, engine)
+    rig.leases.delete(part_ids[1], part_ids[1])  # the parts do not tile the merge: it gets a lease, they retire
+    engine.drain_all()
+    assert engine.store.get(part_ids[0]).state == "merged"
+    merged = engine.store.get(merged_id)
+    split(rig.monitored, merged.feed_range)  # back to the parts' bounds: the ranges of the retired leases
+    rig.seed(*(outbox_doc(f"after-{i}", f"tenant-{i}") for i in range(40)))
+
+    summaries = engine.drain_all()
+
+    assert all(s.error is None for s in summaries)
+    assert engine.store.get(merged_id).state == "split"
+    for part_id in part_ids:
+        assert engine.store.get(part_id).state == "active", "the lease of the part's range carries on"
+    ids = _published(rig)
+    assert len(ids) == len(set(ids)) == 80 and set(ids) >= {f"after-{i}" for i in range(40)}
+
+
 def test_cnt_monitored_container_is_verified_once_at_start_with_every_violation() -> None:
     rig = Rig()
     rig.monitored = memory_container(rig.clock, paths=("/TenantId",), default_ttl=86400)
