@@ -109,6 +109,7 @@ OPERATIONS = frozenset(
         "query",
         "read_feed_ranges",
         "is_feed_range_subset",
+        "feed_range_overlap",
         "read_change_feed",
     }
 )

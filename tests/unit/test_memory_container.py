@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from airflow_chatter.adapters.memory import (
     EPK_SPACE,
+    OPERATIONS,
     MemoryDocumentContainer,
     OperationCall,
     parse_query,
@@ -1088,3 +1089,8 @@ def test_a_split_following_reader_sees_every_latest_version_exactly_once(
     assert len(reader.seen) == len(set(reader.seen)), "no version is delivered twice"
     live = {(d["pk"], d["id"], d["_etag"]) for d in container.query("SELECT * FROM c")}
     assert live <= set(reader.seen), "every document's latest version reached the reader"
+
+
+def test_a_fault_can_target_every_port_method() -> None:
+    # A port method missing from OPERATIONS could never be failed on purpose (fail() refuses unknown names).
+    assert set(OPERATIONS) == set(DocumentContainer.__abstractmethods__)
