@@ -254,6 +254,11 @@ class LeaseStore:
         A new range with neither starts at this store's ``start_from``, or at the beginning of the change feed
         without one (RLY-08).
 
+        Nothing that overlaps a lease another live drain holds is created or retired: a successor would be
+        drainable at once and read what that drain has in flight. Such a lease stays as it is (and is what this
+        listing returns for its ranges) until a listing after its holder let go. A lease is retired before its
+        successors exist, conditionally on the version read, so a drain that takes it meanwhile keeps it whole.
+
         A range can come back: a split merged back to the same bounds, a merge split back along its parts' edges.
         Its lease id is the range's, so its retired lease carries on rather than a new one: as a merge's parts
         when they tile it, otherwise revived at its own last position (a split's leftover) or at its parent's
@@ -263,24 +268,43 @@ class LeaseStore:
         ranges = monitored.read_feed_ranges(force_refresh=True)
         known = {lease.token: lease for lease in self.list_leases()}
         current = {r.token for r in ranges}
+        now = self._now()
+        # Active leases another live drain holds while the ranges under them changed. Nothing that overlaps one is
+        # created or retired now: a successor would be drainable at once and read the same documents as the drain
+        # holding its predecessor (two drains on one range). The holder carries on; a listing after it lets go
+        # does the change.
+        held: list[Lease] = []
         for lease in list(known.values()):
             if lease.state != ACTIVE or lease.token in current:
                 continue
             shares = self._shares(monitored, lease, ranges)
             if len(shares) < 2:
                 continue  # inside one current range (a merge's part: decided below), or not comparable
-            for share in shares:
-                if share.token not in known:
-                    known[share.token] = self._create(share, lease.continuation, lease.start_from)
-            self._mark_split(lease, shares)
+            # Retired first, conditionally on what was read: if a drain took the lease meanwhile, it stays as it is.
+            if self._held_elsewhere(lease, now) or not self._retire(lease, SPLIT, shares, "marking it split"):
+                held.append(lease)
+                continue
             del known[lease.token]
+            for share in shares:
+                if share.token not in known or known[share.token].state != ACTIVE:
+                    known[share.token] = self._create(share, lease.continuation, lease.start_from)
         merged_parts: dict[str, list[Lease]] = {}
+        deferred: dict[str, list[Lease]] = {}
         for feed_range in ranges:
             own = known.get(feed_range.token)
             if own is not None and own.state == ACTIVE:
                 continue
+            blocking = [lease for lease in held if self._overlaps(monitored, lease.feed_range, feed_range)]
+            if blocking:
+                deferred[feed_range.token] = blocking
+                continue
             parent = self._parent_of(monitored, feed_range, known.values())
+            if parent is None and own is None:
+                parent = _split_parent_of(feed_range, known.values())
             if parent is not None:
+                if parent.state == ACTIVE and self._held_elsewhere(parent, now):
+                    deferred[feed_range.token] = [parent]
+                    continue
                 known[feed_range.token] = self._create(feed_range, parent.continuation, parent.start_from)
                 continue
             parts = [
@@ -291,27 +315,40 @@ class LeaseStore:
             if parts and _tiles(feed_range, [part.feed_range for part in parts]):
                 merged_parts[feed_range.token] = parts
                 continue
+            # The parts do not cover the range: they retire (each conditionally) before the range's own lease
+            # exists, so the two never drain at the same time; one a drain holds keeps the range as it is for now.
+            if any(self._held_elsewhere(part, now) for part in parts) or not all(
+                [self._retire(part, MERGED, [feed_range], "marking it merged") for part in parts]
+            ):
+                deferred[feed_range.token] = [part for part in parts if self.get(part.id).state == ACTIVE]
+                continue
             if own is not None:
                 # A range with a retired lease (it split, and its parts merged back without tiling it): that lease
                 # resumes from where it stopped, before anything its successors read, so nothing is skipped.
                 known[feed_range.token] = self._revive(own, own.continuation, own.start_from)
             else:
                 known[feed_range.token] = self._create(feed_range, None, self.start_from)
-            for part in parts:
-                self._retire(part, MERGED, [feed_range], "marking it merged")
         inside_merges = {part.token for parts in merged_parts.values() for part in parts}
         for lease in list(known.values()):
-            if lease.state == ACTIVE and lease.token not in current and lease.token not in inside_merges:
+            if (
+                lease.state == ACTIVE
+                and lease.token not in current
+                and lease.token not in inside_merges
+                and not self._held_elsewhere(lease, now)
+            ):
                 children = [r for r in ranges if _is_child(monitored, lease.feed_range, r)]
                 if children:
-                    self._mark_split(lease, children)
+                    self._retire(lease, SPLIT, children, "marking it split")
         leases: list[Lease] = []
         for feed_range in ranges:
-            if feed_range.token in merged_parts:
+            if feed_range.token in deferred:
+                leases.extend(deferred[feed_range.token])
+            elif feed_range.token in merged_parts:
                 leases.extend(self.get(part.id) for part in merged_parts[feed_range.token])
             else:
                 leases.append(self.get(self.lease_id(feed_range)))
-        return [lease for lease in leases if lease.state == ACTIVE]
+        unique = {lease.id: lease for lease in leases if lease.state == ACTIVE}
+        return list(unique.values())
 
     def split(self, lease: Lease, monitored: DocumentContainer, gone: FeedRangeGone) -> list[Lease]:
         """Replace a gone range by its children, each starting from the parent's continuation.
@@ -328,9 +365,20 @@ class LeaseStore:
         ]
         if not children:
             raise gone  # the range is gone but nothing replaces it: let the caller report it
-        created = [self._create(child, lease.continuation, lease.start_from) for child in children]
-        self._mark_split(lease, children)
-        return created
+        # Retired first (the caller holds it): a drain of a child never overlaps one of the parent.
+        if not self._retire(lease, SPLIT, children, "marking it split"):
+            raise LeaseLostError(lease.id, "marking it split")
+        return [self._create(child, lease.continuation, lease.start_from) for child in children]
+
+    def _held_elsewhere(self, lease: Lease, now: datetime) -> bool:
+        return lease.is_live(now) and lease.owner != self.owner
+
+    @staticmethod
+    def _overlaps(monitored: DocumentContainer, a: FeedRange, b: FeedRange) -> bool:
+        try:
+            return monitored.feed_range_overlap(a, b) is not None
+        except BadRequest:
+            return monitored.is_feed_range_subset(a, b) or monitored.is_feed_range_subset(b, a)
 
     @staticmethod
     def _shares(monitored: DocumentContainer, lease: Lease, ranges: list[FeedRange]) -> list[FeedRange]:
@@ -396,10 +444,9 @@ class LeaseStore:
         except LeaseLostError:
             return self.get(lease.id)  # another listing revived it first
 
-    def _mark_split(self, lease: Lease, children: list[FeedRange]) -> None:
-        self._retire(lease, SPLIT, children, "marking it split")
-
-    def _retire(self, lease: Lease, state: str, successors: list[FeedRange], action: str) -> None:
+    def _retire(self, lease: Lease, state: str, successors: list[FeedRange], action: str) -> bool:
+        """Mark ``lease`` retired, conditionally on the version read; ``False`` if it changed meanwhile (a drain took
+        it, or another listing retired it first)."""
         try:
             self._write(
                 lease,
@@ -410,7 +457,8 @@ class LeaseStore:
                 expires_at=None,
             )
         except LeaseLostError:
-            pass  # someone else is retiring or draining it; the successors exist either way
+            return False
+        return True
 
     def _parent_of(self, monitored: DocumentContainer, child: FeedRange, leases: Iterable[Lease]) -> Lease | None:
         for lease in leases:
@@ -483,6 +531,15 @@ class LeaseStore:
 
     def _now(self) -> datetime:
         return self._clock().astimezone(UTC)
+
+
+def _split_parent_of(child: FeedRange, leases: Iterable[Lease]) -> Lease | None:
+    """A lease retired as split that names ``child`` among its successors: a split whose listing stopped between
+    retiring the parent and creating this child, which then starts from the parent's position all the same."""
+    for lease in leases:
+        if lease.state == SPLIT and child.token in lease.children:
+            return lease
+    return None
 
 
 def _is_child(monitored: DocumentContainer, parent: FeedRange, candidate: FeedRange) -> bool:

@@ -64,6 +64,31 @@ def test_f04_two_engines_on_one_lease_never_both_drain_it() -> None:
     assert rig.drain(second).documents == 0, "after release the other drain may take it (and finds nothing new)"
 
 
+def test_f04_a_split_listed_while_another_drain_holds_the_parent_waits_until_it_lets_go() -> None:
+    rig = Rig()
+    rig.publisher = HookedPublisher()
+    rig.seed(*(outbox_doc(f"msg-{i}", f"tenant-{i}") for i in range(6)))
+    first = rig.engine(owner="scheduled", max_batch_size=3)
+    other_publisher = FakePublisher()
+    second = rig.engine(other_publisher, owner="backfill", max_batch_size=3)
+    (parent,) = first.ensure_leases()
+    seen: list = []  # type: ignore[type-arg]
+
+    def the_range_splits_and_the_other_drain_runs() -> None:
+        split(rig.monitored, parent.feed_range)
+        seen.extend(second.drain_all())  # lists the ranges: the parent is held, so its children must not exist yet
+
+    rig.publisher.during.append(the_range_splits_and_the_other_drain_runs)
+    summaries = first.drain_all()
+
+    assert [(s.lease, s.lease_held_by, s.published) for s in seen] == [(parent.id, "scheduled", 0)]
+    assert summaries[0].lease == parent.id and summaries[0].split_into, "the holder splits it when its read finds out"
+    assert other_publisher.sent == [], "the other drain published nothing the holder had in flight"
+    first.drain_all()
+    ids = _published(rig)
+    assert sorted(ids) == sorted(f"msg-{i}" for i in range(6)), "every document once"
+
+
 def test_f04_an_expired_lease_is_taken_over_and_the_old_owner_stops_at_its_next_write() -> None:
     rig = Rig()
     rig.publisher = HookedPublisher()

@@ -1,0 +1,141 @@
+"""F-04 ownership under interleaving: two drains (a scheduled one and a backfill-like second owner of the same lease
+set) and the feed ranges changing while a drain is between its publish and its stamps. A stateful hypothesis test.
+
+While drain A has a page in flight (inside its ``send_batch``), anything may happen: drain B runs, a listing runs,
+a range splits or merges, a little time passes (less than the lease duration, so A still owns what it holds).
+Ownership must keep the two drains apart: no message is ever published twice, a document is stamped ``delivered``
+only after a publish, and in the end every document is delivered.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from airflow_chatter.ports import Document, OutgoingMessage, PublishOutcome
+from airflow_chatter.testing.fakes import FakePublisher
+
+from ._drain_support import Rig, outbox_doc
+
+TENANTS = 8
+
+
+class _Meanwhile(FakePublisher):
+    """Runs the queued actions inside ``send_batch``, after the messages are handed over and before they confirm."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queued: list[Callable[[], None]] = []
+
+    def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
+        outcomes = super().send_batch(messages)
+        while self.queued:
+            self.queued.pop(0)()
+        return outcomes
+
+
+def _bounds(token: str) -> tuple[int, int]:
+    span = json.loads(token)["Range"]
+    return int(span["min"], 16), int(span["max"], 16)
+
+
+class TwoDrains(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rig = Rig()
+        self.a_publisher = _Meanwhile()
+        self.b_publisher = FakePublisher()
+        self.a = self.rig.engine(self.a_publisher, owner="a", max_batch_size=3)
+        self.b = self.rig.engine(self.b_publisher, owner="b", max_batch_size=3)
+        self.docs: dict[str, Document] = {}
+
+    # ------------------------------------------------------------------ the world
+
+    @rule(tenants=st.lists(st.integers(0, TENANTS - 1), min_size=1, max_size=5))
+    def write(self, tenants: list[int]) -> None:
+        for tenant in tenants:
+            message_id = f"m-{len(self.docs)}"
+            self.docs[message_id] = self.rig.seed(outbox_doc(message_id, f"tenant-{tenant}"))[0]
+
+    def _split(self, pick: int) -> None:
+        ranges = self.rig.monitored.read_feed_ranges()
+        if len(ranges) < 6:
+            self.rig.monitored.split_feed_range(ranges[pick % len(ranges)])
+
+    def _merge(self, pick: int) -> None:
+        ranges = sorted(self.rig.monitored.read_feed_ranges(), key=lambda r: _bounds(r.token))
+        if len(ranges) > 1:
+            first = pick % (len(ranges) - 1)
+            self.rig.monitored.merge_feed_ranges(ranges[first], ranges[first + 1])
+
+    @rule(pick=st.integers(0, 31), merge=st.booleans())
+    def the_ranges_change(self, pick: int, merge: bool) -> None:
+        (self._merge if merge else self._split)(pick)
+
+    # ------------------------------------------------------------------ what happens while A has a page in flight
+
+    @rule(
+        actions=st.lists(
+            st.sampled_from(["b drains", "b lists", "split", "merge", "10 s pass"]), min_size=1, max_size=3
+        ),
+        pick=st.integers(0, 31),
+    )
+    def meanwhile(self, actions: list[str], pick: int) -> None:
+        do: dict[str, Callable[[], object]] = {
+            "b drains": lambda: self.b.drain_all(max_documents=4),
+            "b lists": self.b.ensure_leases,
+            "split": lambda: self._split(pick),
+            "merge": lambda: self._merge(pick),
+            "10 s pass": lambda: self.rig.clock.advance(10),
+        }
+        self.a_publisher.queued.extend(do[action] for action in actions)  # type: ignore[misc]
+
+    @rule(budget=st.one_of(st.none(), st.integers(1, 5)))
+    def a_drains(self, budget: int | None) -> None:
+        self.a.drain_all(max_documents=budget)
+        self.a_publisher.queued.clear()  # actions A never got to (no page was published) do not carry over
+
+    @rule(budget=st.one_of(st.none(), st.integers(1, 5)))
+    def b_drains(self, budget: int | None) -> None:
+        self.b.drain_all(max_documents=budget)
+
+    # ------------------------------------------------------------------ what always holds
+
+    def _sent(self) -> list[str]:
+        messages = self.a_publisher.sent + self.b_publisher.sent
+        return [dict(m.headers)["message-id"].decode() for m in messages]
+
+    @invariant()
+    def no_message_is_published_twice(self) -> None:
+        sent = self._sent()
+        assert len(sent) == len(set(sent)), sorted({i for i in sent if sent.count(i) > 1})
+
+    @invariant()
+    def stamped_delivered_only_after_a_publish(self) -> None:
+        sent = set(self._sent())
+        for message_id, doc in self.docs.items():
+            if self.rig.current(doc)["status"] == "delivered":
+                assert message_id in sent, message_id
+
+    def teardown(self) -> None:
+        self.a_publisher.queued.clear()
+        for _ in range(3):
+            for engine in (self.a, self.b):
+                for summary in engine.drain_all():
+                    summary.raise_for_error()
+        assert sorted(self._sent()) == sorted(self.docs), "every document published, once"
+        assert {self.rig.current(doc)["status"] for doc in self.docs.values()} <= {"delivered"}
+
+
+TwoDrains.TestCase.settings = settings(
+    max_examples=int(os.environ.get("CHATTER_CONCURRENCY_EXAMPLES", "60")),
+    stateful_step_count=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+test_f04_two_drains_and_changing_ranges_never_publish_a_document_twice = TwoDrains.TestCase
