@@ -368,7 +368,7 @@ class DrainEngine:
         self, holder: _LeaseHolder, documents: Sequence[Document], tally: _Tally
     ) -> ConfirmationReceipt | None:
         try:
-            return self._drain_page(documents, tally)
+            return self._drain_page(holder, documents, tally)
         except ConfirmationFailed as carrier:
             tally.confirmation_failures += 1
             lease = holder.lease
@@ -395,7 +395,9 @@ class DrainEngine:
 
     # ================================================================== one page
 
-    def _drain_page(self, documents: Sequence[Document], tally: _Tally) -> ConfirmationReceipt | None:
+    def _drain_page(
+        self, holder: _LeaseHolder, documents: Sequence[Document], tally: _Tally
+    ) -> ConfirmationReceipt | None:
         """Process a page in feed order; return the last receipt, or raise at the first failure.
 
         MET-02's ``skipped`` and ``admitted`` counts of the page are added once, when it ends (raising or not):
@@ -403,12 +405,14 @@ class DrainEngine:
         """
         skipped, published = tally.skipped, tally.published
         try:
-            return self._drain_page_documents(documents, tally)
+            return self._drain_page_documents(holder, documents, tally)
         finally:
             self._telemetry.record_document(OUTCOME_SKIPPED, tally.skipped - skipped)
             self._telemetry.record_document(OUTCOME_ADMITTED, tally.published - published)
 
-    def _drain_page_documents(self, documents: Sequence[Document], tally: _Tally) -> ConfirmationReceipt | None:
+    def _drain_page_documents(
+        self, holder: _LeaseHolder, documents: Sequence[Document], tally: _Tally
+    ) -> ConfirmationReceipt | None:
         receipt: ConfirmationReceipt | None = None
         run: list[_Planned] = []
         run_publisher: Publisher | None = None
@@ -417,7 +421,7 @@ class DrainEngine:
             nonlocal receipt, run, run_publisher
             if run:
                 assert run_publisher is not None
-                receipt = self._publish_and_stamp(run, run_publisher, tally) or receipt
+                receipt = self._publish_and_stamp(holder, run, run_publisher, tally) or receipt
             run, run_publisher = [], None
 
         for document in documents:
@@ -522,7 +526,7 @@ class DrainEngine:
         return ConfirmationReceipt.from_status_write(written, UNDELIVERABLE)
 
     def _publish_and_stamp(
-        self, run: list[_Planned], publisher: Publisher, tally: _Tally
+        self, holder: _LeaseHolder, run: list[_Planned], publisher: Publisher, tally: _Tally
     ) -> ConfirmationReceipt | None:
         """Publish a run in one ``send_batch``, then stamp each confirmed message in feed order.
 
@@ -538,6 +542,11 @@ class DrainEngine:
             outcomes = publisher.send_batch(messages)  # PublishError propagates: RLY-05
             if len(outcomes) != len(messages):
                 raise PublishError(f"publisher returned {len(outcomes)} outcomes for {len(messages)} messages")
+            # F-04: a publish may take up to the producer's delivery timeout, as long as a lease lasts. Renewed here
+            # when half of it is gone, the lease cannot lapse while this page is stamped and another drain take the
+            # range over meanwhile; lost already (LeaseLostError), nothing is stamped (the new owner publishes).
+            if self.store.needs_renewal(holder.lease):
+                holder.lease = self.store.renew(holder.lease)
             for planned, outcome, span in zip(run, outcomes, spans, strict=True):
                 if not outcome.confirmed:
                     failure = outcome.error or PublishError(f"message {planned.message_id!r} was not confirmed")
