@@ -1,10 +1,10 @@
 """F-04 ownership under interleaving: two drains (a scheduled one and a backfill-like second owner of the same lease
 set) and the feed ranges changing while a drain is between its publish and its stamps. A stateful hypothesis test.
 
-While drain A has a page in flight (inside its ``send_batch``), anything may happen: drain B runs, a listing runs,
-a range splits or merges, a little time passes (less than the lease duration, so A still owns what it holds).
-Ownership must keep the two drains apart: no message is ever published twice, a document is stamped ``delivered``
-only after a publish, and in the end every document is delivered.
+While drain A has a page in flight (inside its ``send_batch``, or between its stamps), anything may happen: drain B
+runs, a listing runs, a range splits or merges, a little time passes (less than the lease duration, so A still owns
+what it holds). Ownership must keep the two drains apart: no message is ever published twice, a document is stamped
+``delivered`` only after a publish, and in the end every document is delivered.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from airflow_chatter.adapters.memory import MemoryDocumentContainer, OperationCall
 from airflow_chatter.ports import Document, OutgoingMessage, PublishOutcome
 from airflow_chatter.testing.fakes import FakePublisher
 
@@ -34,9 +35,23 @@ class _Meanwhile(FakePublisher):
 
     def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
         outcomes = super().send_batch(messages)
-        while self.queued:
-            self.queued.pop(0)()
+        actions, self.queued = self.queued, []
+        for action in actions:
+            action()
         return outcomes
+
+
+class _StampPoint(MemoryDocumentContainer):
+    """Runs the queued actions inside the next ``patch`` (a stamp), before it applies."""
+
+    queued: list[Callable[[], None]]
+
+    def check(self, call: OperationCall) -> None:
+        if call.operation == "patch" and self.queued:
+            actions, self.queued = self.queued, []  # taken first: B's own stamps must not run them again, nested
+            for action in actions:
+                action()
+        super().check(call)
 
 
 def _bounds(token: str) -> tuple[int, int]:
@@ -48,6 +63,9 @@ class TwoDrains(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.rig = Rig()
+        self.stamps = _StampPoint(partition_key_paths=("/tenantId",), default_ttl=-1, clock=self.rig.clock)
+        self.stamps.queued = []
+        self.rig.monitored = self.stamps
         self.a_publisher = _Meanwhile()
         self.b_publisher = FakePublisher()
         self.a = self.rig.engine(self.a_publisher, owner="a", max_batch_size=3)
@@ -84,25 +102,38 @@ class TwoDrains(RuleBasedStateMachine):
             st.sampled_from(["b drains", "b lists", "split", "merge", "10 s pass"]), min_size=1, max_size=3
         ),
         pick=st.integers(0, 31),
+        during=st.sampled_from(["publish", "stamp"]),
     )
-    def meanwhile(self, actions: list[str], pick: int) -> None:
+    def meanwhile(self, actions: list[str], pick: int, during: str) -> None:
         do: dict[str, Callable[[], object]] = {
-            "b drains": lambda: self.b.drain_all(max_documents=4),
-            "b lists": self.b.ensure_leases,
+            "b drains": lambda: self._as_b(lambda: self.b.drain_all(max_documents=4)),
+            "b lists": lambda: self._as_b(self.b.ensure_leases),
             "split": lambda: self._split(pick),
             "merge": lambda: self._merge(pick),
             "10 s pass": lambda: self.rig.clock.advance(10),
         }
-        self.a_publisher.queued.extend(do[action] for action in actions)  # type: ignore[misc]
+        queue = self.a_publisher.queued if during == "publish" else self.stamps.queued
+        queue.extend(do[action] for action in actions)  # type: ignore[misc]
 
     @rule(budget=st.one_of(st.none(), st.integers(1, 5)))
     def a_drains(self, budget: int | None) -> None:
         self.a.drain_all(max_documents=budget)
-        self.a_publisher.queued.clear()  # actions A never got to (no page was published) do not carry over
+        # Actions A never got to (it published or stamped nothing) do not carry over to B's drains.
+        self.a_publisher.queued.clear()
+        self.stamps.queued.clear()
 
     @rule(budget=st.one_of(st.none(), st.integers(1, 5)))
     def b_drains(self, budget: int | None) -> None:
-        self.b.drain_all(max_documents=budget)
+        self._as_b(lambda: self.b.drain_all(max_documents=budget))
+
+    def _as_b(self, action: Callable[[], object]) -> None:
+        """Run ``action`` as drain B: the actions queued for A's stamps must not run inside B's own stamps (B would
+        then run inside itself, as the same owner, which no real drain does)."""
+        queued, self.stamps.queued = self.stamps.queued, []
+        try:
+            action()
+        finally:
+            self.stamps.queued = queued + self.stamps.queued
 
     # ------------------------------------------------------------------ what always holds
 
@@ -124,6 +155,7 @@ class TwoDrains(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         self.a_publisher.queued.clear()
+        self.stamps.queued.clear()
         for _ in range(3):
             for engine in (self.a, self.b):
                 for summary in engine.drain_all():
