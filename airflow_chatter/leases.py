@@ -240,10 +240,10 @@ class LeaseStore:
     def ensure_leases(self, monitored: DocumentContainer) -> list[Lease]:
         """Create a lease for every current feed range that has none; return the active leases.
 
-        A lease whose range now spans several current ranges split: it is replaced by its share of each, every
-        share starting from its continuation (or, never checkpointed, its start), and it is marked split once all
-        of them exist. A share is the current range itself when that lies inside the lease (a plain split), and
-        their overlap otherwise (a merged range split again at a boundary other than its parts').
+        A lease whose range now spans several current ranges split: it is marked split, then replaced by its share
+        of each, every share starting from its continuation (or, never checkpointed, its start). A share is the
+        current range itself when that lies inside the lease (a plain split), and their overlap otherwise (a merged
+        range split again at a boundary other than its parts').
 
         A new range that contains active leases of this source is a merge. When those leases tile it exactly, no
         lease is created: each keeps draining its own part from its own continuation (a sub-range of a physical
@@ -267,19 +267,37 @@ class LeaseStore:
         """
         ranges = monitored.read_feed_ranges(force_refresh=True)
         known = {lease.token: lease for lease in self.list_leases()}
-        current = {r.token for r in ranges}
         now = self._now()
-        # Active leases another live drain holds while the ranges under them changed. Nothing that overlaps one is
-        # created or retired now: a successor would be drainable at once and read the same documents as the drain
-        # holding its predecessor (two drains on one range). The holder carries on; a listing after it lets go
-        # does the change.
+        held = self._split_spanning(monitored, ranges, known, now)
+        served: dict[str, list[Lease]] = {}  # a range drained by other leases than its own: merge parts, held ones
+        for feed_range in ranges:
+            own = known.get(feed_range.token)
+            if own is None or own.state != ACTIVE:
+                serving = self._settle(monitored, feed_range, own, known, held, now)
+                if serving is not None:
+                    served[feed_range.token] = serving
+        self._retire_split_leftovers(monitored, ranges, known, served, now)
+        leases: list[Lease] = []
+        for feed_range in ranges:
+            if feed_range.token in served:
+                leases.extend(served[feed_range.token])
+            else:
+                leases.append(self.get(self.lease_id(feed_range)))
+        return list({lease.id: lease for lease in leases if lease.state == ACTIVE}.values())
+
+    def _split_spanning(
+        self, monitored: DocumentContainer, ranges: list[FeedRange], known: dict[str, Lease], now: datetime
+    ) -> list[Lease]:
+        """Replace each active lease whose range now spans several current ranges by its shares (updating
+        ``known``); return those another live drain holds, which stay as they are for now."""
+        current = {r.token for r in ranges}
         held: list[Lease] = []
         for lease in list(known.values()):
             if lease.state != ACTIVE or lease.token in current:
                 continue
             shares = self._shares(monitored, lease, ranges)
             if len(shares) < 2:
-                continue  # inside one current range (a merge's part: decided below), or not comparable
+                continue  # inside one current range (a merge's part: settled with that range), or not comparable
             # Retired first, conditionally on what was read: if a drain took the lease meanwhile, it stays as it is.
             if self._held_elsewhere(lease, now) or not self._retire(lease, SPLIT, shares, "marking it split"):
                 held.append(lease)
@@ -288,67 +306,73 @@ class LeaseStore:
             for share in shares:
                 if share.token not in known or known[share.token].state != ACTIVE:
                     known[share.token] = self._create(share, lease.continuation, lease.start_from)
-        merged_parts: dict[str, list[Lease]] = {}
-        deferred: dict[str, list[Lease]] = {}
-        for feed_range in ranges:
-            own = known.get(feed_range.token)
-            if own is not None and own.state == ACTIVE:
-                continue
-            blocking = [lease for lease in held if self._overlaps(monitored, lease.feed_range, feed_range)]
-            if blocking:
-                deferred[feed_range.token] = blocking
-                continue
-            parent = self._parent_of(monitored, feed_range, known.values())
-            if parent is None and own is None:
-                parent = _split_parent_of(feed_range, known.values())
-            if parent is not None:
-                if parent.state == ACTIVE and self._held_elsewhere(parent, now):
-                    deferred[feed_range.token] = [parent]
-                    continue
-                known[feed_range.token] = self._create(feed_range, parent.continuation, parent.start_from)
-                continue
-            parts = [
-                lease
-                for lease in known.values()
-                if lease.state == ACTIVE and _is_child(monitored, feed_range, lease.feed_range)
-            ]
-            if parts and _tiles(feed_range, [part.feed_range for part in parts]):
-                merged_parts[feed_range.token] = parts
-                continue
-            # The parts do not cover the range: they retire (each conditionally) before the range's own lease
-            # exists, so the two never drain at the same time; one a drain holds keeps the range as it is for now.
-            if any(self._held_elsewhere(part, now) for part in parts) or not all(
-                [self._retire(part, MERGED, [feed_range], "marking it merged") for part in parts]
-            ):
-                deferred[feed_range.token] = [part for part in parts if self.get(part.id).state == ACTIVE]
-                continue
-            if own is not None:
-                # A range with a retired lease (it split, and its parts merged back without tiling it): that lease
-                # resumes from where it stopped, before anything its successors read, so nothing is skipped.
-                known[feed_range.token] = self._revive(own, own.continuation, own.start_from)
-            else:
-                known[feed_range.token] = self._create(feed_range, None, self.start_from)
-        inside_merges = {part.token for parts in merged_parts.values() for part in parts}
+        return held
+
+    def _settle(
+        self,
+        monitored: DocumentContainer,
+        feed_range: FeedRange,
+        own: Lease | None,
+        known: dict[str, Lease],
+        held: list[Lease],
+        now: datetime,
+    ) -> list[Lease] | None:
+        """Give a current range without an active lease of its own what drains it: ``None`` once its own lease is
+        active (created or revived, in ``known``), else the leases that drain it instead."""
+        blocking = [lease for lease in held if self._overlaps(monitored, lease.feed_range, feed_range)]
+        if blocking:
+            return blocking
+        parent = self._parent_of(monitored, feed_range, known.values())
+        if parent is None and own is None:
+            parent = _split_parent_of(feed_range, known.values())
+        if parent is not None:
+            if parent.state == ACTIVE and self._held_elsewhere(parent, now):
+                return [parent]
+            known[feed_range.token] = self._create(feed_range, parent.continuation, parent.start_from)
+            return None
+        parts = [
+            lease
+            for lease in known.values()
+            if lease.state == ACTIVE and _is_child(monitored, feed_range, lease.feed_range)
+        ]
+        if parts and _tiles(feed_range, [part.feed_range for part in parts]):
+            return [self.get(part.id) for part in parts]
+        # The parts do not cover the range: they retire (each conditionally) before the range's own lease exists, so
+        # the two never drain at the same time; while a drain holds one of them, the range stays as it is.
+        if any(self._held_elsewhere(part, now) for part in parts) or not all(
+            [self._retire(part, MERGED, [feed_range], "marking it merged") for part in parts]
+        ):
+            return [lease for lease in (self.get(part.id) for part in parts) if lease.state == ACTIVE]
+        if own is not None:
+            # A range with a retired lease (it split, and its parts merged back without tiling it): that lease
+            # resumes from where it stopped, before anything its successors read, so nothing is skipped.
+            known[feed_range.token] = self._revive(own, own.continuation, own.start_from)
+        else:
+            known[feed_range.token] = self._create(feed_range, None, self.start_from)
+        return None
+
+    def _retire_split_leftovers(
+        self,
+        monitored: DocumentContainer,
+        ranges: list[FeedRange],
+        known: dict[str, Lease],
+        served: dict[str, list[Lease]],
+        now: datetime,
+    ) -> None:
+        """Retire, as split, an active lease no current range is, whose children exist now: what
+        ``_split_spanning`` does where the tokens cannot be compared (``is_feed_range_subset`` only)."""
+        current = {r.token for r in ranges}
+        serving = {lease.token for leases in served.values() for lease in leases}
         for lease in list(known.values()):
             if (
                 lease.state == ACTIVE
                 and lease.token not in current
-                and lease.token not in inside_merges
+                and lease.token not in serving
                 and not self._held_elsewhere(lease, now)
             ):
                 children = [r for r in ranges if _is_child(monitored, lease.feed_range, r)]
                 if children:
                     self._retire(lease, SPLIT, children, "marking it split")
-        leases: list[Lease] = []
-        for feed_range in ranges:
-            if feed_range.token in deferred:
-                leases.extend(deferred[feed_range.token])
-            elif feed_range.token in merged_parts:
-                leases.extend(self.get(part.id) for part in merged_parts[feed_range.token])
-            else:
-                leases.append(self.get(self.lease_id(feed_range)))
-        unique = {lease.id: lease for lease in leases if lease.state == ACTIVE}
-        return list(unique.values())
 
     def split(self, lease: Lease, monitored: DocumentContainer, gone: FeedRangeGone) -> list[Lease]:
         """Replace a gone range by its children, each starting from the parent's continuation.
