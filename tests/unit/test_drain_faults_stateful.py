@@ -1,10 +1,11 @@
 """RLY-05..07, SUS, CTR-04 and F-04 together, under any interleaving of writes, faults, time and drains.
 
 A stateful hypothesis test. Publishes fail, stamps fail (Confirmation Failures, which open Drain Suspensions),
-change-feed reads fail, feed ranges split and merge, the clock moves, drains run with and without budgets. At every
-step: a document is stamped ``delivered`` only if it was published, a document that breaks the contract is never
-published, and a published message belongs to a document. Once the faults stop and time passes, every well-formed
-document is delivered and every malformed one undeliverable: nothing is stuck and nothing lost.
+change-feed reads fail, lease reads and writes fail (before or after they land), feed ranges split and merge, the
+clock moves, drains run with and without budgets. At every step: a document is stamped ``delivered`` only if it was
+published, a document that breaks the contract is never published, and a published message belongs to a document.
+Once the faults stop and time passes, every well-formed document is delivered and every malformed one undeliverable:
+nothing is stuck and nothing lost.
 """
 
 from __future__ import annotations
@@ -54,6 +55,12 @@ class DrainUnderFaults(RuleBasedStateMachine):
     def stamps_fail(self, times: int) -> None:
         fail_operation(self.rig.monitored, "patch", ServiceUnavailable("stamp refused"), times=times)
 
+    @rule(operation=st.sampled_from(["replace", "create", "read", "query"]), after_apply=st.booleans())
+    def a_lease_write_or_read_fails(self, operation: str, after_apply: bool) -> None:
+        # Checkpoints, renewals, releases (replace), new leases (create), lease reads and listings (query); after
+        # apply: the write landed but its answer was lost, as a timeout can do.
+        fail_operation(self.rig.leases, operation, ServiceUnavailable("lease store"), times=1, after_apply=after_apply)
+
     @rule()
     def a_change_feed_read_fails(self) -> None:
         fail_operation(self.rig.monitored, "read_change_feed", ServiceUnavailable("feed unavailable"), times=1)
@@ -82,7 +89,7 @@ class DrainUnderFaults(RuleBasedStateMachine):
         try:
             self.engine.drain_all(max_documents=budget)  # failures are reported per lease, in the summaries
         except ServiceUnavailable:
-            pass  # the listing itself read a failing feed (ensure_leases); the next run lists again
+            pass  # the listing itself failed (a feed-range or lease-store fault); the next run lists again
 
     # ------------------------------------------------------------------ what always holds
 
@@ -107,6 +114,7 @@ class DrainUnderFaults(RuleBasedStateMachine):
     def teardown(self) -> None:
         self.rig.publisher.clear_faults()
         clear_faults(self.rig.monitored)
+        clear_faults(self.rig.leases)
         for _ in range(8):  # each round: past any suspension window, then a probe that closes it
             self.rig.clock.advance(61)
             for summary in self.engine.drain_all():
