@@ -213,6 +213,11 @@ class LeaseStore:
 
     # ------------------------------------------------------------------ reading
 
+    @property
+    def clock(self) -> Clock:
+        """The clock that decides expiry: a store guarding this one's leases must judge them by the same time."""
+        return self._clock
+
     def lease_id(self, feed_range: FeedRange) -> str:
         return lease_id_for(self.processor_name, self.lease_prefix, feed_range)
 

@@ -179,6 +179,7 @@ def exclusive_with(
         owner=engine.store.owner,
         lease_prefix=other_prefix,
         lease_duration_seconds=hold_seconds,
+        clock=engine.store.clock,
     )
     # What the other set's next listing would do anyway: create its first leases, or the children of a split (from
     # the parent's checkpoint), so the leases held below are the ones that set will drain, not a retired parent.
