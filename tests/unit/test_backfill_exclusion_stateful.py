@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from airflow_chatter.adapters.memory import EPK_SPACE
 from airflow_chatter.airflow.runtime import exclusive_with, reset_leases
 from airflow_chatter.errors import ChatterError
 from airflow_chatter.leases import LeaseHeldError
@@ -142,6 +143,17 @@ class ScheduledAndBackfill(RuleBasedStateMachine):
     def no_message_is_published_twice(self) -> None:
         sent = self._sent()
         assert len(sent) == len(set(sent)), sorted({i for i in sent if sent.count(i) > 1})
+
+    @invariant()
+    def between_runs_a_listing_tiles_the_key_space(self) -> None:
+        # No drain runs between two steps, so no lease is held: every lease set must cover each key exactly once.
+        for engine in (self.scheduled, self.backfill):
+            spans = sorted(_bounds(lease.token) for lease in engine.ensure_leases())
+            edge = 0
+            for low, high in spans:
+                assert low == edge, f"{'gap' if low > edge else 'overlap'} at {edge:#x}: {spans}"
+                edge = high
+            assert edge == EPK_SPACE, spans
 
     def teardown(self) -> None:
         self.scheduled_publisher.queued.clear()
