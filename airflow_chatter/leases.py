@@ -310,7 +310,7 @@ class LeaseStore:
             del known[lease.token]
             for share in shares:
                 if share.token not in known or known[share.token].state != ACTIVE:
-                    known[share.token] = self._create(share, lease.continuation, lease.start_from)
+                    known[share.token] = self._create(share, lease.continuation, lease.start_from, lease.suspension)
         return held
 
     def _settle(
@@ -333,7 +333,9 @@ class LeaseStore:
         if parent is not None:
             if parent.state == ACTIVE and self._held_elsewhere(parent, now):
                 return [parent]
-            known[feed_range.token] = self._create(feed_range, parent.continuation, parent.start_from)
+            known[feed_range.token] = self._create(
+                feed_range, parent.continuation, parent.start_from, parent.suspension
+            )
             return None
         parts = [
             lease
@@ -397,7 +399,7 @@ class LeaseStore:
         # Retired first (the caller holds it): a drain of a child never overlaps one of the parent.
         if not self._retire(lease, SPLIT, children, "marking it split"):
             raise LeaseLostError(lease.id, "marking it split")
-        return [self._create(child, lease.continuation, lease.start_from) for child in children]
+        return [self._create(child, lease.continuation, lease.start_from, lease.suspension) for child in children]
 
     def _held_elsewhere(self, lease: Lease, now: datetime) -> bool:
         return lease.is_live(now) and lease.owner != self.owner
@@ -425,7 +427,16 @@ class LeaseStore:
         shares = [share for share in overlaps if share is not None]
         return [] if any(share.token == lease.token for share in shares) else shares
 
-    def _create(self, feed_range: FeedRange, continuation: str | None, start_from: datetime | None) -> Lease:
+    def _create(
+        self,
+        feed_range: FeedRange,
+        continuation: str | None,
+        start_from: datetime | None,
+        suspension: SuspensionState | None = None,
+    ) -> Lease:
+        """A new lease for ``feed_range`` at ``continuation`` (or ``start_from``). ``suspension`` is a predecessor's
+        Drain Suspension state, which a split's children carry on: splitting the range does not fix what made its
+        stamps fail, so their first batches are gated as the parent's next one would have been (SUS, F-05)."""
         now = self._now()
         lease_id = self.lease_id(feed_range)
         doc: Document = {
@@ -438,7 +449,7 @@ class LeaseStore:
             "start_from": _iso(start_from),
             "owner": None,
             "expires_at": None,
-            "suspension": SuspensionState().to_document(),
+            "suspension": (suspension or SuspensionState()).to_document(),
             "state": ACTIVE,
             "children": [],
             "created_at": _iso(now),
@@ -453,9 +464,15 @@ class LeaseStore:
                 return existing  # another drain created it first: theirs is as good as ours
             # The range had a lease that was retired (split, or merged into a wider range) and now is a range again
             # (a split merged back, a merge split back): the lease id is the range's, so that lease carries on.
-            return self._revive(existing, continuation, start_from)
+            return self._revive(existing, continuation, start_from, suspension)
 
-    def _revive(self, lease: Lease, continuation: str | None, start_from: datetime | None) -> Lease:
+    def _revive(
+        self,
+        lease: Lease,
+        continuation: str | None,
+        start_from: datetime | None,
+        suspension: SuspensionState | None = None,
+    ) -> Lease:
         """Make a retired lease active again at ``continuation`` (or ``start_from``), as a new lease would start."""
         try:
             return self._write(
@@ -466,7 +483,7 @@ class LeaseStore:
                 continuation=continuation,
                 start_from=start_from,
                 checkpointed_at=None,
-                suspension=SuspensionState(),
+                suspension=suspension or SuspensionState(),
                 owner=None,
                 expires_at=None,
             )

@@ -11,7 +11,7 @@ from airflow_chatter.ports import PublishError, ServiceUnavailable
 from airflow_chatter.suspension import SuspensionState
 from airflow_chatter.telemetry import BATCHES, DOCUMENTS, FAILURES, SUSPENSIONS
 
-from ._drain_support import ABSENT, Rig, calls, clear_faults, domain_doc, fail_operation, outbox_doc
+from ._drain_support import ABSENT, Rig, calls, clear_faults, domain_doc, fail_operation, outbox_doc, split
 
 
 @pytest.fixture
@@ -239,3 +239,25 @@ def test_sus_13_publish_error_is_reported_with_its_own_type(rig: Rig) -> None:
     rig.seed(outbox_doc("msg-1"))
     rig.publisher.fail_all(PublishError("nope"))
     assert rig.drain().error_type == "PublishError"
+
+
+def test_sus_f04_a_suspended_lease_that_splits_hands_its_suspension_to_its_children(rig: Rig) -> None:
+    rig.seed(*(outbox_doc(f"msg-{i}", f"tenant-{i}") for i in range(4)))
+    fail_operation(rig.monitored, "patch", ServiceUnavailable("stamp down"))
+    engine = rig.engine()
+    for _ in range(5):
+        rig.drain(engine)
+    (parent,) = engine.ensure_leases()
+    assert parent.suspension.suspended
+    split(rig.monitored, parent.feed_range)  # splitting the range does not fix the stamps
+    published = len(rig.publisher.sent)
+
+    refused = engine.drain_all()
+
+    assert len(refused) == 2 and all(s.error_type == "DrainSuspendedError" for s in refused), refused
+    assert len(rig.publisher.sent) == published, "no child publishes into a failing stamp target"
+    rig.clock.advance(60)
+    clear_faults(rig.monitored)
+    probes = engine.drain_all()
+    assert all(s.error is None and not s.suspended for s in probes), "each child's probe closes its own"
+    assert {d["status"] for d in rig.monitored.query("SELECT * FROM c")} == {"delivered"}
