@@ -180,6 +180,20 @@ class DocumentContainerContract(abc.ABC):
             drain.continuations[feed_range.token] = continuation
         return drain
 
+    def _read_to_end(
+        self, container: DocumentContainer, feed_range: FeedRange, continuation: str | None, max_item_count: int
+    ) -> tuple[list[str], str | None]:
+        """The ids of the changes of one range after ``continuation`` (``None``: from the beginning), read until
+        an empty page, and where that leaves the reader."""
+        ids: list[str] = []
+        for _ in range(_MAX_PAGES):
+            page = container.read_change_feed(feed_range, continuation=continuation, max_item_count=max_item_count)
+            continuation = page.continuation
+            if not page.documents:
+                return ids, continuation
+            ids.extend(feed_ids(page.documents))
+        pytest.fail(f"the change feed of {feed_range.token} never answered an empty page")
+
     def _wait_until_expired(
         self, container: DocumentContainer, item_id: str, pk: PartitionKey, ttl_seconds: int
     ) -> None:
@@ -1021,26 +1035,11 @@ class DocumentContainerContract(abc.ABC):
         for key in keys:
             container.create(self._doc(key, f"before-{key}"), key)
         whole = container.read_feed_ranges()[0]
-        continuation: str | None = None
-        for _ in range(_MAX_PAGES):
-            page = container.read_change_feed(whole, continuation=continuation, max_item_count=100)
-            continuation = page.continuation
-            if not page.documents:
-                break
+        _, continuation = self._read_to_end(container, whole, None, 100)
         for key in keys:
             container.create(self._doc(key, f"after-{key}"), key)
         halves = self.halve_feed_range(container, whole)
-        read: list[list[str]] = []
-        for half in halves:
-            ids: list[str] = []
-            position = continuation
-            for _ in range(_MAX_PAGES):
-                page = container.read_change_feed(half, continuation=position, max_item_count=7)
-                position = page.continuation
-                if not page.documents:
-                    break
-                ids.extend(feed_ids(page.documents))
-            read.append(ids)
+        read = [self._read_to_end(container, half, continuation, 7)[0] for half in halves]
 
         # Which keys each range holds, read a second way: from the beginning.
         def keys_in(feed_range: FeedRange) -> set[str]:
@@ -1076,13 +1075,7 @@ class DocumentContainerContract(abc.ABC):
         for key in keys:
             container.create(self._doc(key, f"after-{key}"), key)
         for child in children:
-            continuation: str | None = page.continuation
-            for _ in range(_MAX_PAGES):
-                child_page = container.read_change_feed(child, continuation=continuation, max_item_count=7)
-                continuation = child_page.continuation
-                if not child_page.documents:
-                    break
-                seen.extend(feed_ids(child_page.documents))
+            seen.extend(self._read_to_end(container, child, page.continuation, 7)[0])
         # What the parent's key space holds now, read a second way: each child from the beginning.
         expected: list[str] = []
         for child in children:

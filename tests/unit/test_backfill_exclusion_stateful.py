@@ -8,53 +8,31 @@ is inside its publish. No message may be published twice, and in the end every d
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Callable, Sequence
 
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from airflow_chatter.adapters.memory import EPK_SPACE
 from airflow_chatter.airflow.runtime import exclusive_with, reset_leases
 from airflow_chatter.errors import ChatterError
 from airflow_chatter.leases import LeaseHeldError
-from airflow_chatter.ports import Document, OutgoingMessage, PublishOutcome
+from airflow_chatter.ports import Document
 from airflow_chatter.testing.fakes import FakePublisher
 
 from ._drain_support import Rig, outbox_doc
+from ._stateful_support import MeanwhilePublisher, assert_tiles_key_space, merge_two, published_ids, split_one
 
 TENANTS = 8
-
-
-class _Meanwhile(FakePublisher):
-    """Runs the queued actions inside ``send_batch``, after the messages are handed over and before they confirm."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.queued: list[Callable[[], None]] = []
-
-    def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
-        outcomes = super().send_batch(messages)
-        actions, self.queued = self.queued, []
-        for action in actions:
-            action()
-        return outcomes
-
-
-def _bounds(token: str) -> tuple[int, int]:
-    span = json.loads(token)["Range"]
-    return int(span["min"], 16), int(span["max"], 16)
 
 
 class ScheduledAndBackfill(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.rig = Rig()
-        self.scheduled_publisher = _Meanwhile()
-        self.backfill_publisher = _Meanwhile()
+        self.scheduled_publisher = MeanwhilePublisher()
+        self.backfill_publisher = MeanwhilePublisher()
         self.scheduled = self.rig.engine(self.scheduled_publisher, owner="scheduled", max_batch_size=3)
         self.backfill = self.rig.engine(
             self.backfill_publisher, owner="backfill", max_batch_size=3, lease_prefix="backfill-"
@@ -72,12 +50,10 @@ class ScheduledAndBackfill(RuleBasedStateMachine):
 
     @rule(pick=st.integers(0, 31), merge=st.booleans())
     def the_ranges_change(self, pick: int, merge: bool) -> None:
-        ranges = sorted(self.rig.monitored.read_feed_ranges(), key=lambda r: _bounds(r.token))
-        if merge and len(ranges) > 1:
-            first = pick % (len(ranges) - 1)
-            self.rig.monitored.merge_feed_ranges(ranges[first], ranges[first + 1])
-        elif not merge and len(ranges) < 6:
-            self.rig.monitored.split_feed_range(ranges[pick % len(ranges)])
+        if merge:
+            merge_two(self.rig.monitored, pick)
+        else:
+            split_one(self.rig.monitored, pick, max_ranges=6)
 
     # ------------------------------------------------------------------ the two drains
 
@@ -136,8 +112,7 @@ class ScheduledAndBackfill(RuleBasedStateMachine):
     # ------------------------------------------------------------------ what always holds
 
     def _sent(self) -> list[str]:
-        messages = self.scheduled_publisher.sent + self.backfill_publisher.sent
-        return [dict(m.headers)["message-id"].decode() for m in messages]
+        return published_ids(self.scheduled_publisher, self.backfill_publisher)
 
     @invariant()
     def no_message_is_published_twice(self) -> None:
@@ -148,12 +123,7 @@ class ScheduledAndBackfill(RuleBasedStateMachine):
     def between_runs_a_listing_tiles_the_key_space(self) -> None:
         # No drain runs between two steps, so no lease is held: every lease set must cover each key exactly once.
         for engine in (self.scheduled, self.backfill):
-            spans = sorted(_bounds(lease.token) for lease in engine.ensure_leases())
-            edge = 0
-            for low, high in spans:
-                assert low == edge, f"{'gap' if low > edge else 'overlap'} at {edge:#x}: {spans}"
-                edge = high
-            assert edge == EPK_SPACE, spans
+            assert_tiles_key_space([lease.feed_range for lease in engine.ensure_leases()])
 
     def teardown(self) -> None:
         self.scheduled_publisher.queued.clear()

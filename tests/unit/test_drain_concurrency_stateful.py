@@ -9,42 +9,27 @@ what it holds). Ownership must keep the two drains apart: no message is ever pub
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from airflow_chatter.adapters.memory import EPK_SPACE, MemoryDocumentContainer, OperationCall
-from airflow_chatter.ports import Document, OutgoingMessage, PublishOutcome
+from airflow_chatter.adapters.memory import MemoryDocumentContainer, OperationCall
+from airflow_chatter.ports import Document
 from airflow_chatter.testing.fakes import FakePublisher
 
 from ._drain_support import Rig, outbox_doc
+from ._stateful_support import MeanwhilePublisher, assert_tiles_key_space, merge_two, published_ids, split_one
 
 TENANTS = 8
-
-
-class _Meanwhile(FakePublisher):
-    """Runs the queued actions inside ``send_batch``, after the messages are handed over and before they confirm."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.queued: list[Callable[[], None]] = []
-
-    def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
-        outcomes = super().send_batch(messages)
-        actions, self.queued = self.queued, []
-        for action in actions:
-            action()
-        return outcomes
 
 
 class _StampPoint(MemoryDocumentContainer):
     """Runs the queued actions inside the next ``patch`` (a stamp), before it applies."""
 
-    queued: list[Callable[[], None]]
+    queued: list[Callable[[], object]]
 
     def check(self, call: OperationCall) -> None:
         if call.operation == "patch" and self.queued:
@@ -54,11 +39,6 @@ class _StampPoint(MemoryDocumentContainer):
         super().check(call)
 
 
-def _bounds(token: str) -> tuple[int, int]:
-    span = json.loads(token)["Range"]
-    return int(span["min"], 16), int(span["max"], 16)
-
-
 class TwoDrains(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -66,7 +46,7 @@ class TwoDrains(RuleBasedStateMachine):
         self.stamps = _StampPoint(partition_key_paths=("/tenantId",), default_ttl=-1, clock=self.rig.clock)
         self.stamps.queued = []
         self.rig.monitored = self.stamps
-        self.a_publisher = _Meanwhile()
+        self.a_publisher = MeanwhilePublisher()
         self.b_publisher = FakePublisher()
         self.a = self.rig.engine(self.a_publisher, owner="a", max_batch_size=3)
         self.b = self.rig.engine(self.b_publisher, owner="b", max_batch_size=3)
@@ -81,15 +61,10 @@ class TwoDrains(RuleBasedStateMachine):
             self.docs[message_id] = self.rig.seed(outbox_doc(message_id, f"tenant-{tenant}"))[0]
 
     def _split(self, pick: int) -> None:
-        ranges = self.rig.monitored.read_feed_ranges()
-        if len(ranges) < 6:
-            self.rig.monitored.split_feed_range(ranges[pick % len(ranges)])
+        split_one(self.stamps, pick, max_ranges=6)
 
     def _merge(self, pick: int) -> None:
-        ranges = sorted(self.rig.monitored.read_feed_ranges(), key=lambda r: _bounds(r.token))
-        if len(ranges) > 1:
-            first = pick % (len(ranges) - 1)
-            self.rig.monitored.merge_feed_ranges(ranges[first], ranges[first + 1])
+        merge_two(self.stamps, pick)
 
     @rule(pick=st.integers(0, 31), merge=st.booleans())
     def the_ranges_change(self, pick: int, merge: bool) -> None:
@@ -138,8 +113,7 @@ class TwoDrains(RuleBasedStateMachine):
     # ------------------------------------------------------------------ what always holds
 
     def _sent(self) -> list[str]:
-        messages = self.a_publisher.sent + self.b_publisher.sent
-        return [dict(m.headers)["message-id"].decode() for m in messages]
+        return published_ids(self.a_publisher, self.b_publisher)
 
     @invariant()
     def no_message_is_published_twice(self) -> None:
@@ -155,14 +129,8 @@ class TwoDrains(RuleBasedStateMachine):
 
     @invariant()
     def between_runs_a_listing_tiles_the_key_space(self) -> None:
-        # No drain runs between two steps, so no lease is held: every lease set must cover each key exactly once.
-        for engine in (self.a,):
-            spans = sorted(_bounds(lease.token) for lease in engine.ensure_leases())
-            edge = 0
-            for low, high in spans:
-                assert low == edge, f"{'gap' if low > edge else 'overlap'} at {edge:#x}: {spans}"
-                edge = high
-            assert edge == EPK_SPACE, spans
+        # No drain runs between two steps, so no lease is held: the lease set must cover each key exactly once.
+        assert_tiles_key_space([lease.feed_range for lease in self.a.ensure_leases()])
 
     def teardown(self) -> None:
         self.a_publisher.queued.clear()

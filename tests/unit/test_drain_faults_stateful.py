@@ -10,7 +10,6 @@ nothing is stuck and nothing lost.
 
 from __future__ import annotations
 
-import json
 import os
 
 from hypothesis import HealthCheck, settings
@@ -20,13 +19,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from airflow_chatter.ports import Document, PublishError, ServiceUnavailable
 
 from ._drain_support import Rig, clear_faults, fail_operation, outbox_doc
+from ._stateful_support import merge_two, published_ids, split_one
 
 TENANTS = 6
-
-
-def _bounds(token: str) -> tuple[int, int]:
-    span = json.loads(token)["Range"]
-    return int(span["min"], 16), int(span["max"], 16)
 
 
 class DrainUnderFaults(RuleBasedStateMachine):
@@ -71,16 +66,12 @@ class DrainUnderFaults(RuleBasedStateMachine):
 
     @rule(pick=st.integers(0, 31))
     def a_range_splits(self, pick: int) -> None:
-        ranges = self.rig.monitored.read_feed_ranges()
-        if len(ranges) < 6:
-            self.rig.monitored.split_feed_range(ranges[pick % len(ranges)])
+        split_one(self.rig.monitored, pick, max_ranges=6)
 
     @precondition(lambda self: len(self.rig.monitored.read_feed_ranges()) > 1)
     @rule(pick=st.integers(0, 31))
     def two_ranges_merge(self, pick: int) -> None:
-        ranges = sorted(self.rig.monitored.read_feed_ranges(), key=lambda r: _bounds(r.token))
-        first = pick % (len(ranges) - 1)
-        self.rig.monitored.merge_feed_ranges(ranges[first], ranges[first + 1])
+        merge_two(self.rig.monitored, pick)
 
     # ------------------------------------------------------------------ the drain
 
@@ -94,7 +85,7 @@ class DrainUnderFaults(RuleBasedStateMachine):
     # ------------------------------------------------------------------ what always holds
 
     def _published(self) -> set[str]:
-        return {dict(m.headers)["message-id"].decode() for m in self.rig.publisher.sent}
+        return set(published_ids(self.rig.publisher))
 
     def _status(self, message_id: str) -> str:
         return str(self.rig.current(self.docs[message_id])["status"])

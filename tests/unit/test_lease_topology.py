@@ -8,25 +8,18 @@ in-memory container splits a range at its EPK midpoint and merges two adjacent r
 
 from __future__ import annotations
 
-import json
 import os
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from airflow_chatter.adapters.memory import EPK_SPACE
 from airflow_chatter.leases import ACTIVE
-from airflow_chatter.ports import FeedRange
 
 from ._drain_support import Rig, outbox_doc
+from ._stateful_support import assert_tiles_key_space, epk_span, merge_two, published_ids, split_one
 
 TENANTS = 16
-
-
-def _bounds(feed_range: FeedRange) -> tuple[int, int]:
-    span = json.loads(feed_range.token)["Range"]
-    return int(span["min"], 16), int(span["max"], 16)
 
 
 class LeaseTopology(RuleBasedStateMachine):
@@ -48,17 +41,12 @@ class LeaseTopology(RuleBasedStateMachine):
 
     @rule(pick=st.integers(0, 63))
     def split(self, pick: int) -> None:
-        ranges = self.rig.monitored.read_feed_ranges()
-        low, high = _bounds(ranges[pick % len(ranges)])
-        if high - low >= 2 and len(ranges) < 12:
-            self.rig.monitored.split_feed_range(ranges[pick % len(ranges)])
+        split_one(self.rig.monitored, pick, max_ranges=12)
 
     @precondition(lambda self: len(self.rig.monitored.read_feed_ranges()) > 1)
     @rule(pick=st.integers(0, 63))
     def merge(self, pick: int) -> None:
-        ranges = sorted(self.rig.monitored.read_feed_ranges(), key=_bounds)
-        first = pick % (len(ranges) - 1)
-        self.rig.monitored.merge_feed_ranges(ranges[first], ranges[first + 1])
+        merge_two(self.rig.monitored, pick)
 
     # ------------------------------------------------------------------ what the drains do
 
@@ -82,26 +70,21 @@ class LeaseTopology(RuleBasedStateMachine):
 
     @invariant()
     def nothing_is_published_twice(self) -> None:
-        ids = [dict(m.headers)["message-id"].decode() for m in self.rig.publisher.sent]
+        ids = published_ids(self.rig.publisher)
         assert len(ids) == len(set(ids)), sorted(i for i in set(ids) if ids.count(i) > 1)
 
     @invariant()
     def a_listing_leaves_active_leases_that_tile_the_key_space(self) -> None:
-        spans = sorted(_bounds(lease.feed_range) for lease in self.engine.ensure_leases())
-        edge = 0
-        for low, high in spans:
-            assert low == edge, f"{'gap' if low > edge else 'overlap'} at {edge:#x}: {spans}"
-            edge = high
-        assert edge == EPK_SPACE, spans
-        stored = sorted(_bounds(lease.feed_range) for lease in self.engine.store.list_leases() if lease.state == ACTIVE)
-        assert stored == spans, "every active lease is one the listing returns"
+        listed = [lease.feed_range for lease in self.engine.ensure_leases()]
+        assert_tiles_key_space(listed)
+        stored = [lease.feed_range for lease in self.engine.store.list_leases() if lease.state == ACTIVE]
+        assert sorted(map(epk_span, stored)) == sorted(map(epk_span, listed)), "every active lease is one listed"
 
     def teardown(self) -> None:
         for _ in range(2):
             for summary in self.engine.drain_all():
                 summary.raise_for_error()
-        ids = [dict(m.headers)["message-id"].decode() for m in self.rig.publisher.sent]
-        assert sorted(ids) == sorted(self.written), "every pending document published, exactly once"
+        assert sorted(published_ids(self.rig.publisher)) == sorted(self.written), "every document published, once"
 
 
 LeaseTopology.TestCase.settings = settings(

@@ -1,0 +1,70 @@
+"""What the stateful hypothesis tests share: reading EPK bounds, the tiling check, range changes, and a publisher
+that lets something happen while a drain has a page in flight."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+
+from airflow_chatter.adapters.memory import EPK_SPACE, MemoryDocumentContainer
+from airflow_chatter.ports import FeedRange, OutgoingMessage, PublishOutcome
+from airflow_chatter.testing.fakes import FakePublisher
+
+
+def epk_span(feed_range: FeedRange | str) -> tuple[int, int]:
+    """``[low, high)`` of an in-memory feed range (or its token)."""
+    token = feed_range.token if isinstance(feed_range, FeedRange) else feed_range
+    span = json.loads(token)["Range"]
+    return int(span["min"], 16), int(span["max"], 16)
+
+
+def assert_tiles_key_space(ranges: Sequence[FeedRange]) -> None:
+    """``ranges`` cover the whole EPK space, each key exactly once: no gap (a change nobody drains), no overlap (a
+    change two drains publish)."""
+    spans = sorted(epk_span(r) for r in ranges)
+    edge = 0
+    for low, high in spans:
+        assert low == edge, f"{'gap' if low > edge else 'overlap'} at {edge:#x}: {spans}"
+        edge = high
+    assert edge == EPK_SPACE, spans
+
+
+def split_one(container: MemoryDocumentContainer, pick: int, *, max_ranges: int) -> None:
+    """Split the ``pick``-th current range (as a partition split does), while there are fewer than ``max_ranges``."""
+    ranges = container.read_feed_ranges()
+    chosen = ranges[pick % len(ranges)]
+    low, high = epk_span(chosen)
+    if high - low >= 2 and len(ranges) < max_ranges:
+        container.split_feed_range(chosen)
+
+
+def merge_two(container: MemoryDocumentContainer, pick: int) -> None:
+    """Merge the ``pick``-th pair of adjacent current ranges (as a partition merge does), if there are two."""
+    ranges = sorted(container.read_feed_ranges(), key=epk_span)
+    if len(ranges) > 1:
+        first = pick % (len(ranges) - 1)
+        container.merge_feed_ranges(ranges[first], ranges[first + 1])
+
+
+def published_ids(*publishers: FakePublisher) -> list[str]:
+    """The ``message-id`` of every confirmed message, over all ``publishers``."""
+    return [dict(m.headers)["message-id"].decode() for p in publishers for m in p.sent]
+
+
+class MeanwhilePublisher(FakePublisher):
+    """Runs the queued actions inside ``send_batch``, after the messages are handed over and before they confirm.
+
+    The queue is taken before the actions run, so an action that reaches this publisher again (a drain running
+    inside another drain's publish) does not run them a second time, nested.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queued: list[Callable[[], object]] = []
+
+    def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
+        outcomes = super().send_batch(messages)
+        actions, self.queued = self.queued, []
+        for action in actions:
+            action()
+        return outcomes
