@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from airflow_chatter.ports import Document, PublishError, ServiceUnavailable
+from airflow_chatter.drain import DrainEngine, ResolveContext
+from airflow_chatter.ports import Document, OutgoingMessage, PublishError, ServiceUnavailable
 
 from ._drain_support import Rig, clear_faults, fail_operation, outbox_doc
 from ._stateful_support import merge_two, published_ids, split_one
@@ -28,9 +29,12 @@ class DrainUnderFaults(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.rig = Rig()
-        self.engine = self.rig.engine(max_batch_size=4)
+        self.engine = self._engine()
         self.docs: dict[str, Document] = {}
         self.malformed: set[str] = set()
+
+    def _engine(self) -> DrainEngine:
+        return self.rig.engine(max_batch_size=4)
 
     # ------------------------------------------------------------------ the world
 
@@ -123,3 +127,64 @@ DrainUnderFaults.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 test_rly_sus_f04_drains_hold_under_any_interleaving_of_faults = DrainUnderFaults.TestCase
+
+
+class ResolverUnderFaults(DrainUnderFaults):
+    """The same, with a body resolver (RSV): it drops some documents (RSV-02, acknowledged without a publish) and
+    fails for others while it is "down" (RSV-03: no stamp, the page fails), as a lookup service would."""
+
+    def __init__(self) -> None:
+        self.dropped: set[str] = set()
+        self.resolver_down = False
+        super().__init__()
+
+    def _engine(self) -> DrainEngine:
+        return self.rig.engine(max_batch_size=4, body_resolver=self._resolve)
+
+    def _resolve(self, context: ResolveContext) -> OutgoingMessage | None:
+        if self.resolver_down:
+            raise RuntimeError("lookup service down")
+        if context.message_id in self.dropped:
+            return None
+        body = str(context.document["MessageBody"]).encode()
+        return OutgoingMessage("orders", body, None, (("message-id", context.message_id.encode()),))
+
+    @rule(tenant=st.integers(0, TENANTS - 1))
+    def write_one_to_drop(self, tenant: int) -> None:
+        self.write(tenant, malformed=False)
+        self.dropped.add(f"m-{len(self.docs) - 1}")
+
+    @rule(down=st.booleans())
+    def the_resolver_goes_down_or_up(self, down: bool) -> None:
+        self.resolver_down = down
+
+    @invariant()
+    def stamped_delivered_only_after_a_publish(self) -> None:
+        published = self._published()
+        for message_id in set(self.docs) - self.dropped:  # a dropped one is acknowledged without a publish
+            if self._status(message_id) == "delivered":
+                assert message_id in published, message_id
+
+    @invariant()
+    def a_malformed_document_is_never_published(self) -> None:
+        # With a resolver the contract is not evaluated (RSV-01): only dropped documents stay unpublished.
+        assert not self._published() & self.dropped
+        assert self._published() <= set(self.docs), "every message belongs to a document"
+
+    def teardown(self) -> None:
+        self.resolver_down = False
+        self.rig.publisher.clear_faults()
+        clear_faults(self.rig.monitored)
+        clear_faults(self.rig.leases)
+        for _ in range(8):
+            self.rig.clock.advance(61)
+            for summary in self.engine.drain_all():
+                summary.raise_for_error()
+        # With a resolver the contract is not evaluated (RSV-01): "malformed" documents are published like the rest.
+        statuses = {message_id: self._status(message_id) for message_id in self.docs}
+        assert statuses == dict.fromkeys(self.docs, "delivered"), "nothing stuck, nothing lost"
+        assert self._published() == set(self.docs) - self.dropped
+
+
+ResolverUnderFaults.TestCase.settings = DrainUnderFaults.TestCase.settings
+test_rsv_rly_sus_a_resolver_under_any_interleaving_of_faults = ResolverUnderFaults.TestCase
