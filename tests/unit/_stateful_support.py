@@ -1,12 +1,12 @@
-"""What the stateful hypothesis tests share: reading EPK bounds, the tiling check, range changes, and a publisher
-that lets something happen while a drain has a page in flight."""
+"""What the stateful hypothesis tests (and the lease tests) share: reading EPK bounds, the tiling check, range
+changes, and hooks that let something happen while a drain has a page in flight or is between its stamps."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
 
-from airflow_chatter.adapters.memory import EPK_SPACE, MemoryDocumentContainer
+from airflow_chatter.adapters.memory import EPK_SPACE, MemoryDocumentContainer, OperationCall
 from airflow_chatter.ports import FeedRange, OutgoingMessage, PublishOutcome
 from airflow_chatter.testing.fakes import FakePublisher
 
@@ -68,3 +68,19 @@ class MeanwhilePublisher(FakePublisher):
         for action in actions:
             action()
         return outcomes
+
+
+class StampPoint(MemoryDocumentContainer):
+    """A ``MemoryDocumentContainer`` that runs the queued actions inside the next ``patch`` (a stamp), before it
+    applies. The queue is taken first, so the actions' own stamps do not run them again, nested."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.queued: list[Callable[[], object]] = []
+
+    def check(self, call: OperationCall) -> None:
+        if call.operation == "patch" and self.queued:
+            actions, self.queued = self.queued, []
+            for action in actions:
+                action()
+        super().check(call)

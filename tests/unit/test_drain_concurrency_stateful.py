@@ -16,35 +16,27 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from airflow_chatter.adapters.memory import MemoryDocumentContainer, OperationCall
 from airflow_chatter.ports import Document
 from airflow_chatter.testing.fakes import FakePublisher
 
 from ._drain_support import Rig, outbox_doc
-from ._stateful_support import MeanwhilePublisher, assert_tiles_key_space, merge_two, published_ids, split_one
+from ._stateful_support import (
+    MeanwhilePublisher,
+    StampPoint,
+    assert_tiles_key_space,
+    merge_two,
+    published_ids,
+    split_one,
+)
 
 TENANTS = 8
-
-
-class _StampPoint(MemoryDocumentContainer):
-    """Runs the queued actions inside the next ``patch`` (a stamp), before it applies."""
-
-    queued: list[Callable[[], object]]
-
-    def check(self, call: OperationCall) -> None:
-        if call.operation == "patch" and self.queued:
-            actions, self.queued = self.queued, []  # taken first: B's own stamps must not run them again, nested
-            for action in actions:
-                action()
-        super().check(call)
 
 
 class TwoDrains(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.rig = Rig()
-        self.stamps = _StampPoint(partition_key_paths=("/tenantId",), default_ttl=-1, clock=self.rig.clock)
-        self.stamps.queued = []
+        self.stamps = StampPoint(partition_key_paths=("/tenantId",), default_ttl=-1, clock=self.rig.clock)
         self.rig.monitored = self.stamps
         self.a_publisher = MeanwhilePublisher()
         self.b_publisher = FakePublisher()

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 
 import pytest
 
-from airflow_chatter.adapters.memory import MemoryDocumentContainer, OperationCall
 from airflow_chatter.drain import DrainEngine
 from airflow_chatter.errors import ContainerContractError, DuplicateSourceError
 from airflow_chatter.identity import SourceRegistry
@@ -16,6 +15,7 @@ from airflow_chatter.ports import FeedRange, OutgoingMessage, PublishOutcome
 from airflow_chatter.testing.fakes import FakePublisher
 
 from ._drain_support import Rig, memory_container, merge, outbox_doc, split
+from ._stateful_support import StampPoint
 
 
 def _point_in_time_engine(rig: Rig, start_from: datetime, **source_kwargs: object) -> DrainEngine:
@@ -90,23 +90,12 @@ def test_f04_a_split_listed_while_another_drain_holds_the_parent_waits_until_it_
     assert sorted(ids) == sorted(f"msg-{i}" for i in range(6)), "every document once"
 
 
-class _StampHook(MemoryDocumentContainer):
-    """Runs ``on_first_stamp`` once, inside the first ``patch`` (a stamp), before it applies."""
-
-    on_first_stamp: Callable[[], None] | None = None
-
-    def check(self, call: OperationCall) -> None:
-        if call.operation == "patch" and self.on_first_stamp is not None:
-            hook, self.on_first_stamp = self.on_first_stamp, None
-            hook()
-        super().check(call)
-
-
 def test_f04_a_slow_publish_renews_the_lease_so_it_cannot_lapse_while_the_page_is_stamped() -> None:
     # Lease 60 s, renewed before the page. The publish takes 45 s (a slow broker: up to delivery_timeout_ms), the
     # stamps 20 s more: without a renewal in between the lease lapses mid-page and another drain takes the range.
     rig = Rig()
-    rig.monitored = _StampHook(partition_key_paths=("/tenantId",), default_ttl=-1, clock=rig.clock)
+    stamps = StampPoint(partition_key_paths=("/tenantId",), default_ttl=-1, clock=rig.clock)
+    rig.monitored = stamps
     rig.publisher = HookedPublisher()
     rig.seed(*(outbox_doc(f"msg-{i}") for i in range(3)))
     slow = rig.engine(owner="slow", lease_duration_seconds=60)
@@ -119,8 +108,7 @@ def test_f04_a_slow_publish_renews_the_lease_so_it_cannot_lapse_while_the_page_i
         seen.extend(other.drain_all())
 
     rig.publisher.during.append(lambda: rig.clock.advance(45))
-    assert isinstance(rig.monitored, _StampHook)
-    rig.monitored.on_first_stamp = stamping_takes_a_while_and_the_other_drain_runs
+    stamps.queued.append(stamping_takes_a_while_and_the_other_drain_runs)
     (summary,) = slow.drain_all()
 
     assert summary.error is None and summary.delivered == 3
