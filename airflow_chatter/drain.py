@@ -228,6 +228,9 @@ class DrainEngine:
         self.source = source
         self.monitored = monitored
         self._clock = clock
+        # Seconds since the epoch, read once per admitted document (MET-01). For the default clock that is
+        # ``time.time()``, the same reading without building an aware ``datetime`` (~1 µs) per document.
+        self._timestamp_now: Callable[[], float] = time.time if clock is utc_now else lambda: clock().timestamp()
         self._telemetry = telemetry if telemetry is not None else DrainTelemetry()
         self.properties: ContainerProperties = verify_monitored_container(monitored, source.partition_key_paths)
         lease_properties = _verify_lease_container(leases)
@@ -595,10 +598,13 @@ class DrainEngine:
     def _record_lag(self, document: Document, tally: _Tally) -> None:
         """MET-01: at admission, ``max(0, now - _ts)`` for an integer ``_ts`` in range."""
         ts = document.get("_ts")
-        if isinstance(ts, bool) or not isinstance(ts, int) or not 0 <= ts <= _LARGEST_TS:
+        if type(ts) is not int and (isinstance(ts, bool) or not isinstance(ts, int)):
             return
-        # ``timestamp()`` is the same instant in any time zone: no per-document ``astimezone`` as ``_now`` does.
-        lag = max(0.0, self._clock().timestamp() - ts)
+        if not 0 <= ts <= _LARGEST_TS:
+            return
+        lag = self._timestamp_now() - ts
+        if lag < 0.0:
+            lag = 0.0
         tally.lag(lag)
         self._telemetry.record_lag(lag)
 

@@ -76,6 +76,37 @@ def test_met_01_no_lag_without_an_integer_ts(rig: Rig) -> None:
     assert tally.max_lag_seconds is None and rig.metrics.points(LAG) == []
 
 
+def test_met_01_with_the_default_clock_the_lag_is_wall_clock_seconds_since_ts() -> None:
+    """The default clock reads the epoch seconds without an aware datetime; it must be the same wall clock."""
+    import time
+
+    from airflow_chatter.adapters.memory import MemoryDocumentContainer
+    from airflow_chatter.drain import _Tally
+
+    metrics_rig = Rig()
+    engine = DrainEngine(
+        metrics_rig.source(),
+        MemoryDocumentContainer(partition_key_paths=metrics_rig.paths, default_ttl=-1),
+        MemoryDocumentContainer(partition_key_paths=("/id",), container_id="leases"),
+        metrics_rig.publisher,
+        telemetry=metrics_rig.telemetry,
+    )
+
+    class Seconds(int):
+        """An int subclass is still an integer ``_ts``."""
+
+    tally = _Tally("lease")
+    before = time.time()
+    engine._record_lag({**outbox_doc("msg-1"), "_ts": int(before) - 100}, tally)
+    engine._record_lag({**outbox_doc("msg-2"), "_ts": Seconds(int(before) - 40)}, tally)
+    engine._record_lag({**outbox_doc("msg-3"), "_ts": int(before) + 3600}, tally)  # clock skew: never negative
+    after = time.time()
+    count, total = metrics_rig.metrics.histogram_values(LAG)
+    assert count == 3
+    assert tally.max_lag_seconds is not None and 100 <= tally.max_lag_seconds <= 101 + (after - before)
+    assert 140 <= total <= 142 + 2 * (after - before), "100 + 40 + 0 seconds"
+
+
 def test_met_02_outcomes_admitted_skipped_dropped_and_nothing_for_failures(rig: Rig) -> None:
     rig.seed(outbox_doc("msg-1"), domain_doc())
     rig.drain()
