@@ -32,10 +32,14 @@ def test_benchmark_script_runs_and_prints_every_ratio(kafka_bootstrap: str) -> N
     )
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
-    assert re.search(r"round 1: drain\(memory\) +[\d,]+ .*raw +[\d,]+ .*naive +[\d,]+ msg/s", out), out
+    assert re.search(
+        r"round 1: drain\(memory\) +[\d,]+ .*raw +[\d,]+ .*bare relay +[\d,]+ .*naive +[\d,]+ msg/s", out
+    ), out
     for label in (
         "(a) drain ÷ raw produce",
         "publisher alone ÷ raw",
+        "bare relay ÷ raw",
+        "drain ÷ bare relay",
         "(b) drain ÷ naive loop",
         "(c) peak RSS 400 ÷ 200",
     ):
