@@ -598,13 +598,9 @@ class DrainEngine:
     def _record_lag(self, document: Document, tally: _Tally) -> None:
         """MET-01: at admission, ``max(0, now - _ts)`` for an integer ``_ts`` in range."""
         ts = document.get("_ts")
-        if type(ts) is not int and (isinstance(ts, bool) or not isinstance(ts, int)):
+        if isinstance(ts, bool) or not isinstance(ts, int) or not 0 <= ts <= _LARGEST_TS:
             return
-        if not 0 <= ts <= _LARGEST_TS:
-            return
-        lag = self._timestamp_now() - ts
-        if lag < 0.0:
-            lag = 0.0
+        lag = max(0.0, self._timestamp_now() - ts)
         tally.lag(lag)
         self._telemetry.record_lag(lag)
 
