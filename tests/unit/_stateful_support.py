@@ -4,11 +4,30 @@ changes, and hooks that let something happen while a drain has a page in flight 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Sequence
+
+from hypothesis import HealthCheck, settings
 
 from airflow_chatter.adapters.memory import EPK_SPACE, MemoryDocumentContainer, OperationCall
 from airflow_chatter.ports import FeedRange, OutgoingMessage, PublishOutcome
 from airflow_chatter.testing.fakes import FakePublisher
+
+
+def stateful_settings(examples_variable: str, steps: int) -> settings:
+    """A machine's settings: ``examples_variable`` (default 60) asks for a longer search; no deadline, since a step
+    drains whole pages."""
+    return settings(
+        max_examples=int(os.environ.get(examples_variable, "60")),
+        stateful_step_count=steps,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+
+
+def assert_published_once(sent: Sequence[str]) -> None:
+    """No message id in ``sent`` twice; the failure names the repeated ones."""
+    assert len(sent) == len(set(sent)), sorted({i for i in sent if sent.count(i) > 1})
 
 
 def epk_span(feed_range: FeedRange | str) -> tuple[int, int]:

@@ -8,10 +8,7 @@ is inside its publish. No message may be published twice, and in the end every d
 
 from __future__ import annotations
 
-import os
-
 import pytest
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
@@ -22,7 +19,15 @@ from airflow_chatter.ports import Document
 from airflow_chatter.testing.fakes import FakePublisher
 
 from ._drain_support import Rig, outbox_doc
-from ._stateful_support import MeanwhilePublisher, assert_tiles_key_space, merge_two, published_ids, split_one
+from ._stateful_support import (
+    MeanwhilePublisher,
+    assert_published_once,
+    assert_tiles_key_space,
+    merge_two,
+    published_ids,
+    split_one,
+    stateful_settings,
+)
 
 TENANTS = 8
 
@@ -116,8 +121,7 @@ class ScheduledAndBackfill(RuleBasedStateMachine):
 
     @invariant()
     def no_message_is_published_twice(self) -> None:
-        sent = self._sent()
-        assert len(sent) == len(set(sent)), sorted({i for i in sent if sent.count(i) > 1})
+        assert_published_once(self._sent())
 
     @invariant()
     def between_runs_a_listing_tiles_the_key_space(self) -> None:
@@ -134,12 +138,7 @@ class ScheduledAndBackfill(RuleBasedStateMachine):
         assert sorted(self._sent()) == sorted(self.docs), "every document published, once"
 
 
-ScheduledAndBackfill.TestCase.settings = settings(
-    max_examples=int(os.environ.get("CHATTER_BACKFILL_EXAMPLES", "60")),
-    stateful_step_count=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+ScheduledAndBackfill.TestCase.settings = stateful_settings("CHATTER_BACKFILL_EXAMPLES", 25)
 test_f04_a_backfill_and_the_scheduled_drain_never_publish_a_document_twice = ScheduledAndBackfill.TestCase
 
 

@@ -9,10 +9,8 @@ what it holds). Ownership must keep the two drains apart: no message is ever pub
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
@@ -23,10 +21,12 @@ from ._drain_support import Rig, outbox_doc
 from ._stateful_support import (
     MeanwhilePublisher,
     StampPoint,
+    assert_published_once,
     assert_tiles_key_space,
     merge_two,
     published_ids,
     split_one,
+    stateful_settings,
 )
 
 TENANTS = 8
@@ -109,8 +109,7 @@ class TwoDrains(RuleBasedStateMachine):
 
     @invariant()
     def no_message_is_published_twice(self) -> None:
-        sent = self._sent()
-        assert len(sent) == len(set(sent)), sorted({i for i in sent if sent.count(i) > 1})
+        assert_published_once(self._sent())
 
     @invariant()
     def stamped_delivered_only_after_a_publish(self) -> None:
@@ -135,10 +134,5 @@ class TwoDrains(RuleBasedStateMachine):
         assert {self.rig.current(doc)["status"] for doc in self.docs.values()} <= {"delivered"}
 
 
-TwoDrains.TestCase.settings = settings(
-    max_examples=int(os.environ.get("CHATTER_CONCURRENCY_EXAMPLES", "60")),
-    stateful_step_count=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+TwoDrains.TestCase.settings = stateful_settings("CHATTER_CONCURRENCY_EXAMPLES", 25)
 test_f04_two_drains_and_changing_ranges_never_publish_a_document_twice = TwoDrains.TestCase

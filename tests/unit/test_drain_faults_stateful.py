@@ -10,9 +10,6 @@ nothing is stuck and nothing lost.
 
 from __future__ import annotations
 
-import os
-
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -20,7 +17,7 @@ from airflow_chatter.drain import DrainEngine, ResolveContext
 from airflow_chatter.ports import Document, OutgoingMessage, PublishError, ServiceUnavailable
 
 from ._drain_support import Rig, clear_faults, fail_operation, outbox_doc
-from ._stateful_support import merge_two, published_ids, split_one
+from ._stateful_support import merge_two, published_ids, split_one, stateful_settings
 
 TENANTS = 6
 
@@ -133,12 +130,7 @@ class DrainUnderFaults(RuleBasedStateMachine):
         assert self._published() == set(self.docs) - self._never_published()
 
 
-DrainUnderFaults.TestCase.settings = settings(
-    max_examples=int(os.environ.get("CHATTER_FAULT_EXAMPLES", "60")),
-    stateful_step_count=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+DrainUnderFaults.TestCase.settings = stateful_settings("CHATTER_FAULT_EXAMPLES", 30)
 test_rly_sus_f04_drains_hold_under_any_interleaving_of_faults = DrainUnderFaults.TestCase
 
 

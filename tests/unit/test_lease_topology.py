@@ -8,16 +8,21 @@ in-memory container splits a range at its EPK midpoint and merges two adjacent r
 
 from __future__ import annotations
 
-import os
-
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from airflow_chatter.leases import ACTIVE
 
 from ._drain_support import Rig, outbox_doc
-from ._stateful_support import assert_tiles_key_space, epk_span, merge_two, published_ids, split_one
+from ._stateful_support import (
+    assert_published_once,
+    assert_tiles_key_space,
+    epk_span,
+    merge_two,
+    published_ids,
+    split_one,
+    stateful_settings,
+)
 
 TENANTS = 16
 
@@ -70,8 +75,7 @@ class LeaseTopology(RuleBasedStateMachine):
 
     @invariant()
     def nothing_is_published_twice(self) -> None:
-        ids = published_ids(self.rig.publisher)
-        assert len(ids) == len(set(ids)), sorted(i for i in set(ids) if ids.count(i) > 1)
+        assert_published_once(published_ids(self.rig.publisher))
 
     @invariant()
     def a_listing_leaves_active_leases_that_tile_the_key_space(self) -> None:
@@ -87,10 +91,5 @@ class LeaseTopology(RuleBasedStateMachine):
         assert sorted(published_ids(self.rig.publisher)) == sorted(self.written), "every document published, once"
 
 
-LeaseTopology.TestCase.settings = settings(
-    max_examples=int(os.environ.get("CHATTER_TOPOLOGY_EXAMPLES", "60")),
-    stateful_step_count=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+LeaseTopology.TestCase.settings = stateful_settings("CHATTER_TOPOLOGY_EXAMPLES", 25)
 test_f04_leases_follow_any_sequence_of_splits_and_merges = LeaseTopology.TestCase
