@@ -1,7 +1,7 @@
 """The two ports the core talks through: a document container and a publisher.
 
 The drain engine, the inbox and the unit of work only ever see these types. Adapters
-(``airflow_chatter.adapters.memory``, ``.cosmos``, ``.kafka``) translate SDK objects and SDK
+(``airflow_chatter.adapters.memory.container``, ``.cosmos``, ``.kafka``) translate SDK objects and SDK
 errors into them once, at their edge, so the core never imports ``azure.cosmos`` or ``kafka``.
 
 Nothing here imports Airflow.

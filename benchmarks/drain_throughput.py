@@ -34,13 +34,13 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from airflow_chatter.adapters.kafka import KafkaPublisher, KafkaPublisherSettings, ensure_topics
-from airflow_chatter.adapters.memory import MemoryDocumentContainer
-from airflow_chatter.contract import Deliverable, verify
-from airflow_chatter.drain import DrainEngine
-from airflow_chatter.mapping import to_outgoing_message
-from airflow_chatter.options import SourceOptions
-from airflow_chatter.outbox import OutboxMessage
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings, ensure_topics
+from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
+from airflow_chatter.drain.engine import DrainEngine
+from airflow_chatter.drain.options import SourceOptions
+from airflow_chatter.outbox.contract import Deliverable, verify
+from airflow_chatter.outbox.document import OutboxMessage
+from airflow_chatter.outbox.mapping import to_outgoing_message
 from airflow_chatter.ports import (
     ChangeFeedPage,
     ChangeFeedStart,
@@ -341,9 +341,9 @@ def measure_bare_relay(bootstrap: str, container: MemoryDocumentContainer, n: in
     checkpoint, no suspension gate, no instruments but the lag histogram, no fail-closed bookkeeping. The drain's
     rate over this one is what the engine's structure costs; this one over raw is what the required work costs.
     """
-    from airflow_chatter.outbox import is_pending_outbox
-    from airflow_chatter.partition_keys import recover_partition_key
-    from airflow_chatter.telemetry import DrainTelemetry
+    from airflow_chatter.drain.telemetry import DrainTelemetry
+    from airflow_chatter.outbox.document import is_pending_outbox
+    from airflow_chatter.outbox.partition_keys import recover_partition_key
 
     telemetry = DrainTelemetry()
     paths = ("/tenantId",)
@@ -477,7 +477,7 @@ def emulator_service() -> Iterator[dict[str, str] | None]:
 
 
 def measure_emulator(connection: Mapping[str, str], bootstrap: str, n: int) -> tuple[float, Stopwatch]:
-    from airflow_chatter.adapters.cosmos import (
+    from airflow_chatter.adapters.cosmos.container import (
         CosmosDocumentContainer,
         create_container,
         ensure_database,

@@ -23,7 +23,7 @@ from typing import Any
 
 from airflow.sdk import DAG, Param, task
 
-from airflow_chatter.adapters.kafka_consumer import ConsumedMessage
+from airflow_chatter.adapters.kafka.consumer import ConsumedMessage
 from airflow_chatter.airflow.config import load_sources
 from airflow_chatter.airflow.dag_factory import START_DATE, sources_file
 
@@ -98,7 +98,7 @@ def _orders_dag() -> DAG | None:
             from airflow.sdk import get_current_context
             from airflow.sdk.exceptions import AirflowFailException
 
-            from airflow_chatter.adapters.kafka_consumer import MissingMessageIdError, consume_batch
+            from airflow_chatter.adapters.kafka.consumer import MissingMessageIdError, consume_batch
             from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
 
             params = get_current_context()["params"]

@@ -131,7 +131,7 @@ def configure_airflow(settings: dict[str, str]) -> None:
 
 
 def make_containers(source: Any) -> tuple[Any, Any]:
-    from airflow_chatter.adapters.cosmos import CosmosDocumentContainer, create_container, ensure_database
+    from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer, create_container, ensure_database
     from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
 
     hook = ChatterCosmosHook(COSMOS_CONN_ID, database_name=source.database)
@@ -158,7 +158,7 @@ MALFORMATIONS = (
 
 def write_orders(container: Any, orders: int, customers: int, malformed: int) -> list[dict[str, Any]]:
     """Each order and its outbox document go into one transactional batch (one partition: the customer)."""
-    from airflow_chatter.outbox import OutboxMessage
+    from airflow_chatter.outbox.document import OutboxMessage
     from airflow_chatter.ports import BatchOperation
 
     rng = random.Random(7)
@@ -200,7 +200,7 @@ def write_orders(container: Any, orders: int, customers: int, malformed: int) ->
 
 
 def kafka_settings(bootstrap: str) -> Any:
-    from airflow_chatter.adapters.kafka import KafkaPublisherSettings
+    from airflow_chatter.adapters.kafka.publisher import KafkaPublisherSettings
 
     return KafkaPublisherSettings(bootstrap_servers=bootstrap, api_version=(2, 8))
 
@@ -267,8 +267,8 @@ def short(lease_id: str) -> str:
 
 
 def report(monitored: Any, leases: Any, messages: list[Any]) -> None:
-    from airflow_chatter.contract import Undeliverable, verify
-    from airflow_chatter.leases import Lease
+    from airflow_chatter.drain.leases import Lease
+    from airflow_chatter.outbox.contract import Undeliverable, verify
 
     heading(f"Messages on topic {TOPIC!r}: {len(messages)}")
     for record in messages[:5]:
@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.getLogger("kafka").setLevel(logging.ERROR)  # client chatter (reconnect notes) would drown the report
 
-    from airflow_chatter.adapters.kafka import ensure_topics
+    from airflow_chatter.adapters.kafka.publisher import ensure_topics
     from airflow_chatter.airflow.config import load_sources
 
     source = load_sources(SOURCES_FILE).get("orders")

@@ -23,8 +23,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from airflow_chatter.drain.options import MAX_BATCH_SIZE, MIN_BATCH_SIZE, DeliverySettings, SourceOptions
 from airflow_chatter.errors import ConfigurationError
-from airflow_chatter.options import MAX_BATCH_SIZE, MIN_BATCH_SIZE, DeliverySettings, SourceOptions
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
@@ -252,9 +252,9 @@ def parse_sources(raw: Any, *, path: str = "<config>") -> SourcesFile:
 
 def _check_partition_paths(paths: Sequence[str]) -> None:
     """Refuse at parse time what the drain would refuse at start: a key the outbox writes or patches."""
-    from airflow_chatter.monitored_container import STAMPED_ROOTS
-    from airflow_chatter.outbox import RESERVED_ROOT_FIELDS
-    from airflow_chatter.partition_keys import path_segments
+    from airflow_chatter.drain.monitored_container import STAMPED_ROOTS
+    from airflow_chatter.outbox.document import RESERVED_ROOT_FIELDS
+    from airflow_chatter.outbox.partition_keys import path_segments
 
     for path in paths:
         root = path_segments(path)[0]

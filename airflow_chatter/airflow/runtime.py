@@ -16,10 +16,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_chatter.airflow.config import SourceConfig
-from airflow_chatter.drain import DrainEngine
+from airflow_chatter.drain.engine import DrainEngine
+from airflow_chatter.drain.leases import ACTIVE, Lease, LeaseStore
 from airflow_chatter.errors import ChatterError
-from airflow_chatter.leases import ACTIVE, Lease, LeaseStore
-from airflow_chatter.outbox import (
+from airflow_chatter.outbox.document import (
     OUTBOX_TYPE,
     PENDING,
     STATUS_FIELD,
@@ -27,7 +27,7 @@ from airflow_chatter.outbox import (
     UNDELIVERABLE,
     is_pending_outbox,
 )
-from airflow_chatter.partition_keys import recover_partition_key
+from airflow_chatter.outbox.partition_keys import recover_partition_key
 from airflow_chatter.ports import (
     ChangeFeedStart,
     Document,

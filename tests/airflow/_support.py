@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from airflow_chatter.adapters.memory import MemoryDocumentContainer
+from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
 from airflow_chatter.airflow.config import SourceConfig
 from airflow_chatter.clock import Clock, utc_now
-from airflow_chatter.outbox import OutboxMessage
+from airflow_chatter.outbox.document import OutboxMessage
 from airflow_chatter.ports import Document
 from airflow_chatter.testing.fakes import FakePublisher
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from airflow_chatter.adapters.kafka_consumer import (
+from airflow_chatter.adapters.kafka.consumer import (
     ConsumedMessage,
     MissingMessageIdError,
     consume_batch,
@@ -258,7 +258,7 @@ def test_example_consume_dag_commits_after_handling_and_fails_on_a_message_witho
 ) -> None:
     from airflow.dag_processing.dagbag import DagBag
 
-    from airflow_chatter.adapters.kafka import KafkaPublisher, KafkaPublisherSettings, ensure_topics
+    from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings, ensure_topics
     from airflow_chatter.ports import OutgoingMessage
 
     settings = KafkaPublisherSettings(bootstrap_servers=kafka_bootstrap, api_version=(2, 8))

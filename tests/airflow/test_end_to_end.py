@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from airflow_chatter.outbox import OutboxMessage
-from airflow_chatter.partition_keys import partition_key_to_kafka_key
+from airflow_chatter.outbox.document import OutboxMessage
+from airflow_chatter.outbox.partition_keys import partition_key_to_kafka_key
 from tests.airflow._support import xcoms
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka, pytest.mark.cosmos]

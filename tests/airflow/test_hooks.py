@@ -37,7 +37,7 @@ def cosmos_conn(monkeypatch: pytest.MonkeyPatch) -> str:
 
 @pytest.fixture
 def patched_cosmos_client() -> Any:
-    with mock.patch("airflow_chatter.adapters.cosmos.CosmosClient", autospec=False) as client:
+    with mock.patch("airflow_chatter.adapters.cosmos.container.CosmosClient", autospec=False) as client:
         yield client
 
 

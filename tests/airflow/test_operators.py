@@ -12,8 +12,8 @@ from airflow_chatter.airflow.operators.drain import (
     ChatterListLeasesOperator,
     ChatterRequeueUndeliverableOperator,
 )
+from airflow_chatter.drain.leases import LeaseHeldError
 from airflow_chatter.errors import ConfigurationError, ContainerContractError
-from airflow_chatter.leases import LeaseHeldError
 from airflow_chatter.testing.clock import ManualClock
 from tests.airflow._support import install_world, source
 

@@ -40,7 +40,7 @@ def test_task_logs_mask_connection_secrets(connections: None) -> None:
     from airflow.sdk._shared.secrets_masker import redact
 
     ChatterKafkaHook().client_config()
-    with mock.patch("airflow_chatter.adapters.cosmos.CosmosClient"):
+    with mock.patch("airflow_chatter.adapters.cosmos.container.CosmosClient"):
         ChatterCosmosHook().get_conn()
     line = redact(f"a careless line with {COSMOS_KEY} and {SASL_PASSWORD}")
     assert COSMOS_KEY not in line and SASL_PASSWORD not in line, "the hooks register both secrets with the masker"
@@ -50,7 +50,7 @@ def test_task_logs_mask_connection_secrets(connections: None) -> None:
 def test_a_failing_drain_carries_no_secret(connections: None, capsys: pytest.CaptureFixture[str]) -> None:
     failure = ValueError(f"auth failed for key {COSMOS_KEY}")
     with (
-        mock.patch("airflow_chatter.adapters.cosmos.CosmosClient", side_effect=failure),
+        mock.patch("airflow_chatter.adapters.cosmos.container.CosmosClient", side_effect=failure),
         pytest.raises(Exception) as raised,
     ):
         ChatterListLeasesOperator(task_id="list", source=source(cosmos_conn_id="chatter_cosmos_default")).execute(

@@ -23,7 +23,7 @@ import pytest
 from azure.core.exceptions import ServiceRequestError, ServiceResponseTimeoutError
 from azure.cosmos import ContainerProxy, exceptions
 
-from airflow_chatter.adapters.cosmos import CosmosDocumentContainer, translated_errors
+from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer, translated_errors
 from airflow_chatter.ports import (
     BadRequest,
     BatchFailed,
@@ -38,7 +38,7 @@ from airflow_chatter.ports import (
     ServiceUnavailable,
     Throttled,
 )
-from airflow_chatter.testing.container_contract import DocumentContainerContract
+from airflow_chatter.testing.contracts.container import DocumentContainerContract
 from tests.fixtures.cosmos import ContainerFactory, sdk_feed_range_halves
 
 pytestmark = pytest.mark.cosmos

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from airflow_chatter.adapters.cosmos import CosmosDocumentContainer
-from airflow_chatter.adapters.kafka import KafkaPublisher, KafkaPublisherSettings, ensure_topics
-from airflow_chatter.drain import DrainEngine
-from airflow_chatter.options import SourceOptions
-from airflow_chatter.outbox import OutboxMessage
+from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings, ensure_topics
+from airflow_chatter.drain.engine import DrainEngine
+from airflow_chatter.drain.options import SourceOptions
+from airflow_chatter.outbox.document import OutboxMessage
 from airflow_chatter.ports import Document
 from tests.fixtures.cosmos import ContainerFactory
 from tests.fixtures.kafka import consume_records
@@ -179,9 +179,9 @@ def test_rly_08_a_point_in_time_lease_reads_from_its_start_and_then_resumes_from
 
 _NEW_PROCESS_DRAIN = """
 import json, sys
-from airflow_chatter.adapters.cosmos import CosmosDocumentContainer, make_cosmos_client
-from airflow_chatter.drain import DrainEngine
-from airflow_chatter.options import SourceOptions
+from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer, make_cosmos_client
+from airflow_chatter.drain.engine import DrainEngine
+from airflow_chatter.drain.options import SourceOptions
 from airflow_chatter.testing.fakes import FakePublisher
 
 url, key, verify, database, monitored_id, leases_id, name = sys.argv[1:]

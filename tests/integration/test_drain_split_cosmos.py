@@ -15,11 +15,11 @@ from collections.abc import Sequence
 
 import pytest
 
-from airflow_chatter.adapters.cosmos import CosmosDocumentContainer
-from airflow_chatter.drain import DrainEngine
-from airflow_chatter.leases import SPLIT
-from airflow_chatter.options import SourceOptions
-from airflow_chatter.outbox import OutboxMessage
+from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer
+from airflow_chatter.drain.engine import DrainEngine
+from airflow_chatter.drain.leases import SPLIT
+from airflow_chatter.drain.options import SourceOptions
+from airflow_chatter.outbox.document import OutboxMessage
 from airflow_chatter.ports import FeedRange
 from airflow_chatter.testing.fakes import FakePublisher
 from tests.fixtures.cosmos import ContainerFactory, sdk_feed_range_halves

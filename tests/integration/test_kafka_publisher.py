@@ -13,7 +13,7 @@ from typing import Any, overload
 
 import pytest
 
-from airflow_chatter.adapters.kafka import (
+from airflow_chatter.adapters.kafka.publisher import (
     KafkaPublisher,
     KafkaPublisherSettings,
     check_connectivity,

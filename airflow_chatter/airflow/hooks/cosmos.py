@@ -133,7 +133,7 @@ class ChatterCosmosHook(AzureCosmosDBHook):
     def get_conn(self) -> CosmosClient:
         """Return the (cached) ``CosmosClient``; the first call talks to the account."""
         if self._conn is None:
-            from airflow_chatter.adapters.cosmos import make_cosmos_client
+            from airflow_chatter.adapters.cosmos.container import make_cosmos_client
 
             kwargs = self.client_kwargs()
             failure: RuntimeError | None = None
@@ -171,7 +171,7 @@ class ChatterCosmosHook(AzureCosmosDBHook):
 
         The adapter builds the client on its first call, so this does no network I/O.
         """
-        from airflow_chatter.adapters.cosmos import CosmosDocumentContainer
+        from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer
 
         conn = self.get_connection(self.conn_id)
         if database_name is None:

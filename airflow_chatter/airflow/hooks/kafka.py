@@ -16,7 +16,7 @@ from airflow_chatter.airflow.hooks._secrets import mask, scrub
 from airflow_chatter.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from airflow_chatter.adapters.kafka import KafkaPublisherSettings
+    from airflow_chatter.adapters.kafka.publisher import KafkaPublisherSettings
     from airflow_chatter.ports import Publisher
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -105,7 +105,7 @@ class ChatterKafkaHook(BaseHook):
 
     def publisher_settings(self, **overrides: Any) -> KafkaPublisherSettings:
         """Return the ``KafkaPublisherSettings`` of this connection (``acks=all``, idempotent)."""
-        from airflow_chatter.adapters.kafka import KafkaPublisherSettings
+        from airflow_chatter.adapters.kafka.publisher import KafkaPublisherSettings
 
         config = self.client_config() | overrides
         try:
@@ -118,7 +118,7 @@ class ChatterKafkaHook(BaseHook):
 
     def get_publisher(self, **overrides: Any) -> Publisher:
         """Return a ``KafkaPublisher``; it connects on its first send, never here."""
-        from airflow_chatter.adapters.kafka import KafkaPublisher
+        from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
 
         return KafkaPublisher(self.publisher_settings(**overrides))
 
@@ -129,7 +129,7 @@ class ChatterKafkaHook(BaseHook):
 
         The result holds the SASL password; it is registered with Airflow's masker, but never log it.
         """
-        from airflow_chatter.adapters.kafka_consumer import consumer_config
+        from airflow_chatter.adapters.kafka.consumer import consumer_config
 
         settings = self.publisher_settings()
         try:
@@ -161,7 +161,7 @@ class ChatterKafkaHook(BaseHook):
     def test_connection(self, timeout_s: float = 10.0) -> tuple[bool, str]:
         """Fetch the cluster's topic metadata from a broker, giving up after ``timeout_s`` seconds."""
         try:
-            from airflow_chatter.adapters.kafka import check_connectivity
+            from airflow_chatter.adapters.kafka.publisher import check_connectivity
 
             settings = self.publisher_settings()
             check_connectivity(settings, timeout_s=timeout_s)

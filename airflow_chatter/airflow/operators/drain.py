@@ -1,7 +1,7 @@
 """Operators: list a source's leases, drain one lease, requeue undeliverable documents.
 
 Each ``execute`` resolves the two hooks, builds the core objects and calls one core function; loops
-and decisions stay in ``airflow_chatter.drain`` and ``airflow_chatter.airflow.runtime``.
+and decisions stay in ``airflow_chatter.drain.engine`` and ``airflow_chatter.airflow.runtime``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from airflow_chatter.ports import OutgoingMessage, Publisher, PublishOutcome
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_chatter.drain import DrainEngine
+    from airflow_chatter.drain.engine import DrainEngine
     from airflow_chatter.ports import DocumentContainer
 
 
@@ -160,7 +160,7 @@ class ChatterSourceBaseOperator(BaseOperator):
         return config.backfill_lease_prefix if self.lease_set == "backfill" else config.lease_prefix
 
     def _owner(self, context: Context | Mapping[str, Any]) -> str:
-        from airflow_chatter.identity import instance_name
+        from airflow_chatter.drain.identity import instance_name
 
         ti = context.get("ti") if context else None
         if ti is None:

@@ -1,0 +1,271 @@
+"""Reading the topic back: a bounded, at-least-once consume loop over kafka-python (spec F-07).
+
+The consuming half of the relay, for downstream jobs (the example DAG
+``dags/example_chatter_consume_orders.py``):
+
+* **Same connection, same bounds.** ``consumer_config`` turns the publisher's ``KafkaPublisherSettings``
+  (servers, security, SASL, SSL CA, pinned ``api_version``, request timeout) into ``KafkaConsumer``
+  keyword arguments, so the constructor does no network I/O. Offsets are committed by hand
+  (``enable_auto_commit=False``; asking for auto-commit is refused), a new group starts at the
+  beginning of the topic (``auto_offset_reset="earliest"``), and a dead consumer leaves its group after
+  ``session_timeout_ms`` (6 s by default, not kafka-python's 45 s).
+* **Identity or nothing.** Every message must carry a non-blank UTF-8 ``message-id`` header: the inbox
+  deduplicates on it. A message without one raises ``MissingMessageIdError`` before any handler runs;
+  it is not processed and not acknowledged.
+* **Commit after the handler.** ``consume_batch`` polls until ``max_messages`` were handled, the
+  consumer caught up with the end of its partitions, or ``max_seconds`` passed; it calls the handler
+  once per message in partition order and commits ``last offset + 1`` per partition only after every
+  handler call of the batch returned. Any error leaves the group's offsets where they were, so the
+  whole batch is delivered again: at-least-once, and handlers must be idempotent (the inbox makes them
+  so by deduplicating on ``message-id``).
+
+Nothing here imports Airflow.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisherSettings
+from airflow_chatter.outbox.mapping import MESSAGE_ID_HEADER
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "BatchSummary",
+    "ConsumedMessage",
+    "MissingMessageIdError",
+    "consume_batch",
+    "consumer_config",
+    "to_consumed_message",
+]
+
+#: Header the example producers put the event type in (a context entry of the outbox message).
+EVENT_TYPE_HEADER = "event-type"
+#: kafka-python's default is 45 s; a task that died should give its partitions back sooner.
+DEFAULT_SESSION_TIMEOUT_MS = 6_000
+#: A consumer poll never waits longer than this, so the time budget is checked often.
+_MAX_POLL_WAIT_S = 1.0
+
+
+class MissingMessageIdError(ValueError):
+    """A consumed message has no usable ``message-id`` header (F-07: not processed, not acknowledged)."""
+
+    def __init__(self, topic: str, partition: int, offset: int, reason: str) -> None:
+        super().__init__(
+            f"message at {topic}[{partition}]@{offset} {reason}: it has no identity to deduplicate on, so it is "
+            "neither processed nor acknowledged (the group's offset stays before it)"
+        )
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+
+
+def consumer_config(
+    settings: KafkaPublisherSettings,
+    *,
+    group_id: str,
+    session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """Keyword arguments for ``kafka.KafkaConsumer`` from the connection's settings.
+
+    Contains the SASL password when there is one: never log it. ``overrides`` are further
+    kafka-python consumer settings (``max_poll_records``, ``isolation_level``, ...); asking for
+    ``enable_auto_commit=True`` raises ``ValueError``, since offsets are committed only after the
+    handler ran.
+    """
+    if not isinstance(group_id, str) or not group_id.strip():
+        raise ValueError("group_id: a consumer group is required (its committed offsets are the progress)")
+    if overrides.get("enable_auto_commit", False) is not False:
+        raise ValueError(
+            f"enable_auto_commit={overrides['enable_auto_commit']!r} would acknowledge messages before they are "
+            "handled: offsets are committed only after the handler succeeded"
+        )
+    if isinstance(session_timeout_ms, bool) or not isinstance(session_timeout_ms, int) or session_timeout_ms <= 0:
+        raise ValueError(f"session_timeout_ms={session_timeout_ms!r}: must be a positive integer")
+    config = settings.client_config()
+    config.update(
+        group_id=group_id,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        session_timeout_ms=session_timeout_ms,
+        # kafka-python needs heartbeat < session timeout; a third is Kafka's own rule of thumb.
+        heartbeat_interval_ms=max(100, session_timeout_ms // 3),
+    )
+    config.update(overrides)
+    return config
+
+
+@dataclass(frozen=True)
+class ConsumedMessage:
+    """One Kafka record as a handler sees it. ``message_id`` is the ``message-id`` header, never blank."""
+
+    message_id: str
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...] = ()
+    timestamp_ms: int | None = None
+
+    def header(self, name: str) -> str | None:
+        """The first header called ``name`` (case-insensitive), decoded as UTF-8; ``None`` if absent."""
+        wanted = name.lower()
+        for key, value in self.headers:
+            if key.lower() == wanted:
+                return None if value is None else value.decode("utf-8", errors="replace")
+        return None
+
+
+def to_consumed_message(record: Any) -> ConsumedMessage:
+    """Turn a kafka-python ``ConsumerRecord`` into a ``ConsumedMessage``; ``MissingMessageIdError`` if it
+    has no ``message-id`` header, an empty or blank one, or one that is not UTF-8."""
+    headers = tuple((str(k), v) for k, v in (record.headers or ()))
+    found = [v for k, v in headers if k.lower() == MESSAGE_ID_HEADER]
+    where = (record.topic, int(record.partition), int(record.offset))
+    if not found:
+        raise MissingMessageIdError(*where, f"has no {MESSAGE_ID_HEADER!r} header")
+    try:
+        message_id = (found[0] or b"").decode("utf-8")
+    except UnicodeDecodeError:
+        raise MissingMessageIdError(*where, f"has a {MESSAGE_ID_HEADER!r} header that is not UTF-8") from None
+    if not message_id.strip():
+        raise MissingMessageIdError(*where, f"has a blank {MESSAGE_ID_HEADER!r} header")
+    return ConsumedMessage(
+        message_id=message_id,
+        topic=record.topic,
+        partition=int(record.partition),
+        offset=int(record.offset),
+        key=record.key,
+        value=record.value,
+        headers=headers,
+        timestamp_ms=getattr(record, "timestamp", None),
+    )
+
+
+@dataclass
+class BatchSummary:
+    """What one ``consume_batch`` call did. ``to_dict()`` is JSON-serialisable (XCom)."""
+
+    topics: Sequence[str]
+    group_id: str
+    consumed: int = 0
+    by_event_type: Counter[str] = field(default_factory=Counter)
+    #: "topic:partition" → {"first_offset", "last_offset", "count"}
+    partitions: dict[str, dict[str, int]] = field(default_factory=dict)
+    committed: bool = False
+    stopped_by: str = ""
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topics": list(self.topics),
+            "group_id": self.group_id,
+            "consumed": self.consumed,
+            "by_event_type": dict(sorted(self.by_event_type.items())),
+            "partitions": {k: dict(v) for k, v in sorted(self.partitions.items())},
+            "committed": self.committed,
+            "stopped_by": self.stopped_by,
+            "seconds": round(self.seconds, 3),
+        }
+
+    def _record(self, message: ConsumedMessage, event_type: str) -> None:
+        self.consumed += 1
+        self.by_event_type[event_type] += 1
+        entry = self.partitions.setdefault(
+            f"{message.topic}:{message.partition}", {"first_offset": message.offset, "count": 0}
+        )
+        entry["last_offset"] = message.offset
+        entry["count"] += 1
+
+
+def _caught_up(consumer: Any, timeout_ms: int) -> bool:
+    """True when the consumer has partitions and its position is at the end of every one of them.
+
+    Each broker round trip is bounded by ``timeout_ms``; a timeout or an unknown offset means "not yet".
+    """
+    from kafka import errors as ke
+
+    assigned = consumer.assignment()
+    if not assigned:
+        return False
+    try:
+        ends: Mapping[Any, int | None] = consumer.end_offsets(list(assigned), timeout_ms=timeout_ms)
+        for tp, end in ends.items():
+            position = consumer.position(tp, timeout_ms=timeout_ms)
+            if end is None or position is None or position < end:
+                return False
+    except (ke.KafkaTimeoutError, ke.IllegalStateError):  # slow broker, or a rebalance took the partition
+        return False
+    return True
+
+
+def consume_batch(
+    consumer: Any,
+    handler: Callable[[ConsumedMessage], Any],
+    *,
+    max_messages: int,
+    max_seconds: float,
+    topics: Sequence[str] = (),
+    group_id: str = "",
+    event_type_header: str = EVENT_TYPE_HEADER,
+    clock: Callable[[], float] = time.monotonic,
+) -> BatchSummary:
+    """Consume at most ``max_messages`` within about ``max_seconds``, handle each, then commit.
+
+    ``consumer`` is a ``KafkaConsumer`` subscribed to its topics with ``enable_auto_commit=False``.
+    Stops early once it has caught up with the end of every assigned partition. Offsets are committed
+    (``last handled offset + 1`` per partition) only after ``handler`` returned for every message of
+    the batch; if a message has no identity (``MissingMessageIdError``) or the handler raises, the
+    error propagates and nothing is committed. The caller closes the consumer.
+    """
+    from kafka import TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    if max_messages < 1:
+        raise ValueError(f"max_messages={max_messages!r}: must be at least 1")
+    if max_seconds <= 0:
+        raise ValueError(f"max_seconds={max_seconds!r}: must be positive")
+    summary = BatchSummary(topics=tuple(topics), group_id=group_id)
+    started = clock()
+    deadline = started + max_seconds
+    next_offsets: dict[tuple[str, int], int] = {}
+    while True:
+        if summary.consumed >= max_messages:
+            summary.stopped_by = "max_messages"
+            break
+        left = deadline - clock()
+        if left <= 0:
+            summary.stopped_by = "max_seconds"
+            break
+        batch = consumer.poll(
+            timeout_ms=int(min(left, _MAX_POLL_WAIT_S) * 1000), max_records=max_messages - summary.consumed
+        )
+        if not batch:
+            if _caught_up(consumer, timeout_ms=max(100, int((deadline - clock()) * 1000))):
+                summary.stopped_by = "caught_up"
+                break
+            continue
+        for records in batch.values():
+            for record in records:
+                message = to_consumed_message(record)  # F-07: no identity → raise before the handler
+                handler(message)
+                summary._record(message, message.header(event_type_header) or "unknown")
+                next_offsets[(message.topic, message.partition)] = message.offset + 1
+    if next_offsets:
+        consumer.commit(
+            {
+                TopicPartition(topic, partition): OffsetAndMetadata(offset, "", -1)
+                for (topic, partition), offset in next_offsets.items()
+            }
+        )
+        summary.committed = True
+    summary.seconds = clock() - started
+    return summary

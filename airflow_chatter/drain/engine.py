@@ -1,0 +1,688 @@
+"""The drain engine: one lease's change feed → Kafka, with stamps, checkpoints and Drain Suspension.
+
+For one *source* and one *lease* (feed range) a drain
+
+1. takes the lease with an ETag-conditional write (a live lease of another drain is left alone);
+2. reads the change feed from the lease's continuation in pages of at most ``max_batch_size``;
+3. per page: records the batch, consults the persisted Drain Suspension state *before looking at any
+   document* (SUS-04), then per document in feed order: pending gate, additional filter (once),
+   resolver or Outbox Document Contract → undeliverable stamp, or publish (bounded batches, one
+   confirmation per message) → delivered stamp;
+4. fails closed at the first failing document (RLY-05..07) and checkpoints a page's continuation only
+   after all of the page is confirmed (F-04);
+5. updates the suspension state from Confirmation Failures and Receipts, releases the lease and
+   returns a ``DrainSummary``.
+
+The monitored container is verified once, when the engine is built (CNT): a container the drain
+cannot serve safely is refused with every violation at once, never drained degraded.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow_chatter.clock import Clock, utc_now
+from airflow_chatter.drain.identity import SourceIdentity, SourceRegistry, instance_name
+from airflow_chatter.drain.leases import ACTIVE, SPLIT, Lease, LeaseHeldError, LeaseStore
+from airflow_chatter.drain.monitored_container import verify_monitored_container
+from airflow_chatter.drain.options import STATUS_PATCH_PATH, TTL_PATCH_PATH, SourceOptions
+from airflow_chatter.drain.suspension import ConfirmationReceipt, DrainGate
+from airflow_chatter.drain.telemetry import (
+    OUTCOME_ADMITTED,
+    OUTCOME_DROPPED,
+    OUTCOME_SKIPPED,
+    DrainTelemetry,
+    SendSpan,
+    error_type,
+)
+from airflow_chatter.errors import (
+    ConfigurationError,
+    ConfirmationFailed,
+    ContainerContractError,
+    DrainSuspendedError,
+    UnknownPublisherError,
+)
+from airflow_chatter.outbox.contract import Deliverable, Undeliverable, verify
+from airflow_chatter.outbox.document import MESSAGE_CONTEXT_FIELD, MESSAGE_ID_FIELD, UNDELIVERABLE, is_pending_outbox
+from airflow_chatter.outbox.mapping import TRACE_HEADERS, to_outgoing_message
+from airflow_chatter.outbox.partition_keys import recover_partition_key
+from airflow_chatter.ports import (
+    ChangeFeedStart,
+    ContainerProperties,
+    Document,
+    DocumentContainer,
+    FeedRange,
+    FeedRangeGone,
+    OutgoingMessage,
+    PartitionKey,
+    PatchOperation,
+    Publisher,
+    PublishError,
+)
+
+#: The publisher a document naming no messaging infrastructure goes to (F-03).
+DEFAULT_PUBLISHER = "kafka"
+
+_LEASE_CONTAINER_PATH = "/id"
+_LARGEST_TS = 253402300799  # 9999-12-31T23:59:59Z; a larger ``_ts`` is out of range (MET-01)
+
+
+@dataclass(frozen=True)
+class ResolveContext:
+    """What a body resolver is given for one pending document (RSV-04).
+
+    A fresh context is built per admitted document, so a resolver never sees another's state.
+    """
+
+    message_id: str
+    partition_key: PartitionKey
+    partition_key_paths: tuple[str, ...]
+    document: Document
+
+
+#: ``body_resolver(context) -> OutgoingMessage | None``; ``None`` drops and acknowledges (RSV-02).
+BodyResolver = Callable[[ResolveContext], "OutgoingMessage | None"]
+
+
+@dataclass(frozen=True)
+class DrainSummary:
+    """What one drain of one lease did; ``to_dict()`` is its JSON (XCom) form (F-09).
+
+    ``continuation_age_seconds`` is how long ago the lease's continuation last advanced, as of the end
+    of the run (near 0 after a successful pass, growing while a lease is refused or failing).
+    ``error`` keeps the original exception for ``raise_for_error``; it is not part of ``to_dict``.
+    """
+
+    lease: str
+    lease_token: str | None = None
+    source_identity: str | None = None
+    published: int = 0
+    delivered: int = 0
+    undeliverable: int = 0
+    skipped: int = 0
+    dropped: int = 0
+    refused_batches: int = 0
+    confirmation_failures: int = 0
+    documents: int = 0
+    pages: int = 0
+    max_lag_seconds: float | None = None
+    continuation_age_seconds: float | None = None
+    continuation: str | None = None
+    suspended: bool = False
+    lease_held_by: str | None = None
+    split_into: tuple[str, ...] = ()
+    error_type: str | None = None
+    error_message: str | None = None
+    error: BaseException | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: plain numbers, strings, booleans, lists and ``None``."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "error"}
+        data["split_into"] = list(self.split_into)
+        return data
+
+    def raise_for_error(self) -> None:
+        """Re-raise the original error of a failed drain (F-06); do nothing otherwise."""
+        if self.error is not None:
+            raise self.error
+
+    def log_line(self) -> str:
+        """One line for the task log."""
+        outcome = f"failed with {self.error_type}: {self.error_message}" if self.failed else "ok"
+        return (
+            f"drain lease={self.lease} published={self.published} delivered={self.delivered} "
+            f"undeliverable={self.undeliverable} skipped={self.skipped} dropped={self.dropped} "
+            f"refused={self.refused_batches} confirmation_failures={self.confirmation_failures} "
+            f"pages={self.pages} max_lag={self.max_lag_seconds} suspended={self.suspended} {outcome}"
+        )
+
+
+@dataclass
+class _Tally:
+    """The mutable counters of a run, frozen into a ``DrainSummary`` at the end."""
+
+    lease: str
+    lease_token: str | None = None
+    source_identity: str | None = None
+    published: int = 0
+    delivered: int = 0
+    undeliverable: int = 0
+    skipped: int = 0
+    dropped: int = 0
+    refused_batches: int = 0
+    confirmation_failures: int = 0
+    documents: int = 0
+    pages: int = 0
+    max_lag_seconds: float | None = None
+    continuation_age_seconds: float | None = None
+    continuation: str | None = None
+    suspended: bool = False
+    lease_held_by: str | None = None
+    split_into: tuple[str, ...] = ()
+
+    def lag(self, seconds: float) -> None:
+        if self.max_lag_seconds is None or seconds > self.max_lag_seconds:
+            self.max_lag_seconds = seconds
+
+    def freeze(self, error: BaseException | None = None) -> DrainSummary:
+        return DrainSummary(
+            **asdict(self),
+            error_type=error_type(error) if error is not None else None,
+            error_message=str(error) if error is not None else None,
+            error=error,
+        )
+
+
+@dataclass(slots=True)
+class _Planned:
+    """A document admitted for publishing, waiting for its publish batch."""
+
+    document: Document
+    partition_key: PartitionKey
+    message_id: str
+    destination: str
+    context: Mapping[str, Any]
+    deliverable: Deliverable | None = None
+    resolved: OutgoingMessage | None = None
+
+
+class DrainEngine:
+    """Drains the leases of one source to its publishers.
+
+    ``publishers`` is one ``Publisher`` (the default, for documents naming no messaging infrastructure)
+    or a mapping from ``Chatter.Infrastructure.Type`` names to publishers that includes
+    ``default_publisher`` (default ``"kafka"``) or has exactly one entry. ``clock`` is the UTC wall
+    clock (suspension windows, lease expiry, lag); ``telemetry`` defaults to the global OpenTelemetry
+    providers; ``owner`` names this drain on the leases it takes (default: host + uuid); ``registry``
+    catches two sources sharing one processor name (SRC-04). ``start_from`` (aware UTC datetime) is where
+    the leases this engine creates for new ranges start reading instead of the beginning: a backfill from a
+    point in time. Leave it ``None`` for the scheduled drain (RLY-08).
+
+    Building the engine verifies the monitored container (CNT) and the lease container (partitioned on
+    ``/id``, no default TTL that would purge leases) and raises ``ContainerContractError`` for either.
+    """
+
+    def __init__(
+        self,
+        source: SourceOptions,
+        monitored: DocumentContainer,
+        leases: DocumentContainer,
+        publishers: Mapping[str, Publisher] | Publisher,
+        *,
+        clock: Clock = utc_now,
+        telemetry: DrainTelemetry | None = None,
+        owner: str | None = None,
+        default_publisher: str = DEFAULT_PUBLISHER,
+        registry: SourceRegistry | None = None,
+        start_from: datetime | None = None,
+    ) -> None:
+        self.source = source
+        self.monitored = monitored
+        self._clock = clock
+        # Seconds since the epoch, read once per admitted document (MET-01). For the default clock that is
+        # ``time.time()``, the same reading without building an aware ``datetime`` (~1 µs) per document.
+        self._timestamp_now: Callable[[], float] = time.time if clock is utc_now else lambda: clock().timestamp()
+        self._telemetry = telemetry if telemetry is not None else DrainTelemetry()
+        self.properties: ContainerProperties = verify_monitored_container(monitored, source.partition_key_paths)
+        lease_properties = _verify_lease_container(leases)
+        self.identity = _source_identity(source, self.properties, lease_properties)
+        self.source_identity = self.identity.processor_name
+        if registry is not None:
+            registry.register(self.identity, source.name, source.additional_pending_filter, source.body_resolver)
+        self._publishers, self._default_publisher = _publisher_table(publishers, default_publisher)
+        self._gate = DrainGate(self.source_identity, clock=clock, telemetry=self._telemetry)
+        self.store = LeaseStore(
+            leases,
+            self.source_identity,
+            owner=owner or instance_name(),
+            lease_prefix=source.lease_prefix,
+            lease_duration_seconds=source.lease_duration_seconds,
+            clock=clock,
+            start_from=start_from,
+        )
+        delivery = source.delivery
+        self._delivered_value = delivery.delivered_status_value
+        self._delivered_ops = (
+            PatchOperation("set", STATUS_PATCH_PATH, delivery.delivered_status_value),
+            PatchOperation("set", TTL_PATCH_PATH, delivery.delivered_ttl_seconds),
+        )
+        # CTR-04: one op, and no ttl: an undeliverable document must outlive any container default.
+        self._undeliverable_ops = (PatchOperation("set", STATUS_PATCH_PATH, UNDELIVERABLE),)
+
+    # ================================================================== public API
+
+    def ensure_leases(self) -> list[Lease]:
+        """Create leases for the monitored container's current feed ranges; return the active ones."""
+        return self.store.ensure_leases(self.monitored)
+
+    def drain_all(self, *, max_documents: int | None = None, max_seconds: float | None = None) -> list[DrainSummary]:
+        """Drain every active lease once (and the children of any that split during the run).
+
+        ``max_documents`` bounds each lease; ``max_seconds`` bounds the whole call. A failing lease
+        does not stop its siblings (SUS-14); each summary reports its own lease.
+        """
+        deadline = None if max_seconds is None else time.monotonic() + max_seconds
+        queue = [lease.id for lease in self.ensure_leases()]
+        summaries: list[DrainSummary] = []
+        while queue:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            summary = self.drain_lease(queue.pop(0), max_documents=max_documents, max_seconds=remaining)
+            summaries.append(summary)
+            queue.extend(summary.split_into)
+        return summaries
+
+    def drain_lease(
+        self,
+        lease: str | FeedRange,
+        *,
+        max_documents: int | None = None,
+        max_seconds: float | None = None,
+    ) -> DrainSummary:
+        """Drain one lease (by id or feed range) for at most ``max_documents`` / ``max_seconds``.
+
+        Never raises for a drain failure: the summary carries the original error (F-06), and
+        ``raise_for_error()`` re-raises it. A lease held by another live drain is left alone and
+        reported in ``lease_held_by``.
+        """
+        lease_id = lease if isinstance(lease, str) else self.store.lease_id(lease)
+        if not isinstance(lease, str) and self.store.find(lease_id) is None:
+            self.ensure_leases()  # a current feed range with no lease yet gets one (from its parent, if split)
+        tally = _Tally(lease_id, source_identity=self.source_identity)
+        budget = _Budget(max_documents, max_seconds)
+        try:
+            current = self.store.acquire(lease_id)
+        except LeaseHeldError as held:
+            tally.lease_held_by = held.owner
+            self._telemetry.log_info("Lease %s is held by %s; left alone", lease_id, held.owner)
+            return tally.freeze()
+        except Exception as exc:  # noqa: BLE001 - reported with its original type (F-06)
+            self._telemetry.record_failure(self.source_identity, lease_id, exc)
+            return tally.freeze(exc)
+        tally.lease_token = current.token
+        holder = _LeaseHolder(current)
+        error: BaseException | None = None
+        try:
+            self._drain_pages(holder, tally, budget)
+        except Exception as exc:  # noqa: BLE001 - reported, not swallowed: see raise_for_error
+            error = exc
+            self._telemetry.record_failure(self.source_identity, holder.lease.token, exc)
+        finally:
+            self._finish(holder, tally)
+        summary = tally.freeze(error)
+        self._telemetry.log_info("%s", summary.log_line())
+        return summary
+
+    # ================================================================== the page loop
+
+    def _drain_pages(self, holder: _LeaseHolder, tally: _Tally, budget: _Budget) -> None:
+        if holder.lease.state != ACTIVE:
+            # Retired: split (its children carry on; report them so drain_all drains them) or merged into a range
+            # whose own lease drains it. Either way there is nothing left to read on this lease.
+            if holder.lease.state == SPLIT:
+                tally.split_into = tuple(self.store.lease_id(FeedRange(t)) for t in holder.lease.children)
+            return
+        while not budget.exhausted(tally.documents):
+            if self.store.needs_renewal(holder.lease):
+                holder.lease = self.store.renew(holder.lease)
+            lease = holder.lease
+            try:
+                page = self.monitored.read_change_feed(
+                    lease.feed_range,
+                    continuation=lease.continuation,
+                    # Only consulted while the lease has no continuation. RLY-08: from the beginning, unless the
+                    # lease was created for a backfill from a point in time.
+                    start=lease.start_from if lease.start_from is not None else ChangeFeedStart.BEGINNING,
+                    max_item_count=budget.page_size(self.source.max_batch_size, tally.documents),
+                )
+            except FeedRangeGone as gone:
+                children = self.store.split(lease, self.monitored, gone)
+                tally.split_into = tuple(child.id for child in children)
+                holder.released = True  # the parent is marked split; nothing left to release
+                return
+            tally.pages += 1
+            tally.documents += len(page.documents)
+            self._telemetry.record_batch(len(page.documents), self.source_identity, lease.token)
+            # SUS-04 / BAT-03: the gate is consulted once per batch, before any document is looked at.
+            decision = self._gate.consult(lease.suspension)
+            if not decision.permitted:
+                tally.refused_batches += 1
+                raise DrainSuspendedError(lease.token, self.source_identity)
+            if decision.probe:
+                holder.lease = self.store.save_suspension(lease, decision.state)
+            receipt = self._drain_page_or_count_failure(holder, page.documents, tally)
+            suspension = holder.lease.suspension
+            if receipt is not None:
+                suspension = self._gate.present(lease.token, suspension, receipt)
+            # F-04: only now, with every document of the page confirmed, may the continuation move.
+            holder.lease = self.store.checkpoint(holder.lease, page.continuation, suspension)
+            if not page.documents:
+                return  # caught up
+
+    def _drain_page_or_count_failure(
+        self, holder: _LeaseHolder, documents: Sequence[Document], tally: _Tally
+    ) -> ConfirmationReceipt | None:
+        try:
+            return self._drain_page(holder, documents, tally)
+        except ConfirmationFailed as carrier:
+            tally.confirmation_failures += 1
+            lease = holder.lease
+            state = self._gate.confirmation_failed(lease.token, lease.suspension, carrier.original)
+            try:
+                holder.lease = self.store.save_suspension(lease, state)
+            except Exception as exc:  # noqa: BLE001 - the stamp fault is the error to report
+                self._telemetry.log_cleanup_failure("saving the suspension state", exc)
+            # RLY-06: callers see the stamp's own error type, never the carrier.
+            raise carrier.original from None
+
+    def _finish(self, holder: _LeaseHolder, tally: _Tally) -> None:
+        lease = holder.lease
+        tally.suspended = lease.suspension.suspended
+        tally.continuation = lease.continuation
+        if lease.checkpointed_at is not None:
+            tally.continuation_age_seconds = max(0.0, (self._now() - lease.checkpointed_at).total_seconds())
+        if holder.released:
+            return
+        try:
+            self.store.release(lease)
+        except Exception as exc:  # noqa: BLE001 - LOG-05: cleanup never replaces the drain's outcome
+            self._telemetry.log_cleanup_failure(f"releasing lease {lease.id}", exc)
+
+    # ================================================================== one page
+
+    def _drain_page(
+        self, holder: _LeaseHolder, documents: Sequence[Document], tally: _Tally
+    ) -> ConfirmationReceipt | None:
+        """Process a page in feed order; return the last receipt, or raise at the first failure.
+
+        MET-02's ``skipped`` and ``admitted`` counts of the page are added once, when it ends (raising or not):
+        the same sums as one ``add(1)`` per document, without an instrument call per document.
+        """
+        skipped, published = tally.skipped, tally.published
+        try:
+            return self._drain_page_documents(holder, documents, tally)
+        finally:
+            self._telemetry.record_document(OUTCOME_SKIPPED, tally.skipped - skipped)
+            self._telemetry.record_document(OUTCOME_ADMITTED, tally.published - published)
+
+    def _drain_page_documents(
+        self, holder: _LeaseHolder, documents: Sequence[Document], tally: _Tally
+    ) -> ConfirmationReceipt | None:
+        receipt: ConfirmationReceipt | None = None
+        run: list[_Planned] = []
+        run_publisher: Publisher | None = None
+
+        def flush() -> None:
+            nonlocal receipt, run, run_publisher
+            if run:
+                assert run_publisher is not None
+                receipt = self._publish_and_stamp(holder, run, run_publisher, tally) or receipt
+            run, run_publisher = [], None
+
+        for document in documents:
+            planned, publisher = self._admit(document, tally, flush)
+            if planned is None:
+                continue
+            if isinstance(planned, ConfirmationReceipt):
+                receipt = planned
+                continue
+            if run_publisher is not None and publisher is not run_publisher:
+                flush()
+            run.append(planned)
+            run_publisher = publisher
+        flush()
+        return receipt
+
+    def _admit(
+        self, document: Document, tally: _Tally, flush: Callable[[], None]
+    ) -> tuple[_Planned | ConfirmationReceipt | None, Publisher | None]:
+        """Gate one document. Returns what to publish, a receipt (stamped in place), or nothing.
+
+        Anything that stamps or raises flushes the pending publish run first, so feed order holds:
+        an earlier document is always published and stamped before a later one is stamped or fails.
+        """
+        # BAT-04: the pre-gate is the pure pending predicate; it runs no user code.
+        if not is_pending_outbox(document):
+            tally.skipped += 1  # MET-02 ``skipped``: added per page by _drain_page
+            return None, None
+        pending_filter = self.source.additional_pending_filter
+        if pending_filter is not None:
+            try:
+                admitted = bool(pending_filter(document))  # PND-03: evaluated exactly once
+            except Exception:
+                flush()
+                raise
+            if not admitted:
+                tally.skipped += 1
+                return None, None
+        self._record_lag(document, tally)
+        partition_key = recover_partition_key(document, self.properties.partition_key_paths)
+        message_id: str = document[MESSAGE_ID_FIELD]
+        if self.source.body_resolver is not None:
+            return self._resolve(document, partition_key, message_id, tally, flush)
+        verdict = verify(document)
+        if isinstance(verdict, Undeliverable):
+            flush()
+            return self._stamp_undeliverable(document, partition_key, verdict, tally), None
+        try:
+            publisher = self._publisher_for(verdict)
+        except UnknownPublisherError:
+            flush()  # F-03: a host concern, not a contract violation: fail, retry next run
+            raise
+        planned = _Planned(
+            document, partition_key, message_id, verdict.destination, verdict.context, deliverable=verdict
+        )
+        return planned, publisher
+
+    def _resolve(
+        self,
+        document: Document,
+        partition_key: PartitionKey,
+        message_id: str,
+        tally: _Tally,
+        flush: Callable[[], None],
+    ) -> tuple[_Planned | ConfirmationReceipt | None, Publisher | None]:
+        """RSV-01..06: the resolver replaces verbatim reconstruction; the contract is not evaluated."""
+        resolver = self.source.body_resolver
+        assert resolver is not None
+        context = ResolveContext(message_id, partition_key, self.properties.partition_key_paths, document)
+        try:
+            resolved = resolver(context)
+        except Exception:
+            flush()  # RSV-03: no stamp, the page fails here; earlier documents are finished first
+            raise
+        if resolved is None:
+            flush()
+            tally.dropped += 1
+            self._telemetry.record_document(OUTCOME_DROPPED)
+            # RSV-02: drop-and-acknowledge. A failure here is an ordinary drain failure (SUS-13).
+            written = self.monitored.patch(document["id"], partition_key, self._delivered_ops)
+            return ConfirmationReceipt.from_status_write(written, self._delivered_value), None
+        if not isinstance(resolved, OutgoingMessage):
+            flush()
+            raise ConfigurationError("body_resolver", type(resolved).__name__, "must return an OutgoingMessage or None")
+        planned = _Planned(
+            document,
+            partition_key,
+            message_id,
+            resolved.topic,
+            _persisted_context(document),
+            resolved=resolved,
+        )
+        return planned, self._publishers[self._default_publisher]
+
+    def _stamp_undeliverable(
+        self, document: Document, partition_key: PartitionKey, verdict: Undeliverable, tally: _Tally
+    ) -> ConfirmationReceipt:
+        """CTR-04/05: stamp, then count, then log; a failed stamp reports nothing and propagates."""
+        written = self.monitored.patch(document["id"], partition_key, self._undeliverable_ops)
+        tally.undeliverable += 1
+        self._telemetry.record_undeliverable(verdict.message)
+        return ConfirmationReceipt.from_status_write(written, UNDELIVERABLE)
+
+    def _publish_and_stamp(
+        self, holder: _LeaseHolder, run: list[_Planned], publisher: Publisher, tally: _Tally
+    ) -> ConfirmationReceipt | None:
+        """Publish a run in one ``send_batch``, then stamp each confirmed message in feed order.
+
+        NOTE: a Kafka batch is in flight as a whole, so when message k fails, messages after k may
+        already be acknowledged. They are neither stamped nor checkpointed and go out again next run
+        (at-least-once; consumers deduplicate on ``message-id``). What fail-closed guarantees is that
+        no document after the first failure is *stamped*, and no later publish batch is sent.
+        """
+        written: Document | None = None
+        spans_for = [(p.destination, p.message_id, p.context) for p in run]
+        with self._telemetry.send_spans(spans_for) as spans:
+            messages = [self._message(p, span) for p, span in zip(run, spans, strict=True)]
+            outcomes = publisher.send_batch(messages)  # PublishError propagates: RLY-05
+            if len(outcomes) != len(messages):
+                raise PublishError(f"publisher returned {len(outcomes)} outcomes for {len(messages)} messages")
+            # F-04: a publish may take up to the producer's delivery timeout, as long as a lease lasts. Renewed here
+            # when half of it is gone, the lease cannot lapse while this page is stamped and another drain take the
+            # range over meanwhile; lost already (LeaseLostError), nothing is stamped (the new owner publishes).
+            if self.store.needs_renewal(holder.lease):
+                holder.lease = self.store.renew(holder.lease)
+            for planned, outcome, span in zip(run, outcomes, spans, strict=True):
+                if not outcome.confirmed:
+                    failure = outcome.error or PublishError(f"message {planned.message_id!r} was not confirmed")
+                    span.end(failure)
+                    raise failure  # RLY-05: no stamp; not a Confirmation Failure
+                span.end()
+                tally.published += 1  # MET-02 ``admitted``: counted after publish, added per page by _drain_page
+                written = self._stamp_delivered(planned, tally)
+        # SUS-08: one receipt per run is all the gate is shown (the page presents its last), so it is minted once,
+        # from the last stamp that landed, not once per document.
+        return None if written is None else ConfirmationReceipt.from_status_write(written, self._delivered_value)
+
+    def _stamp_delivered(self, planned: _Planned, tally: _Tally) -> Document:
+        # The publish comes before the stamp so that a crash between them costs a duplicate message,
+        # never a lost one. A failed stamp here is a Confirmation Failure (RLY-06, SUS-02..13).
+        try:
+            written = self.monitored.patch(planned.document["id"], planned.partition_key, self._delivered_ops)
+        except Exception as exc:
+            raise ConfirmationFailed(exc) from exc
+        tally.delivered += 1
+        return written
+
+    def _message(self, planned: _Planned, span: SendSpan) -> OutgoingMessage:
+        if planned.deliverable is not None:
+            return to_outgoing_message(
+                planned.deliverable, planned.partition_key, self.source.key_strategy, trace_headers=span.headers
+            )
+        assert planned.resolved is not None
+        if not span.headers:
+            return planned.resolved
+        kept = tuple((k, v) for k, v in planned.resolved.headers if k not in TRACE_HEADERS)
+        added = tuple((k, v.encode("utf-8")) for k, v in span.headers.items() if k in TRACE_HEADERS)
+        return OutgoingMessage(planned.resolved.topic, planned.resolved.value, planned.resolved.key, kept + added)
+
+    # ================================================================== helpers
+
+    def _publisher_for(self, deliverable: Deliverable) -> Publisher:
+        name = deliverable.infrastructure
+        if name is None:
+            return self._publishers[self._default_publisher]
+        publisher = self._publishers.get(name) or self._publishers.get(name.strip().lower())
+        if publisher is None:
+            raise UnknownPublisherError(name, deliverable.message_id)
+        return publisher
+
+    def _record_lag(self, document: Document, tally: _Tally) -> None:
+        """MET-01: at admission, ``max(0, now - _ts)`` for an integer ``_ts`` in range."""
+        ts = document.get("_ts")
+        if isinstance(ts, bool) or not isinstance(ts, int) or not 0 <= ts <= _LARGEST_TS:
+            return
+        lag = max(0.0, self._timestamp_now() - ts)
+        tally.lag(lag)
+        self._telemetry.record_lag(lag)
+
+    def _now(self) -> datetime:
+        return self._clock().astimezone(UTC)
+
+
+@dataclass
+class _LeaseHolder:
+    """The lease as last written by this drain (every write returns a new ETag)."""
+
+    lease: Lease
+    released: bool = False
+
+
+@dataclass
+class _Budget:
+    max_documents: int | None
+    max_seconds: float | None
+    started: float = field(default_factory=time.monotonic)
+
+    def exhausted(self, documents: int) -> bool:
+        if self.max_documents is not None and documents >= self.max_documents:
+            return True
+        return self.max_seconds is not None and time.monotonic() - self.started >= self.max_seconds
+
+    def page_size(self, max_batch_size: int, documents: int) -> int:
+        if self.max_documents is None:
+            return max_batch_size
+        return max(1, min(max_batch_size, self.max_documents - documents))
+
+
+def _persisted_context(document: Document) -> Mapping[str, Any]:
+    """The persisted trace context of a document, for the resolver path's send span."""
+    raw = document.get(MESSAGE_CONTEXT_FIELD)
+    if not isinstance(raw, str) or not raw.strip():
+        return {}
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _verify_lease_container(leases: DocumentContainer) -> ContainerProperties:
+    """The lease container must be partitioned on ``/id`` and must not purge leases by default."""
+    props = leases.properties()
+    violations: list[str] = []
+    if tuple(props.partition_key_paths) != (_LEASE_CONTAINER_PATH,):
+        violations.append(
+            f"the lease container must be partitioned on {_LEASE_CONTAINER_PATH!r}, "
+            f"not {', '.join(props.partition_key_paths)!r}"
+        )
+    if props.default_ttl is not None and props.default_ttl != -1:
+        violations.append(
+            f"the lease container's defaultTtl {props.default_ttl} would purge leases and their checkpoints"
+        )
+    if violations:
+        raise ContainerContractError(props.container_id, props.database_id, violations)
+    return props
+
+
+def _source_identity(
+    source: SourceOptions, monitored: ContainerProperties, lease: ContainerProperties
+) -> SourceIdentity:
+    """SRC-02: the declared pair when given, else the ground truth of both containers."""
+    if source.monitored_source_identity is not None and source.lease_source_identity is not None:
+        return SourceIdentity.declared(source.monitored_source_identity, source.lease_source_identity)
+    return SourceIdentity.ground_truth(monitored, lease)
+
+
+def _publisher_table(publishers: Mapping[str, Publisher] | Publisher, default: str) -> tuple[dict[str, Publisher], str]:
+    if isinstance(publishers, Publisher):
+        return {default: publishers}, default
+    table = dict(publishers)
+    if not table or not all(isinstance(p, Publisher) for p in table.values()):
+        raise ConfigurationError("publishers", sorted(table), "must map infrastructure names to Publishers")
+    if default not in table:
+        if len(table) != 1:
+            raise ConfigurationError("publishers", sorted(table), f"must include the default publisher {default!r}")
+        default = next(iter(table))
+    return table, default
+
+
+__all__ = ["DEFAULT_PUBLISHER", "BodyResolver", "DrainEngine", "DrainSummary", "ResolveContext"]

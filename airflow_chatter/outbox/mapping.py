@@ -1,0 +1,103 @@
+"""Map a verified outbox document onto a Kafka record (F-02, RLY-01, RLY-09).
+
+Only a ``Deliverable`` can be mapped, so a document the contract rejected can never reach the publisher.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from airflow_chatter.outbox.contract import Deliverable
+from airflow_chatter.outbox.partition_keys import partition_key_to_kafka_key
+from airflow_chatter.ports import OutgoingMessage, PartitionKey
+
+#: How the Kafka record key is chosen: the document's partition key (default, keeps one aggregate's messages in
+#: one Kafka partition in feed order), the message id, or no key.
+KeyStrategy = Literal["partition_key", "message_id", "none"]
+KEY_STRATEGIES: frozenset[str] = frozenset({"partition_key", "message_id", "none"})
+
+MESSAGE_ID_HEADER = "message-id"
+CONTENT_TYPE_HEADER = "content-type"
+#: The W3C trace-context entries the drain's send span may overwrite when tracing is on (RLY-09).
+TRACE_HEADERS: tuple[str, ...] = ("traceparent", "tracestate")
+
+_RESERVED_HEADERS = frozenset({MESSAGE_ID_HEADER, CONTENT_TYPE_HEADER})
+#: A name can lower-case to a reserved one only if it has that one's length: ``str.lower`` keeps every character one
+#: character except U+0130, whose two (an "i" and a combining dot) are never a reserved name's ASCII.
+_RESERVED_HEADER_LENGTHS = frozenset(len(name) for name in _RESERVED_HEADERS)
+#: ``json.dumps(value, separators=(",", ":"), ensure_ascii=False)`` without building an encoder per header.
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
+def header_value(value: Any) -> bytes:
+    """Encode one context value as a header: a string as its UTF-8, anything else as compact JSON."""
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if type(value) is int:  # exactly int (not bool): its JSON text is its repr
+        return repr(value).encode("ascii")
+    return _COMPACT_JSON.encode(value).encode("utf-8")
+
+
+def record_key(deliverable: Deliverable, partition_key: PartitionKey, key_strategy: KeyStrategy) -> bytes | None:
+    """Return the Kafka record key for ``key_strategy``."""
+    if key_strategy == "partition_key":
+        return partition_key_to_kafka_key(partition_key)
+    if key_strategy == "message_id":
+        return deliverable.message_id.encode("utf-8")
+    if key_strategy == "none":
+        return None
+    raise ValueError(f"key_strategy must be one of {sorted(KEY_STRATEGIES)}, not {key_strategy!r}")
+
+
+def to_outgoing_message(
+    deliverable: Deliverable,
+    partition_key: PartitionKey,
+    key_strategy: KeyStrategy = "partition_key",
+    *,
+    trace_headers: Mapping[str, str] | None = None,
+) -> OutgoingMessage:
+    """Build the Kafka record for a verified document.
+
+    Topic is ``Destination``; value is the UTF-8 of ``MessageBody``. Headers are ``message-id`` and
+    ``content-type`` first, then every context entry under its own name in context order. A context entry never
+    overrides the two reserved headers (compared case-insensitively, since consumers often read header names that
+    way). ``trace_headers`` is the send span's context when tracing is on: it replaces only ``traceparent`` and
+    ``tracestate``; the persisted document is never changed.
+    """
+    context: Mapping[str, Any] = deliverable.context
+    if trace_headers:
+        context = dict(context)  # the deliverable's own context is never changed
+        for name in TRACE_HEADERS:
+            if name in trace_headers:
+                context[name] = trace_headers[name]
+    headers: list[tuple[str, bytes]] = [
+        (MESSAGE_ID_HEADER, deliverable.message_id.encode("utf-8")),
+        (CONTENT_TYPE_HEADER, deliverable.content_type.encode("utf-8")),
+    ]
+    for name, value in context.items():
+        # (anything but an exact str, which may define its own lower(), is always asked)
+        if (type(name) is not str or len(name) in _RESERVED_HEADER_LENGTHS) and name.lower() in _RESERVED_HEADERS:
+            continue
+        # header_value(value), with its common string case inlined
+        headers.append((name, value.encode("utf-8") if type(value) is str else header_value(value)))
+    if key_strategy == "partition_key" and type(partition_key) is str:
+        # record_key's default case inlined: partition_key_to_kafka_key of a string is its own bytes
+        key: bytes | None = partition_key.encode("utf-8", "surrogatepass")
+    else:
+        key = record_key(deliverable, partition_key, key_strategy)
+    # NOTE: positional, in field order (topic, value, key, headers): keywords cost ~0.3 us more per message.
+    return OutgoingMessage(deliverable.destination, deliverable.body.encode("utf-8"), key, tuple(headers))
+
+
+__all__ = [
+    "CONTENT_TYPE_HEADER",
+    "KEY_STRATEGIES",
+    "KeyStrategy",
+    "MESSAGE_ID_HEADER",
+    "TRACE_HEADERS",
+    "header_value",
+    "record_key",
+    "to_outgoing_message",
+]

@@ -1,0 +1,1 @@
+"""Reusable conformance suites: subclass one per backend (see docs/testing.md)."""

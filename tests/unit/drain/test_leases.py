@@ -1,0 +1,323 @@
+"""Lease documents (F-04): ids, ETag-conditional ownership, checkpoints, splits, malformed documents."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from airflow_chatter.drain.leases import SPLIT, LeaseHeldError, LeaseLostError, LeaseStore, lease_id_for
+from airflow_chatter.drain.suspension import SuspensionState
+from airflow_chatter.errors import ConfigurationError, InvalidLeaseDocumentError
+from airflow_chatter.ports import FeedRange, FeedRangeGone
+
+from ._drain_support import T0, ManualClock, memory_container, split
+
+PROCESSOR = "chatter-cosmos-outbox-relay:abc"
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(T0)
+
+
+@pytest.fixture
+def monitored(clock: ManualClock):  # type: ignore[no-untyped-def]
+    return memory_container(clock)
+
+
+@pytest.fixture
+def container(clock: ManualClock):  # type: ignore[no-untyped-def]
+    return memory_container(clock, paths=("/id",), container_id="leases")
+
+
+def _store(container, clock: ManualClock, owner: str = "a", prefix: str = "", start_from=None) -> LeaseStore:  # type: ignore[no-untyped-def]
+    return LeaseStore(
+        container,
+        PROCESSOR,
+        owner=owner,
+        lease_prefix=prefix,
+        lease_duration_seconds=60,
+        clock=clock,
+        start_from=start_from,
+    )
+
+
+def test_f04_lease_id_is_deterministic_prefixed_and_url_safe() -> None:
+    token = '{"Range":{"min":"","max":"FF"}}'
+    first = lease_id_for(PROCESSOR, "nightly-", FeedRange(token))
+    assert first == lease_id_for(PROCESSOR, "nightly-", FeedRange(token)), "every process derives the same id"
+    assert first.startswith("nightly-" + PROCESSOR + ":")
+    assert not set("/\\?#") & set(first), "Cosmos ids may not contain / \\ ? #"
+    assert lease_id_for(PROCESSOR, "", FeedRange("x" * 5000)).__len__() < 200, "long tokens are hashed"
+    assert first != lease_id_for(PROCESSOR, "other-", FeedRange(token)), "the prefix separates lease sets"
+    assert first != lease_id_for(PROCESSOR, "nightly-", FeedRange('{"Range":{"min":"","max":"7F"}}'))
+
+
+def test_f04_lease_id_does_not_look_like_a_jwt_to_log_maskers() -> None:
+    # Airflow's secrets masker redacts anything shaped like a JWT (base64 of JSON starts "eyJ"); a lease id
+    # in a task log must stay readable.
+    lease_id = lease_id_for(PROCESSOR, "", FeedRange('{"Range":{"min":"","max":"FF"}}'))
+    assert "eyJ" not in lease_id
+
+
+def test_f04_ensure_leases_creates_one_lease_per_range_starting_at_the_beginning(
+    monitored,
+    container,
+    clock: ManualClock,  # type: ignore[no-untyped-def]
+) -> None:
+    store = _store(container, clock)
+    leases = store.ensure_leases(monitored)
+    assert [lease.token for lease in leases] == [r.token for r in monitored.read_feed_ranges()]
+    (lease,) = leases
+    assert lease.continuation is None and lease.owner is None, "RLY-08: a new lease starts at the beginning, free"
+    assert lease.suspension == SuspensionState()
+    assert store.ensure_leases(monitored) == leases, "idempotent: nothing is recreated"
+    assert container.read(lease.id, lease.id)["_chatterType"] == "lease", "partitioned on /id"
+
+
+def test_f04_acquire_takes_a_free_lease(monitored, container, clock: ManualClock) -> None:  # type: ignore[no-untyped-def]
+    store = _store(container, clock)
+    (lease,) = store.ensure_leases(monitored)
+    taken = store.acquire(lease.id)
+    assert taken.owner == "a" and taken.expires_at is not None
+    assert (taken.expires_at - clock.now).total_seconds() == 60, "live for the lease duration"
+
+
+def test_f04_a_live_lease_of_another_drain_is_reported_and_left_alone(
+    monitored,
+    container,
+    clock: ManualClock,  # type: ignore[no-untyped-def]
+) -> None:
+    a, b = _store(container, clock, "a"), _store(container, clock, "b")
+    (lease,) = a.ensure_leases(monitored)
+    held = a.acquire(lease.id)
+    with pytest.raises(LeaseHeldError) as caught:
+        b.acquire(lease.id)
+    assert caught.value.owner == "a"
+    assert container.read(lease.id, lease.id)["_etag"] == held.etag, "left alone: not even touched"
+
+
+def test_f04_an_expired_lease_can_be_taken_over(monitored, container, clock: ManualClock) -> None:  # type: ignore[no-untyped-def]
+    a, b = _store(container, clock, "a"), _store(container, clock, "b")
+    (lease,) = a.ensure_leases(monitored)
+    held = a.acquire(lease.id)
+    clock.advance(61)
+    assert b.acquire(lease.id).owner == "b"
+    with pytest.raises(LeaseLostError):  # the old owner's ETag is stale: it cannot checkpoint any more
+        a.checkpoint(held, "c1")
+
+
+def test_f04_a_lost_race_is_reported_as_held(monitored, container, clock: ManualClock) -> None:  # type: ignore[no-untyped-def]
+    a, b = _store(container, clock, "a"), _store(container, clock, "b")
+    (lease,) = a.ensure_leases(monitored)
+    # b read the free lease, then a wrote it first: b's conditional write must lose.
+    stale = b.get(lease.id)
+    a.acquire(lease.id)
+    with pytest.raises(LeaseLostError):
+        b.renew(stale)
+    with pytest.raises(LeaseHeldError):
+        b.acquire(lease.id)
+
+
+def test_f04_checkpoint_renew_and_release(monitored, container, clock: ManualClock) -> None:  # type: ignore[no-untyped-def]
+    store = _store(container, clock)
+    (lease,) = store.ensure_leases(monitored)
+    lease = store.acquire(lease.id)
+    clock.advance(10)
+    lease = store.checkpoint(lease, "cont-1")
+    assert lease.continuation == "cont-1" and lease.checkpointed_at == clock.now
+    assert (lease.expires_at - clock.now).total_seconds() == 60, "a checkpoint renews too"
+    clock.advance(35)
+    assert store.needs_renewal(lease)
+    lease = store.renew(lease)
+    assert not store.needs_renewal(lease)
+    released = store.release(lease)
+    assert released is not None and released.owner is None and released.continuation == "cont-1"
+    assert _store(container, clock, "b").acquire(lease.id).owner == "b", "a released lease is free at once"
+
+
+def test_f04_split_children_resume_from_parent(monitored, container, clock: ManualClock) -> None:  # type: ignore[no-untyped-def]
+    store = _store(container, clock)
+    (parent,) = store.ensure_leases(monitored)
+    parent = store.checkpoint(store.acquire(parent.id), "parent-cont")
+    left, right = split(monitored, parent.feed_range)
+    children = store.split(parent, monitored, FeedRangeGone("gone"))
+    assert sorted(c.token for c in children) == sorted([left.token, right.token])
+    assert all(c.continuation == "parent-cont" for c in children), "no document skipped: children resume there"
+    marked = store.get(parent.id)
+    assert marked.state == SPLIT and set(marked.children) == {left.token, right.token} and marked.owner is None
+    assert [lease.token for lease in store.ensure_leases(monitored)] == [left.token, right.token]
+
+
+def test_f04_ensure_leases_maps_a_split_it_discovers_onto_the_parent(
+    monitored,
+    container,
+    clock: ManualClock,  # type: ignore[no-untyped-def]
+) -> None:
+    store = _store(container, clock)
+    (parent,) = store.ensure_leases(monitored)
+    store.checkpoint(store.acquire(parent.id), "parent-cont")
+    split(monitored, parent.feed_range)
+    children = store.ensure_leases(monitored)
+    assert len(children) == 2 and all(c.continuation == "parent-cont" for c in children)
+    assert store.get(parent.id).state == SPLIT
+
+
+def test_f04_a_split_with_no_children_reraises_gone(monitored, container, clock: ManualClock) -> None:  # type: ignore[no-untyped-def]
+    store = _store(container, clock)
+    (lease,) = store.ensure_leases(monitored)
+    gone = FeedRangeGone("vanished")
+    with pytest.raises(FeedRangeGone):
+        store.split(lease, monitored, gone)
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"_chatterType": "outbox"}, "_chatterType"),
+        ({"feed_range": None}, "feed_range"),
+        ({"continuation": 5}, "continuation"),
+        ({"expires_at": "soon"}, "expires_at"),
+        ({"suspension": {"consecutive_failures": "x"}}, "consecutive_failures"),
+        ({"state": "weird"}, "state"),
+        ({"processor": ""}, "processor"),
+        ({"start_from": "last tuesday"}, "start_from"),
+        ({"start_from": "2026-11-30T06:00:00"}, "start_from"),  # no UTC offset: ambiguous
+        ({"start_from": 1764482400}, "start_from"),
+    ],
+)
+def test_f04_malformed_lease_document_names_the_lease(
+    monitored,
+    container,
+    clock: ManualClock,
+    change: dict,
+    named: str,  # type: ignore[no-untyped-def]
+) -> None:
+    store = _store(container, clock)
+    (lease,) = store.ensure_leases(monitored)
+    doc = container.read(lease.id, lease.id)
+    doc.update(change)
+    container.replace(lease.id, lease.id, doc)
+    with pytest.raises(InvalidLeaseDocumentError) as caught:
+        store.acquire(lease.id)
+    assert lease.id in str(caught.value) and named in str(caught.value)
+
+
+def test_f04_unknown_fields_survive_a_write(monitored, container, clock: ManualClock) -> None:  # type: ignore[no-untyped-def]
+    store = _store(container, clock)
+    (lease,) = store.ensure_leases(monitored)
+    doc = container.read(lease.id, lease.id)
+    doc["operator_note"] = "paused for migration"
+    container.replace(lease.id, lease.id, doc)
+    store.checkpoint(store.acquire(lease.id), "c")
+    assert container.read(lease.id, lease.id)["operator_note"] == "paused for migration"
+
+
+def test_f04_ensure_leases_records_the_start_from_of_a_point_in_time_store(
+    monitored,
+    container,
+    clock: ManualClock,  # type: ignore[no-untyped-def]
+) -> None:
+    start = clock.now - timedelta(hours=2)
+    (lease,) = _store(container, clock, start_from=start).ensure_leases(monitored)
+    assert lease.continuation is None and lease.start_from == start
+    assert container.read(lease.id, lease.id)["start_from"] == "2026-11-30T04:00:00+00:00", "stored as ISO-8601 UTC"
+    (plain,) = _store(container, clock, prefix="scheduled-").ensure_leases(monitored)
+    assert plain.start_from is None, "RLY-08: without a start_from a new lease starts at the beginning"
+
+
+def test_f04_start_from_is_stored_as_utc_whole_seconds(monitored, container, clock: ManualClock) -> None:  # type: ignore[no-untyped-def]
+    # _ts and the change feed's start time are whole seconds: flooring reads that whole second, never less.
+    start = datetime(2026, 11, 30, 7, 30, 5, 750_000, tzinfo=timezone(timedelta(hours=2)))
+    (lease,) = _store(container, clock, start_from=start).ensure_leases(monitored)
+    assert lease.start_from == datetime(2026, 11, 30, 5, 30, 5, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("bad", [datetime(2026, 11, 30, 6, 0, 0), "2026-11-30T06:00:00Z"])
+def test_f04_start_from_must_be_an_aware_datetime(container, clock: ManualClock, bad: object) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ConfigurationError, match="start_from"):
+        _store(container, clock, start_from=bad)
+
+
+def test_f04_split_children_of_a_never_checkpointed_point_in_time_lease_keep_its_start(
+    monitored,
+    container,
+    clock: ManualClock,  # type: ignore[no-untyped-def]
+) -> None:
+    start = clock.now - timedelta(minutes=5)
+    store = _store(container, clock, start_from=start)
+    (parent,) = store.ensure_leases(monitored)
+    split(monitored, parent.feed_range)
+    children = store.split(store.acquire(parent.id), monitored, FeedRangeGone("gone"))
+    assert len(children) == 2
+    assert all(c.continuation is None and c.start_from == start for c in children), "nothing before the start"
+
+
+def test_f04_split_children_take_the_parents_start_not_the_stores(
+    monitored,
+    container,
+    clock: ManualClock,  # type: ignore[no-untyped-def]
+) -> None:
+    (parent,) = _store(container, clock).ensure_leases(monitored)  # a lease that starts at the beginning
+    split(monitored, parent.feed_range)
+    later = _store(container, clock, start_from=clock.now)
+    children = later.ensure_leases(monitored)
+    assert len(children) == 2
+    assert all(c.start_from is None for c in children), "a child carries on its parent's stream: from the beginning"
+
+
+def test_f04_split_children_of_a_checkpointed_point_in_time_lease_resume_from_its_continuation(
+    monitored,
+    container,
+    clock: ManualClock,  # type: ignore[no-untyped-def]
+) -> None:
+    store = _store(container, clock, start_from=clock.now)
+    (parent,) = store.ensure_leases(monitored)
+    parent = store.checkpoint(store.acquire(parent.id), "parent-cont")
+    split(monitored, parent.feed_range)
+    children = store.ensure_leases(monitored)
+    assert len(children) == 2 and all(c.continuation == "parent-cont" for c in children)
+
+
+def _range(low: str, high: str) -> FeedRange:
+    return FeedRange(json.dumps({"Range": {"isMinInclusive": True, "max": high, "min": low}}, sort_keys=True))
+
+
+@pytest.mark.parametrize(
+    ("whole", "parts", "tiled"),
+    [
+        # the SDK's shape: "" is the lowest EPK, "FF" the highest, variable-length uppercase hex
+        (("", "FF"), [("", "7F"), ("7F", "FF")], True),
+        (("", "FF"), [("7F", "FF"), ("", "7F")], True),
+        (("", "FF"), [("", "3F"), ("3F", "7F"), ("7F", "FF")], True),
+        (("", "FF"), [("", "7F")], False),
+        (("", "FF"), [("", "3F"), ("7F", "FF")], False),
+        (("", "FF"), [("", "7F"), ("70", "FF")], False),
+    ],
+)
+def test_f04_merge_parts_must_tile_the_merged_range_edge_to_edge(
+    whole: tuple[str, str], parts: list[tuple[str, str]], tiled: bool
+) -> None:
+    from airflow_chatter.drain.leases import _tiles
+
+    assert _tiles(_range(*whole), [_range(*p) for p in parts]) is tiled
+
+
+def test_f04_ranges_that_cannot_be_compared_never_count_as_a_merge() -> None:
+    from airflow_chatter.drain.leases import _tiles
+
+    assert not _tiles(FeedRange("opaque"), [FeedRange("a"), FeedRange("b")])
+    assert not _tiles(_range("", "FF"), [_range("", "7F"), FeedRange('{"Range": {"min": 1, "max": 2}}')])
+
+
+def test_f04_a_merged_lease_document_parses_and_an_unknown_state_is_named(container, clock: ManualClock) -> None:  # type: ignore[no-untyped-def]
+    store = _store(container, clock)
+    lease = store._create(FeedRange("r"), None, None)
+    doc = {**container.read(lease.id, lease.id), "state": "merged", "children": ["m"]}
+    container.replace(lease.id, lease.id, doc)
+    assert store.get(lease.id).state == "merged"
+    container.replace(lease.id, lease.id, {**doc, "state": "gone"})
+    with pytest.raises(InvalidLeaseDocumentError, match="state must be 'active', 'split' or 'merged', got 'gone'"):
+        store.get(lease.id)

@@ -1,0 +1,251 @@
+"""CNT-01..05: the monitored container is verified once, at drain start, with every violation reported together."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import Any, NoReturn
+
+import pytest
+
+from airflow_chatter.drain.monitored_container import verify_monitored_container
+from airflow_chatter.errors import ConfigurationError, ContainerContractError
+from airflow_chatter.ports import (
+    BatchOperation,
+    BatchOperationResult,
+    ChangeFeedPage,
+    ChangeFeedStart,
+    ContainerProperties,
+    Document,
+    DocumentContainer,
+    FeedRange,
+    PartitionKey,
+    PatchOperation,
+    ServiceUnavailable,
+)
+
+
+class PropertiesOnlyContainer(DocumentContainer):
+    """A stub of the port that answers ``properties()`` only, and counts the reads (CNT: one metadata read)."""
+
+    def __init__(self, properties: ContainerProperties | None = None, error: Exception | None = None) -> None:
+        self._properties = properties
+        self._error = error
+        self.reads = 0
+        self.container_id = "orders"
+        self.database_id = "shop"
+
+    def properties(self) -> ContainerProperties:
+        self.reads += 1
+        if self._error is not None:
+            raise self._error
+        assert self._properties is not None
+        return self._properties
+
+    def _unused(self) -> NoReturn:
+        raise AssertionError("start-time verification performs no document operation")
+
+    def create(self, document: Document, partition_key: PartitionKey) -> Document:
+        return self._unused()
+
+    def read(self, item_id: str, partition_key: PartitionKey) -> Document:
+        return self._unused()
+
+    def replace(
+        self, item_id: str, partition_key: PartitionKey, document: Document, *, if_match: str | None = None
+    ) -> Document:
+        return self._unused()
+
+    def upsert(self, document: Document, partition_key: PartitionKey, *, if_match: str | None = None) -> Document:
+        return self._unused()
+
+    def delete(self, item_id: str, partition_key: PartitionKey, *, if_match: str | None = None) -> None:
+        self._unused()
+
+    def patch(
+        self,
+        item_id: str,
+        partition_key: PartitionKey,
+        operations: Sequence[PatchOperation],
+        *,
+        if_match: str | None = None,
+        filter_predicate: str | None = None,
+    ) -> Document:
+        return self._unused()
+
+    def execute_batch(
+        self, partition_key: PartitionKey, operations: Sequence[BatchOperation]
+    ) -> list[BatchOperationResult]:
+        return self._unused()
+
+    def query(
+        self, sql: str, parameters: Mapping[str, Any] | None = None, *, partition_key: PartitionKey | None = None
+    ) -> Iterator[Document]:
+        return self._unused()
+
+    def read_feed_ranges(self, *, force_refresh: bool = False) -> list[FeedRange]:
+        return self._unused()
+
+    def is_feed_range_subset(self, parent: FeedRange, child: FeedRange) -> bool:
+        return self._unused()
+
+    def feed_range_overlap(self, a: FeedRange, b: FeedRange) -> FeedRange | None:
+        return self._unused()
+
+    def read_change_feed(
+        self,
+        feed_range: FeedRange,
+        *,
+        continuation: str | None = None,
+        start: ChangeFeedStart | datetime = ChangeFeedStart.BEGINNING,
+        max_item_count: int = 100,
+    ) -> ChangeFeedPage:
+        return self._unused()
+
+
+def container(paths: Sequence[str] = ("/tenantId",), default_ttl: int | None = -1) -> PropertiesOnlyContainer:
+    return PropertiesOnlyContainer(
+        ContainerProperties("https://acct.documents.azure.com/", "shop", "orders", tuple(paths), default_ttl)
+    )
+
+
+def refusal(target: PropertiesOnlyContainer, declared: Sequence[str]) -> ContainerContractError:
+    with pytest.raises(ContainerContractError) as caught:
+        verify_monitored_container(target, declared)
+    assert target.reads == 1, "one metadata read per container, even when refusing"
+    return caught.value
+
+
+@pytest.mark.parametrize("default_ttl", [-1, None])
+def test_cnt_01_accepts_ttl_minus_one_or_unset(default_ttl: int | None) -> None:
+    target = container(default_ttl=default_ttl)
+    properties = verify_monitored_container(target, ["/tenantId"])
+    assert properties.default_ttl == default_ttl and target.reads == 1, "the properties read is returned for reuse"
+
+
+@pytest.mark.parametrize("default_ttl", [0, 1, 86400, -2, -86400])
+def test_cnt_01_rejects_any_other_default_ttl_naming_the_value(default_ttl: int) -> None:
+    """CNT-01: Cosmos would purge pending documents before they were published."""
+    error = refusal(container(default_ttl=default_ttl), ["/tenantId"])
+    assert len(error.violations) == 1 and str(default_ttl) in error.violations[0]
+    assert str(default_ttl) in str(error) and "defaultTtl" in str(error)
+
+
+def test_cnt_02_accepts_a_declared_path_without_leading_slash() -> None:
+    verify_monitored_container(container(["/tenantId"]), ["tenantId"])
+
+
+def test_cnt_02_accepts_an_equal_hierarchical_path() -> None:
+    verify_monitored_container(container(["/tenantId", "/region"]), ["tenantId", "/region/"])
+
+
+def test_cnt_02_rejects_a_case_mismatch_naming_both_spellings() -> None:
+    """CNT-02: a mismatch recovers null partition keys, so every delivered stamp would fail after publishing."""
+    error = refusal(container(["/tenantId"]), ["/TenantId"])
+    assert "/TenantId" in str(error) and "/tenantId" in str(error)
+
+
+def test_cnt_02_rejects_a_reordered_hierarchical_path_listing_both() -> None:
+    error = refusal(container(["/tenantId", "/region"]), ["/region", "/tenantId"])
+    assert "/region, /tenantId" in str(error) and "/tenantId, /region" in str(error)
+
+
+@pytest.mark.parametrize("declared", [["/tenantId", "/region"], ["/tenantId/id"]])
+def test_cnt_02_rejects_a_wrong_segment_count(declared: list[str]) -> None:
+    error = refusal(container(["/tenantId"]), declared)
+    assert len(error.violations) == 1
+
+
+@pytest.mark.parametrize("path", ["/status", "/ttl", "/status/code"])
+def test_cnt_03_rejects_a_container_partitioned_on_a_stamped_path(path: str) -> None:
+    """CNT-03: Cosmos refuses to patch a partition key, so no stamp could ever land."""
+    error = refusal(container([path]), [path])
+    assert len(error.violations) == 1 and path in error.violations[0]
+
+
+def test_cnt_03_rejects_a_stamped_path_inside_a_hierarchical_key() -> None:
+    error = refusal(container(["/tenantId", "/ttl"]), ["/tenantId", "/ttl"])
+    assert "/ttl" in error.violations[0]
+
+
+def test_cnt_04_reports_path_mismatch_and_positive_ttl_together() -> None:
+    """CNT-04: one error names both, so one fix-and-restart covers all."""
+    error = refusal(container(["/tenantId"], default_ttl=86400), ["/TenantId"])
+    assert len(error.violations) == 2
+    message = str(error)
+    assert "86400" in message and "/TenantId" in message and "/tenantId" in message
+    assert "orders" in message and "shop" in message, "it names the container and database"
+    assert error.container_id == "orders" and error.database_id == "shop"
+
+
+def test_cnt_04_reports_every_violation_at_once() -> None:
+    error = refusal(container(["/status"], default_ttl=0), ["/tenantId"])
+    assert len(error.violations) == 3, "ttl, path mismatch and stamped path are all named"
+
+
+def test_cnt_05_wraps_a_metadata_read_failure_naming_container_and_database() -> None:
+    cause = ServiceUnavailable("account offline")
+    target = PropertiesOnlyContainer(error=cause)
+    with pytest.raises(ContainerContractError) as caught:
+        verify_monitored_container(target, ["/tenantId"])
+    assert caught.value.__cause__ is cause, "the Cosmos error is kept as the cause"
+    assert "orders" in str(caught.value) and "shop" in str(caught.value)
+    assert "account offline" in str(caught.value)
+    assert target.reads == 1
+
+
+def test_cnt_05_explicit_ids_win_over_container_attributes() -> None:
+    target = PropertiesOnlyContainer(error=ServiceUnavailable("down"))
+    with pytest.raises(ContainerContractError) as caught:
+        verify_monitored_container(target, ["/tenantId"], container_id="c1", database_id="d1")
+    assert (caught.value.container_id, caught.value.database_id) == ("c1", "d1")
+
+
+def test_cfg_05_bad_declared_path_fails_before_any_read() -> None:
+    target = container()
+    with pytest.raises(ConfigurationError):
+        verify_monitored_container(target, [])
+    assert target.reads == 0, "a declaration error needs no metadata read"
+
+
+# The same rules against the in-memory adapter (the real port implementation), where it can express the setting.
+# Cosmos DB itself refuses a defaultTtl of 0 or below -1, so those cases stay on the stub above.
+
+
+def memory(paths: Sequence[str] = ("/tenantId",), default_ttl: int | None = -1) -> Any:
+    # NOTE: imported here so the stub-based tests above still run while the memory adapter is being written.
+    adapter = pytest.importorskip("airflow_chatter.adapters.memory.container")
+    return adapter.MemoryDocumentContainer(
+        partition_key_paths=paths, default_ttl=default_ttl, database_id="shop", container_id="orders"
+    )
+
+
+def test_cnt_01_memory_container_with_ttl_on_and_matching_path_is_accepted() -> None:
+    target = memory()
+    properties = verify_monitored_container(target, ["tenantId"])
+    assert properties.container_id == "orders" and target.calls["properties"] == 1, "exactly one metadata read"
+
+
+def test_cnt_04_memory_container_reports_path_mismatch_and_positive_ttl_together() -> None:
+    target = memory(["/tenantId"], default_ttl=86400)
+    with pytest.raises(ContainerContractError) as caught:
+        verify_monitored_container(target, ["/TenantId"])
+    assert len(caught.value.violations) == 2 and "86400" in str(caught.value) and "/TenantId" in str(caught.value)
+    assert target.calls["properties"] == 1
+
+
+def test_cnt_03_memory_container_partitioned_on_status_is_refused() -> None:
+    with pytest.raises(ContainerContractError) as caught:
+        verify_monitored_container(memory(["/status"]), ["/status"])
+    assert "/status" in str(caught.value)
+
+
+def test_cnt_05_memory_container_read_failure_is_wrapped_naming_container_and_database() -> None:
+    target = memory()
+    cause = ServiceUnavailable("metadata read failed")
+    target.faults.fail("properties", error=cause)
+    with pytest.raises(ContainerContractError) as caught:
+        verify_monitored_container(target, ["/tenantId"], container_id="orders", database_id="shop")
+    assert caught.value.__cause__ is cause
+    assert "'orders'" in str(caught.value) and "'shop'" in str(caught.value)
+    assert target.calls["properties"] == 1
