@@ -385,7 +385,7 @@ class LeaseStore:
         """Replace a gone range by its children, each starting from the parent's continuation.
 
         INVARIANT: no document is skipped or lost across a split, because every child starts at the
-        parent's last checkpoint (tests/unit/test_leases.py::test_f04_split_children_resume_from_parent;
+        parent's last checkpoint (tests/unit/drain/test_leases.py::test_f04_split_children_resume_from_parent;
         starting a child from ``None`` or from "now" would make that test fail). A parent never
         checkpointed has no checkpoint to hand on: its children take its ``start_from`` instead, not
         this store's, so a point-in-time lease keeps its start and a beginning lease keeps the beginning.

@@ -169,7 +169,7 @@ class DrainTelemetry:
 
     def _log(self, level: int, message: str, *args: Any, exc_info: BaseException | None = None) -> None:
         # INVARIANT: a broken logger never changes the outcome. Pinned by
-        # tests/unit/test_drain_telemetry.py::test_log_broken_logger_never_changes_the_outcome; removing this
+        # tests/unit/drain/test_drain_telemetry.py::test_log_broken_logger_never_changes_the_outcome; removing this
         # try/except makes that test see the logger's error instead of the drain's.
         try:
             self._logger.log(level, message, *args, exc_info=exc_info)
