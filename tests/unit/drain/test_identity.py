@@ -104,14 +104,14 @@ def test_src_02_declared_identity_compares_tokens_only() -> None:
 
 @pytest.mark.parametrize(("monitored", "lease"), [("", "l"), ("m", "  "), (None, "l")])
 def test_cfg_06_declared_tokens_must_be_non_blank(monitored: object, lease: object) -> None:
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(ConfigurationError, match=r"(monitored|lease)_source_identity=.* must be a non-blank string"):
         SourceIdentity.declared(monitored, lease)  # type: ignore[arg-type]
 
 
 def test_src_identity_rejects_wrong_component_count() -> None:
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(ConfigurationError, match="must be 2 strings for a declared identity"):
         SourceIdentity("declared", ("only-one",))
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(ConfigurationError, match="kind='other' must be 'declared' or 'ground-truth'"):
         SourceIdentity("other", ("a", "b"))  # type: ignore[arg-type]
 
 
@@ -136,7 +136,9 @@ def test_src_04_ground_truth_duplicates_with_different_filters_fail_fast() -> No
     registry = SourceRegistry()
     identity = SourceIdentity.ground_truth(props(), props(container="leases"))
     registry.register(identity, "all", additional_pending_filter=lambda d: True)
-    with pytest.raises(DuplicateSourceError):
+    with pytest.raises(
+        DuplicateSourceError, match="source='some' resolves to the same source identity .* as source 'all'"
+    ):
         registry.register(identity, "some", additional_pending_filter=lambda d: False)
 
 
@@ -144,7 +146,7 @@ def test_src_04_different_resolvers_on_one_identity_fail_fast() -> None:
     registry = SourceRegistry()
     identity = SourceIdentity.declared("m", "l")
     registry.register(identity, "s", body_resolver=lambda c: None)
-    with pytest.raises(DuplicateSourceError):
+    with pytest.raises(DuplicateSourceError, match="source='s' resolves to the same source identity"):
         registry.register(identity, "s", body_resolver=lambda c: "other")
 
 

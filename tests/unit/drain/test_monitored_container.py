@@ -203,7 +203,9 @@ def test_cnt_05_explicit_ids_win_over_container_attributes() -> None:
 
 def test_cfg_05_bad_declared_path_fails_before_any_read() -> None:
     target = container()
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(
+        ConfigurationError, match="partition_key_paths=\\[\\] must name at least one partition-key path"
+    ):
         verify_monitored_container(target, [])
     assert target.reads == 0, "a declaration error needs no metadata read"
 

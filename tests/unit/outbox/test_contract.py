@@ -178,10 +178,13 @@ def test_ctr_03_violations_follow_the_fixed_field_order() -> None:
     assert set(verdict.violations) <= set(ORDER)
 
 
-def test_ctr_03_message_without_a_message_id_still_says_so() -> None:
+def test_ctr_03_a_message_without_a_message_id_says_it_has_none_and_names_every_violation() -> None:
     verdict = verify({})
     assert isinstance(verdict, Undeliverable) and verdict.message_id is None
     assert verdict.violations == ("Destination", "MessageBody", "MessageContentType")
+    assert verdict.message.startswith("Outbox document (no MessageId) cannot be published"), verdict.message
+    for field_name in verdict.violations:
+        assert f"'{field_name}'" in verdict.message, f"the message must name {field_name}"
 
 
 def test_ctr_01_text_without_utf8_bytes_is_reported_not_left_to_fail_the_produce() -> None:

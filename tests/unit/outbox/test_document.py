@@ -79,14 +79,14 @@ def test_obx_01_empty_context_is_an_empty_json_object() -> None:
 
 
 def test_obx_01_rejects_an_unserialisable_context() -> None:
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(ConfigurationError, match=r"context=.* is not JSON-serialisable"):
         message(context={"when": object()}).to_document("/k", "v")
 
 
 @pytest.mark.parametrize("message_id", ["", "   ", None])
 def test_obx_01_rejects_a_blank_message_id(message_id: Any) -> None:
     """DTW-05: a message without an id can never be deduplicated downstream."""
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(ConfigurationError, match=r"message_id=.* must be a non-blank string"):
         message(message_id=message_id)
 
 
@@ -122,12 +122,12 @@ def test_obx_03_reserved_set_is_exactly_the_eight_fields() -> None:
 
 def test_obx_03_checks_run_before_the_id_is_built() -> None:
     """OBX-03/04: the reserved-root error wins over an over-long id: nothing is built for a bad partition path."""
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(ConfigurationError, match="rooted at the reserved outbox field 'id'"):
         message(message_id="a" * 2000).to_document("/id", "v")
 
 
 def test_obx_04_over_long_message_id_is_refused_before_any_document_exists() -> None:
-    with pytest.raises(ItemIdTooLongError):
+    with pytest.raises(ItemIdTooLongError, match="1025 characters long, over the Cosmos DB id limit of 1023"):
         message(message_id="a" * 763).to_document("/k", "v")
 
 

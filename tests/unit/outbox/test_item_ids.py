@@ -55,7 +55,7 @@ def test_obx_04_rejects_763_ascii_characters_for_outbox_naming_length_and_limit(
 
 def test_obx_04_unencodable_message_id_is_an_argument_error() -> None:
     """OBX-04: a lone surrogate has no UTF-8 bytes; replacing it would map two message ids onto one item id."""
-    with pytest.raises(ValueError):
+    with pytest.raises(UnicodeEncodeError, match="surrogates not allowed"):
         build_item_id("outbox", "bad\ud800")
 
 

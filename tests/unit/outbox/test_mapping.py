@@ -59,7 +59,7 @@ def test_f_02_key_strategy_message_id_and_none() -> None:
 
 
 def test_f_02_unknown_key_strategy_is_refused() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="key_strategy must be one of .* not 'random'"):
         to_outgoing_message(deliverable(), "t", "random")  # type: ignore[arg-type]
 
 

@@ -79,18 +79,18 @@ def test_obx_02_each_document_gets_its_own_copy() -> None:
 
 
 def test_obx_02_rejects_value_count_mismatch() -> None:
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(ConfigurationError, match="must supply one value per partition-key path"):
         stamp_partition_value({}, ["/a", "/b"], ["only-one"])
 
 
 def test_obx_02_rejects_a_path_through_a_non_object_field() -> None:
     """OBX-02: overwriting an application scalar with an object would corrupt the document; refuse instead."""
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(ConfigurationError, match="crosses field 'tenant', which the document holds as a non-object"):
         stamp_partition_value({"tenant": "scalar"}, "/tenant/id", "t1")
 
 
 def test_obx_02_rejects_a_non_scalar_value() -> None:
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(ConfigurationError, match="for /k is not a JSON scalar"):
         stamp_partition_value({}, "/k", {"nested": 1})  # type: ignore[arg-type]
 
 
