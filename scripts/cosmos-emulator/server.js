@@ -9,8 +9,8 @@
  * package.json pins the exact version. The package's route table captures handler references when `routes.js`
  * loads, so every override below is installed before `lib/index.js` (which requires the routes) is loaded.
  *
- * Each `fix...` function fixes one 1.0.1 defect listed in /work/shared/notes/cosmos-emulator.md §3-§4; its comment
- * names the defect. Protocol facts (headers azure-cosmos 4.17.1 sends) are in §4 of the same note.
+ * Each `fix...` function fixes one 1.0.1 defect listed in docs/emulator.md; its comment
+ * names the defect. Protocol facts (headers azure-cosmos 4.17.1 sends) are in docs/emulator.md too.
  */
 "use strict";
 

@@ -1,7 +1,7 @@
 """The emulator's compatibility layer, proved with the raw azure-cosmos SDK: one test (or a few) per fix.
 
 Each fix in scripts/cosmos-emulator/server.js repairs a defect of ``@vercel/cosmosdb-server`` 1.0.1
-(/work/shared/notes/cosmos-emulator.md §3). Every test here asserts real Cosmos DB behaviour, so it passes on a
+(the defects table of docs/emulator.md). Every test here asserts real Cosmos DB behaviour, so it passes on a
 real account and on the patched emulator, and FAILS on the vanilla server. To see that:
 
     CHATTER_EMULATOR_COMPAT=0 COSMOS_EMULATOR_PORT=8085 scripts/cosmos-emulator.sh start
