@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_chatter.adapters.memory.container import (
+from airflow_chatter.adapters.memory import (
     EPK_SPACE,
     OPERATIONS,
     MemoryDocumentContainer,

@@ -1,0 +1,148 @@
+"""Partition keys, the effective-partition-key (EPK) space, feed ranges and change-feed continuations.
+
+A partition key hashes to a point of ``[0, EPK_SPACE)``; a feed range is a half-open interval of it, carried in
+a ``FeedRange`` token shaped like the SDK's (``{"Range": {"min", "max", "isMinInclusive"}}``, hex bounds), which
+the drain parses too. A continuation names its container, its range and the last ``_lsn`` read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_chatter.ports import BadRequest, FeedRange
+
+#: The EPK space: partition keys hash to ``[0, EPK_SPACE)``; feed ranges are half-open intervals of it.
+EPK_SPACE = 1 << 60
+
+
+def canonical_component(value: Any) -> Any:
+    """Return a partition-key component as Cosmos compares it: JSON numbers are doubles, so 1 == 1.0."""
+    if value is None or isinstance(value, (str, bool)):
+        return value
+    if isinstance(value, (int, float)):
+        return int(value) if float(value).is_integer() else float(value)
+    raise BadRequest(f"a partition-key component must be a JSON scalar, not {type(value).__name__}")
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class PartitionKeyValue:
+    """A partition-key value (full or prefix) in canonical form.
+
+    Compared through its JSON text, not its Python values: ``True == 1`` in Python but not in Cosmos.
+    """
+
+    components: tuple[Any, ...]
+
+    @property
+    def json(self) -> str:
+        return _compact(list(self.components))
+
+    @property
+    def epk(self) -> int:
+        """Hash the full key into the EPK space, the way the service routes a key to a physical partition."""
+        digest = hashlib.sha256(self.json.encode("utf-8")).digest()
+        return int.from_bytes(digest[:8], "big") >> 4
+
+    def starts_with(self, prefix: PartitionKeyValue) -> bool:
+        ours = [_compact(component) for component in self.components[: len(prefix.components)]]
+        return ours == [_compact(component) for component in prefix.components]
+
+
+@dataclass(frozen=True, order=True)
+class EpkRange:
+    """A half-open interval ``[low, high)`` of the EPK space; its token is what ``FeedRange`` carries."""
+
+    low: int
+    high: int
+
+    @property
+    def feed_range(self) -> FeedRange:
+        body = {"Range": {"min": f"{self.low:016X}", "max": f"{self.high:016X}", "isMinInclusive": True}}
+        return FeedRange(json.dumps(body, sort_keys=True, separators=(",", ":")))
+
+    @classmethod
+    def parse(cls, feed_range: FeedRange) -> EpkRange:
+        token = feed_range.token
+        try:
+            span = json.loads(token)["Range"]
+            low, high = int(span["min"], 16), int(span["max"], 16)
+        except (ValueError, KeyError, TypeError) as error:
+            raise BadRequest(f"not a feed range of this container: {token!r}") from error
+        if not 0 <= low < high <= EPK_SPACE:
+            raise BadRequest(f"feed range {token!r} lies outside the EPK space")
+        return cls(low, high)
+
+    def contains(self, epk: int) -> bool:
+        return self.low <= epk < self.high
+
+    def covers(self, other: EpkRange) -> bool:
+        return self.low <= other.low and other.high <= self.high
+
+    def halves(self) -> tuple[EpkRange, EpkRange]:
+        """The two halves at the EPK midpoint, as a partition split cuts a range."""
+        if self.high - self.low < 2:
+            raise BadRequest("the feed range is too narrow to split")
+        middle = (self.low + self.high) // 2
+        return EpkRange(self.low, middle), EpkRange(middle, self.high)
+
+
+def overlap(a: FeedRange, b: FeedRange) -> FeedRange | None:
+    """The feed range ``a`` and ``b`` share (``a`` or ``b`` itself when one holds the other); ``None`` if disjoint."""
+    first, second = EpkRange.parse(a), EpkRange.parse(b)
+    low, high = max(first.low, second.low), min(first.high, second.high)
+    if low >= high:
+        return None
+    if (low, high) == (first.low, first.high):
+        return a
+    if (low, high) == (second.low, second.high):
+        return b
+    return EpkRange(low, high).feed_range
+
+
+def even_ranges(count: int) -> list[EpkRange]:
+    """Cut the EPK space into ``count`` ranges of equal width."""
+    if count < 1:
+        raise ValueError("a container has at least one feed range")
+    bounds = [EPK_SPACE * i // count for i in range(count + 1)]
+    return [EpkRange(bounds[i], bounds[i + 1]) for i in range(count)]
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """Where a reader of one feed range stands: after every change with ``_lsn`` <= ``lsn``.
+
+    It names its container and range so a token is never silently applied to the wrong feed; a child range
+    accepts its parent's token, which is how readers carry on after a split.
+    """
+
+    container_rid: str
+    feed_range: EpkRange
+    lsn: int
+
+    def encode(self) -> str:
+        body = {
+            "v": 1,
+            "container": self.container_rid,
+            "min": f"{self.feed_range.low:016X}",
+            "max": f"{self.feed_range.high:016X}",
+            "lsn": self.lsn,
+        }
+        return json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def decode(cls, token: str) -> Continuation:
+        try:
+            body = json.loads(token)
+            if body.get("v") != 1:
+                raise ValueError("unknown version")
+            feed_range = EpkRange(int(body["min"], 16), int(body["max"], 16))
+            return cls(str(body["container"]), feed_range, int(body["lsn"]))
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            raise BadRequest(f"not a change-feed continuation of the in-memory container: {token!r}") from error
