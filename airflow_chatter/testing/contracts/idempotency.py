@@ -110,12 +110,15 @@ class IdempotencyStoreContract(abc.ABC):
         self.clock = ManualClock()
         self.scope = f"conformance-{uuid.uuid4().hex}"
         self._store: IdempotencyStore | None = None
+        self._store_lock = threading.Lock()
 
     @property
     def store(self) -> IdempotencyStore:
-        if self._store is None:
-            self._store = self.make_store(self.clock)
-        return self._store
+        """The test's one store, built on first use (under a lock: the concurrency tests may get there first)."""
+        with self._store_lock:
+            if self._store is None:
+                self._store = self.make_store(self.clock)
+            return self._store
 
     def key(self, name: str = "key") -> str:
         return f"{name}-{uuid.uuid4().hex[:8]}"
