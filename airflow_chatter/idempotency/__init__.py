@@ -1,0 +1,48 @@
+"""Idempotency keys: run a non-idempotent operation at most once per key, and replay its response to retries.
+
+The core of it (no Airflow, no FastAPI, no azure-cosmos import): the values and the store interface, an in-memory
+store and a store over the project's ``DocumentContainer`` port (so over Cosmos DB). The FastAPI side lives in
+``airflow_chatter.idempotency.http``, the Airflow hook in ``airflow_chatter.airflow.hooks.idempotent_http``; the
+conformance suite in ``airflow_chatter.testing.contracts.idempotency``. See docs/idempotency.md.
+"""
+
+from airflow_chatter.idempotency.errors import (
+    IdempotencyContainerError,
+    IdempotencyContentionError,
+    IdempotencyKeyTooLongError,
+    InvalidIdempotencyDocumentError,
+    InvalidIdempotencyRequestError,
+)
+from airflow_chatter.idempotency.keys import MAX_ITEM_ID_BYTES, MAX_KEY_LENGTH, encode_item_id, validate_key
+from airflow_chatter.idempotency.memory import MemoryIdempotencyStore
+from airflow_chatter.idempotency.store import IdempotencyStore
+from airflow_chatter.idempotency.values import (
+    AlreadyInFlight,
+    BodyHashMismatch,
+    IdempotencyOptions,
+    Replay,
+    ReservationOutcome,
+    Reserved,
+    StoredResponse,
+)
+
+__all__ = [
+    "MAX_ITEM_ID_BYTES",
+    "MAX_KEY_LENGTH",
+    "AlreadyInFlight",
+    "BodyHashMismatch",
+    "IdempotencyContainerError",
+    "IdempotencyContentionError",
+    "IdempotencyKeyTooLongError",
+    "IdempotencyOptions",
+    "IdempotencyStore",
+    "InvalidIdempotencyDocumentError",
+    "InvalidIdempotencyRequestError",
+    "MemoryIdempotencyStore",
+    "Replay",
+    "ReservationOutcome",
+    "Reserved",
+    "StoredResponse",
+    "encode_item_id",
+    "validate_key",
+]
