@@ -41,6 +41,7 @@ from airflow_chatter.drain.telemetry import (
     SendSpan,
     error_type,
 )
+from airflow_chatter.drain.topology import LeaseTopology
 from airflow_chatter.errors import (
     ConfigurationError,
     ConfirmationFailed,
@@ -284,6 +285,7 @@ class DrainEngine:
             clock=clock,
             start_from=start_from,
         )
+        self.topology = LeaseTopology(self.store, monitored)
         delivery = source.delivery
         self._delivered_value = delivery.delivered_status_value
         self._delivered_ops = (
@@ -297,7 +299,7 @@ class DrainEngine:
 
     def ensure_leases(self) -> list[Lease]:
         """Create leases for the monitored container's current feed ranges; return the active ones."""
-        return self.store.ensure_leases(self.monitored)
+        return self.topology.ensure_leases()
 
     def drain_all(self, *, max_documents: int | None = None, max_seconds: float | None = None) -> list[DrainSummary]:
         """Drain every active lease once (and the children of any that split during the run).
@@ -379,7 +381,7 @@ class DrainEngine:
                     max_item_count=budget.page_size(self.source.max_batch_size, tally.documents),
                 )
             except FeedRangeGone as gone:
-                children = self.store.split(lease, self.monitored, gone)
+                children = self.topology.split(lease, gone)
                 tally.split_into = tuple(child.id for child in children)
                 holder.released = True  # the parent is marked split; nothing left to release
                 return
