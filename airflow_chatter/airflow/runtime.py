@@ -18,6 +18,7 @@ from typing import Any
 from airflow_chatter.airflow.config import SourceConfig
 from airflow_chatter.drain.engine import DrainEngine
 from airflow_chatter.drain.leases import ACTIVE, Lease, LeaseStore
+from airflow_chatter.drain.topology import LeaseTopology
 from airflow_chatter.errors import ChatterError
 from airflow_chatter.outbox.document import (
     OUTBOX_TYPE,
@@ -183,7 +184,7 @@ def exclusive_with(
     )
     # What the other set's next listing would do anyway: create its first leases, or the children of a split (from
     # the parent's checkpoint), so the leases held below are the ones that set will drain, not a retired parent.
-    guard.ensure_leases(engine.monitored)
+    LeaseTopology(guard, engine.monitored).ensure_leases()
     overlapping = _overlapping(guard, engine.monitored, own.feed_range)
     if not overlapping:
         raise ChatterError(

@@ -1,8 +1,8 @@
 """Partition keys, the effective-partition-key (EPK) space, feed ranges and change-feed continuations.
 
 A partition key hashes to a point of ``[0, EPK_SPACE)``; a feed range is a half-open interval of it, carried in
-a ``FeedRange`` token shaped like the SDK's (``{"Range": {"min", "max", "isMinInclusive"}}``, hex bounds), which
-the drain parses too. A continuation names its container, its range and the last ``_lsn`` read.
+a ``FeedRange`` token in the one format ``airflow_chatter.ports.FeedRange`` defines (hex bounds here). A
+continuation names its container, its range and the last ``_lsn`` read.
 """
 
 from __future__ import annotations
@@ -64,16 +64,18 @@ class EpkRange:
 
     @property
     def feed_range(self) -> FeedRange:
-        body = {"Range": {"min": f"{self.low:016X}", "max": f"{self.high:016X}", "isMinInclusive": True}}
-        return FeedRange(json.dumps(body, sort_keys=True, separators=(",", ":")))
+        # The token format is FeedRange's (ports); the bounds are fixed-width hex, so they order as strings too.
+        return FeedRange.from_epk_bounds(f"{self.low:016X}", f"{self.high:016X}")
 
     @classmethod
     def parse(cls, feed_range: FeedRange) -> EpkRange:
         token = feed_range.token
+        bounds = feed_range.epk_bounds()
         try:
-            span = json.loads(token)["Range"]
-            low, high = int(span["min"], 16), int(span["max"], 16)
-        except (ValueError, KeyError, TypeError) as error:
+            if bounds is None:
+                raise ValueError("not a [min, max) feed-range token")
+            low, high = int(bounds[0], 16), int(bounds[1], 16)
+        except ValueError as error:
             raise BadRequest(f"not a feed range of this container: {token!r}") from error
         if not 0 <= low < high <= EPK_SPACE:
             raise BadRequest(f"feed range {token!r} lies outside the EPK space")
