@@ -31,6 +31,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
+from airflow.sdk import BaseHook
 
 from airflow_chatter.errors import ChatterError, ConfigurationError
 from airflow_chatter.idempotency.fingerprint import HEADER_NAME, request_fingerprint, serialize_sf_string
@@ -151,7 +152,7 @@ def _current_task() -> tuple[str, str, int | None, datetime | str | None]:
     return ti.dag_id, ti.task_id, getattr(ti, "map_index", -1), logical_date
 
 
-class IdempotentHttpHook:
+class IdempotentHttpHook(BaseHook):
     """Send HTTP requests at most once per idempotency key; see the module docstring.
 
     Give a ``store``, or a Cosmos connection (``chatter_cosmos_conn_id``, ``container_name``, ``database_name``) to
@@ -174,6 +175,7 @@ class IdempotentHttpHook:
         store_status: Callable[[int], bool] = should_store,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
+        super().__init__()
         self._store = store
         self._cosmos = (chatter_cosmos_conn_id, container_name, database_name)
         self.options = store.options if store is not None else options
@@ -199,6 +201,10 @@ class IdempotentHttpHook:
             container = ChatterCosmosHook(conn_id).get_container(container_name, database_name=database_name)
             self._store = CosmosIdempotencyStore(container, self.options)
         return self._store
+
+    def get_conn(self) -> httpx.Client:
+        """The ``httpx.Client`` requests go through."""
+        return self._client
 
     def close(self) -> None:
         self._client.close()

@@ -215,3 +215,11 @@ def test_idm_o01_o02_the_defaults_are_the_reference_s() -> None:
     assert options.methods == {"POST", "PATCH"} and options.require_key and not options.include_set_cookie
     assert options.max_request_body_bytes == options.max_response_body_bytes == 1024 * 1024
     assert options.mismatch_status_code == 422
+
+
+def test_a_streamed_body_that_fails_abandons_the_reservation_so_a_retry_runs_again(
+    client: TestClient, calls: Calls, store: MemoryIdempotencyStore
+) -> None:
+    assert client.post("/stream-fails", headers=_key("k-13")).status_code == 500
+    assert client.post("/stream-fails", headers=_key("k-13")).status_code == 500
+    assert calls.counts["stream-fails"] == 2 and len(store) == 0
