@@ -273,3 +273,15 @@ def test_a_task_retried_by_airflow_after_its_call_gets_the_recorded_response(air
     [result] = xcoms(run, "charge")
     assert result["replayed"] is True and json.loads(result["text"]) == {"charge": 1}
     assert result["key"] == "idempotent_http_retry/charge/-1/2026-03-01T00:00:00+00:00"
+
+
+def test_the_decorator_leaves_a_client_it_was_given_open_for_the_next_call(store: MemoryIdempotencyStore) -> None:
+    api = FakeApi()
+    client = httpx.Client(base_url="https://payments.example", transport=httpx.MockTransport(api))
+
+    @idempotent_http_decorator(store=store, client=client)
+    def charge(amount: int, http: IdempotentHttpHook) -> int:
+        return int(http.post("/charges", json={"amount": amount}, key=f"charge-{amount}").json()["charge"])
+
+    assert (charge(1), charge(2)) == (1, 2)
+    assert not client.is_closed

@@ -187,6 +187,8 @@ class IdempotentHttpHook(BaseHook):
                 "or a retry could call the API while this try still waits for it",
             )
         self.scope = scope
+        #: A client given by the caller is the caller's to close; one built here is closed by :meth:`close`.
+        self._owns_client = client is None
         self._client = client or httpx.Client(base_url=base_url, headers=dict(headers or {}), timeout=timeout)
         self._store_status = store_status
         self._max_response_bytes = max_response_bytes
@@ -207,7 +209,8 @@ class IdempotentHttpHook(BaseHook):
         return self._client
 
     def close(self) -> None:
-        self._client.close()
+        if self._owns_client:
+            self._client.close()
 
     def post(self, url: str, **kwargs: Any) -> IdempotentResponse:
         return self.request("POST", url, **kwargs)
@@ -293,7 +296,8 @@ def idempotent_http(**hook_kwargs: Any) -> Callable[[F], F]:
         def charge(order: dict, http: IdempotentHttpHook) -> dict:
             return http.post("/charges", json=order).raise_for_status().json()
 
-    ``http`` is hidden from the task's signature, so the DAG calls ``charge(order)``. The hook is closed after.
+    ``http`` is hidden from the task's signature, so the DAG calls ``charge(order)``. The hook is closed after (a
+    ``client=`` you pass is left open: it is yours).
     """
 
     def decorate(function: F) -> F:
