@@ -35,6 +35,14 @@ _EXPORTS: dict[str, str] = {
     "DeliverySettings": "airflow_chatter.drain.options",
     "LeaseStore": "airflow_chatter.drain.leases",
     "Lease": "airflow_chatter.drain.leases",
+    # Idempotency keys (IDM).
+    "IdempotencyStore": "airflow_chatter.idempotency",
+    "MemoryIdempotencyStore": "airflow_chatter.idempotency",
+    "CosmosIdempotencyStore": "airflow_chatter.idempotency",
+    "Reserved": "airflow_chatter.idempotency",
+    "AlreadyInFlight": "airflow_chatter.idempotency",
+    "Replay": "airflow_chatter.idempotency",
+    "BodyHashMismatch": "airflow_chatter.idempotency",
     # Errors (spec F-06).
     "ChatterError": "airflow_chatter.errors",
     "ConfigurationError": "airflow_chatter.errors",
@@ -46,13 +54,16 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "AlreadyInFlight",
     "BatchOperation",
+    "BodyHashMismatch",
     "ChangeFeedPage",
     "ChatterError",
     "Clock",
     "ConfigurationError",
     "ContainerContractError",
     "ContainerError",
+    "CosmosIdempotencyStore",
     "Deliverable",
     "DeliverySettings",
     "DocumentContainer",
@@ -60,13 +71,17 @@ __all__ = [
     "DrainSummary",
     "DrainSuspendedError",
     "FeedRange",
+    "IdempotencyStore",
     "Lease",
     "LeaseStore",
+    "MemoryIdempotencyStore",
     "OutboxMessage",
     "OutgoingMessage",
     "PatchOperation",
     "PublishOutcome",
     "Publisher",
+    "Replay",
+    "Reserved",
     "SourceOptions",
     "Undeliverable",
     "is_pending_outbox",
@@ -94,6 +109,15 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from airflow_chatter.drain.leases import Lease, LeaseStore
     from airflow_chatter.drain.options import DeliverySettings, SourceOptions
     from airflow_chatter.errors import ChatterError, ConfigurationError, ContainerContractError, DrainSuspendedError
+    from airflow_chatter.idempotency import (
+        AlreadyInFlight,
+        BodyHashMismatch,
+        CosmosIdempotencyStore,
+        IdempotencyStore,
+        MemoryIdempotencyStore,
+        Replay,
+        Reserved,
+    )
     from airflow_chatter.outbox.contract import Deliverable, Undeliverable, verify
     from airflow_chatter.outbox.document import OutboxMessage, is_pending_outbox
     from airflow_chatter.ports import (

@@ -6,6 +6,7 @@ store and a store over the project's ``DocumentContainer`` port (so over Cosmos 
 conformance suite in ``airflow_chatter.testing.contracts.idempotency``. See docs/idempotency.md.
 """
 
+from airflow_chatter.idempotency.cosmos import CosmosIdempotencyStore
 from airflow_chatter.idempotency.errors import (
     IdempotencyContainerError,
     IdempotencyContentionError,
@@ -15,6 +16,7 @@ from airflow_chatter.idempotency.errors import (
 )
 from airflow_chatter.idempotency.keys import MAX_ITEM_ID_BYTES, MAX_KEY_LENGTH, encode_item_id, validate_key
 from airflow_chatter.idempotency.memory import MemoryIdempotencyStore
+from airflow_chatter.idempotency.provisioning import provision_container
 from airflow_chatter.idempotency.store import IdempotencyStore
 from airflow_chatter.idempotency.values import (
     AlreadyInFlight,
@@ -31,6 +33,7 @@ __all__ = [
     "MAX_KEY_LENGTH",
     "AlreadyInFlight",
     "BodyHashMismatch",
+    "CosmosIdempotencyStore",
     "IdempotencyContainerError",
     "IdempotencyContentionError",
     "IdempotencyKeyTooLongError",
@@ -44,5 +47,6 @@ __all__ = [
     "Reserved",
     "StoredResponse",
     "encode_item_id",
+    "provision_container",
     "validate_key",
 ]

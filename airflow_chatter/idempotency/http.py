@@ -240,10 +240,11 @@ class Idempotency:
         rid = reserved.reservation_id
         try:
             response = await call_next(request)
+            body, response = await self._captured(response)
         except BaseException:
+            # The handler (or its streamed body) failed: release the key so the client's retry runs it again.
             await run_in_threadpool(self.store.abandon, scope, key, rid)
             raise
-        body, response = await self._captured(response)
         if body is None or not self.options.store_status(response.status_code):
             await run_in_threadpool(self.store.abandon, scope, key, rid)
             return response

@@ -76,6 +76,16 @@ def make_app(
 
         return StreamingResponse(chunks(), media_type="text/plain")
 
+    @router.post("/stream-fails")
+    def stream_fails() -> StreamingResponse:
+        calls.hit("stream-fails")
+
+        async def chunks() -> AsyncIterator[bytes]:
+            yield b"partial"
+            raise RuntimeError("the body generator failed")
+
+        return StreamingResponse(chunks(), media_type="text/plain")
+
     app.include_router(router)
 
     @idempotency.route(app.router, "/single", methods=["POST"], status_code=202)

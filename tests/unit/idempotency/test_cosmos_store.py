@@ -309,3 +309,41 @@ def test_the_suite_fails_a_defective_cosmos_store_by_the_named_rule(
     run_rule(_suite(CosmosIdempotencyStore), test_name)  # control: the real store passes this very rule
     with pytest.raises(AssertionError):
         run_rule(_suite(defective), test_name)
+
+
+# -- What each request path costs, in Cosmos operations (docs/idempotency.md derives RU from these) --------------
+
+
+def _operations(container: MemoryDocumentContainer) -> dict[str, int]:
+    return {name: count for name, count in container.calls.items() if count}
+
+
+def test_the_cosmos_operations_of_each_request_path() -> None:
+    clock, container = ManualClock(), idempotency_container()
+    store = CosmosIdempotencyStore(container, clock=clock)
+    response = StoredResponse(201, {"Content-Type": ["application/json"]}, b"{}", "fp")
+
+    first = store.reserve("s", "k", "fp")
+    assert isinstance(first, Reserved)
+    assert _operations(container) == {"create": 1}, "a fresh key: one create"
+    container.calls.clear()
+    store.complete("s", "k", first.reservation_id, response)
+    assert _operations(container) == {"read": 1, "replace": 1}, "complete: a read and a conditional replace"
+    container.calls.clear()
+    store.reserve("s", "k", "fp")
+    assert _operations(container) == {"create": 1, "read": 1}, "a replay: a refused create (409) and a read"
+
+    container.calls.clear()
+    held = store.reserve("s", "other", "fp")
+    assert isinstance(held, Reserved)
+    store.reserve("s", "other", "fp")
+    assert _operations(container) == {"create": 2, "read": 1}, "in flight: the 409 and a read, after the grant"
+    container.calls.clear()
+    store.abandon("s", "other", held.reservation_id)
+    assert _operations(container) == {"read": 1, "delete": 1}, "abandon: a read and a conditional delete"
+
+    store.reserve("s", "slow", "fp")
+    clock.advance(31)
+    container.calls.clear()
+    store.reserve("s", "slow", "fp")
+    assert _operations(container) == {"create": 1, "read": 1, "replace": 1}, "a takeover: 409, read, replace"

@@ -199,3 +199,27 @@ def test_one_route_can_be_attached_with_the_route_helper(client: TestClient, cal
 def test_bad_options_are_refused_naming_the_option() -> None:
     with pytest.raises(ValueError, match="max_request_body_bytes"):
         HttpIdempotencyOptions(max_request_body_bytes=-1)
+
+
+def test_idm_o06_with_require_key_off_a_request_without_a_key_runs_unguarded(calls: Calls) -> None:
+    store = MemoryIdempotencyStore(clock=ManualClock())
+    client = TestClient(make_app(store, calls, HttpIdempotencyOptions(require_key=False)))
+    assert client.post("/orders", json=ORDER).status_code == 201
+    assert client.post("/orders", json=ORDER).status_code == 201
+    assert calls.counts["orders"] == 2 and len(store) == 0
+
+
+def test_idm_o01_o02_the_defaults_are_the_reference_s() -> None:
+    options = HttpIdempotencyOptions()
+    assert (options.header_name, options.replay_header_name) == ("Idempotency-Key", "Idempotent-Replayed")
+    assert options.methods == {"POST", "PATCH"} and options.require_key and not options.include_set_cookie
+    assert options.max_request_body_bytes == options.max_response_body_bytes == 1024 * 1024
+    assert options.mismatch_status_code == 422
+
+
+def test_a_streamed_body_that_fails_abandons_the_reservation_so_a_retry_runs_again(
+    client: TestClient, calls: Calls, store: MemoryIdempotencyStore
+) -> None:
+    assert client.post("/stream-fails", headers=_key("k-13")).status_code == 500
+    assert client.post("/stream-fails", headers=_key("k-13")).status_code == 500
+    assert calls.counts["stream-fails"] == 2 and len(store) == 0
