@@ -25,7 +25,6 @@ hook. A subclass overrides the hooks to inject its own behaviour.
 from __future__ import annotations
 
 import copy
-import json
 import threading
 import uuid
 from collections import Counter
@@ -36,8 +35,16 @@ from typing import Any, TypeVar
 
 from typing_extensions import override
 
+from airflow_chatter.adapters.memory.documents import (
+    MAX_BATCH_OPERATIONS,
+    expiry,
+    normalised_body,
+    path_tokens,
+    validated_default_ttl,
+    validated_paths,
+)
 from airflow_chatter.adapters.memory.faults import FaultPlan, OperationCall
-from airflow_chatter.adapters.memory.patch import SYSTEM_PROPERTIES, apply_patch, check_patch_targets, path_tokens
+from airflow_chatter.adapters.memory.patch import apply_patch, check_patch_targets
 from airflow_chatter.adapters.memory.query import (
     UNDEFINED,
     normalise_parameters,
@@ -77,18 +84,9 @@ from airflow_chatter.ports import (
     PreconditionFailed,
 )
 
-#: Cosmos DB's service limits. They are constants, not settings: a test that passes only with a bigger limit
-#: would fail against the real service.
-MAX_BATCH_OPERATIONS = 100
-MAX_ID_BYTES = 1023
-MAX_DOCUMENT_BYTES = 2 * 1024 * 1024
-MAX_PARTITION_KEY_LEVELS = 3
-#: ``ttl`` and ``defaultTtl`` are signed 32-bit seconds on the service; a larger value is a 400.
-MAX_TTL_SECONDS = 2**31 - 1
-
-_FORBIDDEN_ID_CHARACTERS = frozenset("/\\?#")
 _T = TypeVar("_T")
 _ItemKey = tuple[str, str]  # (canonical partition-key JSON, id)
+_PUTS = (BatchOperationKind.CREATE, BatchOperationKind.UPSERT, BatchOperationKind.REPLACE)
 
 
 @dataclass(frozen=True)
@@ -151,16 +149,12 @@ class MemoryDocumentContainer(DocumentContainer):
         database_id: str = "chatter",
         container_id: str = "outbox",
     ) -> None:
-        self._paths = _validated_paths(partition_key_paths)
-        self._default_ttl = _validated_default_ttl(default_ttl)
+        self._paths = validated_paths(partition_key_paths)
+        self._default_ttl = validated_default_ttl(default_ttl)
         self._clock = clock
         self._ranges = even_ranges(feed_range_count)
         self._properties = ContainerProperties(
-            account_endpoint=account_endpoint,
-            database_id=database_id,
-            container_id=container_id,
-            partition_key_paths=self._paths,
-            default_ttl=self._default_ttl,
+            account_endpoint, database_id, container_id, self._paths, self._default_ttl
         )
         self._rid = uuid.uuid4().hex[:16]
         self._lock = threading.RLock()
@@ -215,7 +209,7 @@ class MemoryDocumentContainer(DocumentContainer):
     def create(self, document: Document, partition_key: PartitionKey) -> Document:
         """Create a document; ``Conflict`` if its id exists in that partition."""
         call = OperationCall("create", 0, _id_of(document), partition_key, {"document": document})
-        return self._run(call, lambda t: self._create(t, document, partition_key))
+        return self._run(call, lambda t: self._put(t, BatchOperationKind.CREATE, document, partition_key)[0])
 
     @override
     def read(self, item_id: str, partition_key: PartitionKey) -> Document:
@@ -229,14 +223,15 @@ class MemoryDocumentContainer(DocumentContainer):
     ) -> Document:
         """Replace a document; ``NotFound`` if absent, ``PreconditionFailed`` on a stale ``if_match``."""
         call = OperationCall("replace", 0, item_id, partition_key, {"document": document, "if_match": if_match})
-        return self._run(call, lambda t: self._replace(t, item_id, partition_key, document, if_match))
+        replace = BatchOperationKind.REPLACE
+        return self._run(call, lambda t: self._put(t, replace, document, partition_key, if_match, item_id)[0])
 
     @override
     def upsert(self, document: Document, partition_key: PartitionKey, *, if_match: str | None = None) -> Document:
         """Create or replace a document; ``PreconditionFailed`` when ``if_match`` does not hold."""
         arguments = {"document": document, "if_match": if_match}
         call = OperationCall("upsert", 0, _id_of(document), partition_key, arguments)
-        return self._run(call, lambda t: self._upsert(t, document, partition_key, if_match)[0])
+        return self._run(call, lambda t: self._put(t, BatchOperationKind.UPSERT, document, partition_key, if_match)[0])
 
     @override
     def delete(self, item_id: str, partition_key: PartitionKey, *, if_match: str | None = None) -> None:
@@ -386,30 +381,14 @@ class MemoryDocumentContainer(DocumentContainer):
     # -- writes ---------------------------------------------------------------------------------------------
 
     def _body(self, document: Document, key: PartitionKeyValue) -> Document:
-        """Validate and copy a body: JSON within 2 MB, a legal id, the partition key given, a legal ttl.
-
-        The JSON round trip copies the body (the caller keeps theirs) and normalises it (tuples become lists,
-        keys strings); system properties are dropped, the write sets them.
-        """
-        if not isinstance(document, dict):
-            raise BadRequest("a document must be a JSON object")
-        try:
-            encoded = json.dumps(document, allow_nan=False)
-        except (TypeError, ValueError) as error:
-            raise BadRequest(f"the document is not JSON: {error}") from error
-        if len(encoded) > MAX_DOCUMENT_BYTES:  # ASCII text (ensure_ascii): characters are bytes
-            raise ContainerError("the document exceeds 2 MB", status_code=413)
-        body: Document = json.loads(encoded)
-        _check_id(body.get("id"))
+        """A checked copy of a body (``normalised_body``) that carries the partition key given."""
+        body = normalised_body(document)
         found = self._key_in(body)
         if found.json != key.json:
             raise BadRequest(
                 f"the partition key in the document {list(found.components)} differs from the "
                 f"one given {list(key.components)}"
             )
-        _check_item_ttl(body.get("ttl"))
-        for name in SYSTEM_PROPERTIES:
-            body.pop(name, None)
         return body
 
     def _write(
@@ -419,12 +398,7 @@ class MemoryDocumentContainer(DocumentContainer):
         body["_rid"] = previous.document["_rid"] if previous is not None else uuid.uuid4().hex[:16]
         body["_etag"] = f'"{uuid.uuid4()}"'
         ts = body["_ts"] = transaction.ts
-        # Expiry: _ts + the effective ttl, the item's ``ttl`` over the container default; -1 and TTL-off never.
-        expires_at = None
-        if self._default_ttl is not None:
-            effective = self._default_ttl if body.get("ttl") is None else int(body["ttl"])
-            expires_at = None if effective == -1 else ts + effective
-        stored = _Stored(body, key, key.epk, transaction.lsn, expires_at)
+        stored = _Stored(body, key, key.epk, transaction.lsn, expiry(ts, body.get("ttl"), self._default_ttl))
         transaction.writes[(key.json, str(body["id"]))] = stored
         return stored.copy()
 
@@ -439,34 +413,26 @@ class MemoryDocumentContainer(DocumentContainer):
         if if_match is not None and stored.document["_etag"] != if_match:
             raise PreconditionFailed(f"ETag {if_match} is stale for {stored.document['id']!r}")
 
-    def _create(self, transaction: _Transaction, document: Document, partition_key: PartitionKey) -> Document:
-        key = self._key(partition_key)
-        body = self._body(document, key)
-        if transaction.get((key.json, body["id"])) is not None:
-            raise Conflict(f"a document with id {body['id']!r} already exists in partition {partition_key!r}")
-        return self._write(transaction, body, key, None)
-
-    def _replace(
+    def _put(
         self,
         transaction: _Transaction,
-        item_id: str,
-        partition_key: PartitionKey,
+        kind: BatchOperationKind,
         document: Document,
-        if_match: str | None,
-    ) -> Document:
-        stored = self._existing(transaction, item_id, partition_key)
-        self._check_etag(stored, if_match)
-        body = self._body(document, stored.key)
-        if body["id"] != item_id:
-            raise BadRequest(f"the body's id {body['id']!r} differs from the replaced id {item_id!r}")
-        return self._write(transaction, body, stored.key, stored)
-
-    def _upsert(
-        self, transaction: _Transaction, document: Document, partition_key: PartitionKey, if_match: str | None
+        partition_key: PartitionKey,
+        if_match: str | None = None,
+        item_id: str | None = None,
     ) -> tuple[Document, bool]:
+        """Create (``Conflict`` if the id exists), replace (``NotFound`` if it does not, ``item_id`` the id the
+        body must keep) or upsert a document; return the written document and whether it is new."""
         key = self._key(partition_key)
         body = self._body(document, key)
+        if item_id is not None and body["id"] != item_id:
+            raise BadRequest(f"the body's id {body['id']!r} differs from the replaced id {item_id!r}")
         previous = transaction.get((key.json, body["id"]))
+        if previous is not None and kind is BatchOperationKind.CREATE:
+            raise Conflict(f"a document with id {body['id']!r} already exists in partition {partition_key!r}")
+        if previous is None and kind is BatchOperationKind.REPLACE:
+            raise NotFound(f"no document {body['id']!r} in partition {partition_key!r}")
         if previous is None and if_match is not None:
             raise PreconditionFailed(f"if_match given but {body['id']!r} does not exist")
         if previous is not None:
@@ -528,26 +494,22 @@ class MemoryDocumentContainer(DocumentContainer):
     def _batch_operation(
         self, transaction: _Transaction, partition_key: PartitionKey, operation: BatchOperation
     ) -> BatchOperationResult:
-        kind, body, if_match = operation.kind, operation.body, operation.if_match
-        if kind in (BatchOperationKind.CREATE, BatchOperationKind.UPSERT, BatchOperationKind.REPLACE) and body is None:
-            raise BadRequest(f"a batch {kind.value} needs a body")
+        kind, if_match = operation.kind, operation.if_match
+        if kind in _PUTS:
+            if operation.body is None:
+                raise BadRequest(f"a batch {kind.value} needs a body")
+            replaced = operation.id if kind is BatchOperationKind.REPLACE else None
+            document, created = self._put(transaction, kind, operation.body, partition_key, if_match, replaced)
+            return BatchOperationResult(201 if created else 200, etag=document["_etag"], body=document)
         if kind is BatchOperationKind.DELETE:
             self._delete(transaction, operation.id, partition_key, if_match)
             return BatchOperationResult(204)
-        status = 200
-        if kind is BatchOperationKind.CREATE:
-            document, status = self._create(transaction, _given(body), partition_key), 201
-        elif kind is BatchOperationKind.UPSERT:
-            document, created = self._upsert(transaction, _given(body), partition_key, if_match)
-            status = 201 if created else 200
-        elif kind is BatchOperationKind.READ:
+        if kind is BatchOperationKind.READ:
             document = self._existing(transaction, operation.id, partition_key).copy()
-        elif kind is BatchOperationKind.REPLACE:
-            document = self._replace(transaction, operation.id, partition_key, _given(body), if_match)
         else:
             operations, predicate = operation.patch_operations, operation.filter_predicate
             document = self._patch(transaction, operation.id, partition_key, operations, if_match, predicate)
-        return BatchOperationResult(status, etag=document.get("_etag"), body=document)
+        return BatchOperationResult(200, etag=document["_etag"], body=document)
 
     # -- query ----------------------------------------------------------------------------------------------
 
@@ -626,46 +588,8 @@ class MemoryDocumentContainer(DocumentContainer):
         raise BadRequest(f"unknown change-feed start {start!r}")
 
 
-def _given(body: Document | None) -> Document:
-    assert body is not None  # _batch_operation refused a body-less create/upsert/replace
-    return body
-
-
 def _id_of(document: Any) -> str | None:
     return str(document["id"]) if isinstance(document, dict) and "id" in document else None
-
-
-def _check_id(item_id: Any) -> None:
-    if not isinstance(item_id, str) or not item_id:
-        raise BadRequest(f"a document needs a non-empty string id, not {item_id!r}")
-    if len(item_id.encode("utf-8")) > MAX_ID_BYTES:
-        raise BadRequest(f"an id is at most {MAX_ID_BYTES} bytes")
-    if any(character in item_id for character in _FORBIDDEN_ID_CHARACTERS):
-        raise BadRequest(f"an id may not contain any of {''.join(sorted(_FORBIDDEN_ID_CHARACTERS))}")
-
-
-def _check_item_ttl(ttl: Any) -> None:
-    if ttl is None:
-        return
-    if isinstance(ttl, bool) or not isinstance(ttl, int) or not (ttl == -1 or 0 < ttl <= MAX_TTL_SECONDS):
-        raise BadRequest(f"an item ttl is -1 or 1..{MAX_TTL_SECONDS} whole seconds, not {ttl!r}")
-
-
-def _validated_paths(paths: Sequence[str]) -> tuple[str, ...]:
-    checked = (paths,) if isinstance(paths, str) else tuple(paths)
-    if not 1 <= len(checked) <= MAX_PARTITION_KEY_LEVELS:
-        raise ValueError(f"a container has 1 to {MAX_PARTITION_KEY_LEVELS} partition-key paths, not {checked}")
-    for path in checked:
-        path_tokens(path)
-    return checked
-
-
-def _validated_default_ttl(default_ttl: int | None) -> int | None:
-    if default_ttl is None or default_ttl == -1:
-        return default_ttl
-    if isinstance(default_ttl, bool) or not isinstance(default_ttl, int) or not 0 < default_ttl <= MAX_TTL_SECONDS:
-        raise ValueError(f"default_ttl is None, -1 or a positive number of seconds, not {default_ttl!r}")
-    return default_ttl
 
 
 #: ``EPK_SPACE`` and ``OperationCall`` are re-exported: tests import them from this module.

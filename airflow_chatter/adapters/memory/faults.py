@@ -14,21 +14,8 @@ from airflow_chatter.ports import PartitionKey
 
 #: Port method names a fault can target ("*" targets all of them).
 OPERATIONS = frozenset(
-    {
-        "properties",
-        "create",
-        "read",
-        "replace",
-        "upsert",
-        "delete",
-        "patch",
-        "execute_batch",
-        "query",
-        "read_feed_ranges",
-        "is_feed_range_subset",
-        "feed_range_overlap",
-        "read_change_feed",
-    }
+    "properties create read replace upsert delete patch execute_batch query read_feed_ranges is_feed_range_subset "
+    "feed_range_overlap read_change_feed".split()
 )
 
 

@@ -13,23 +13,11 @@ from typing import Any
 
 from jsonpointer import JsonPointer, JsonPointerException
 
+from airflow_chatter.adapters.memory.documents import SYSTEM_PROPERTIES, path_tokens
 from airflow_chatter.ports import BadRequest, Document, PatchOperation
 
 #: Cosmos DB's service limit on operations per patch.
 MAX_PATCH_OPERATIONS = 10
-#: Properties the service owns: never patched, and a body's own values for them are ignored on every write.
-SYSTEM_PROPERTIES = frozenset({"_rid", "_self", "_etag", "_attachments", "_ts", "_lsn"})
-
-
-def path_tokens(path: str) -> tuple[str, ...]:
-    """Split a JSON pointer into its unescaped tokens; ``BadRequest`` for anything that is not one."""
-    try:
-        tokens = tuple(JsonPointer(path).parts)
-    except JsonPointerException as error:
-        raise BadRequest(f"path {path!r} is not a JSON pointer: {error}") from error
-    if not tokens or tokens == ("",):
-        raise BadRequest(f"path {path!r} must name a property below the document root")
-    return tokens
 
 
 def check_patch_targets(operations: Sequence[PatchOperation], partition_key_paths: Sequence[str]) -> None:

@@ -28,14 +28,13 @@ SUPPORTED_SQL = (
 )
 
 _GRAMMAR = r"""
-query: "SELECT"i top? projection from_clause where? order_by?
+query: "SELECT"i ["TOP"i INT] projection from_clause [where] [order_by]
 predicate: from_clause where
-top: "TOP"i INT
 projection: "*"                                -> select_all
           | "VALUE"i "COUNT"i "(" expression ")" -> select_count
           | "VALUE"i? expression               -> select_other
 from_clause: "FROM"i NAME NAME?
-where: "WHERE"i expression
+?where: "WHERE"i expression
 order_by: "ORDER"i "BY"i order_item ("," order_item)*
 order_item: path (ASC | DESC)?
 
@@ -77,6 +76,7 @@ _UNSUPPORTED_KEYWORDS = re.compile(
 )
 _STRINGS = re.compile(r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*\"""", re.DOTALL)
 _ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
+_RANKS: tuple[tuple[type | tuple[type, ...], int], ...] = ((bool, 2), ((int, float), 3), (str, 4), (list, 5))
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
 
 
@@ -128,20 +128,14 @@ class _Compiler(Transformer[Token, Any]):
         super().__init__()
         self.sql, self.alias, self.parameters = sql, alias, set[str]()
 
-    def query(self, *parts: Any) -> ParsedQuery:
-        top = next((part for part in parts if isinstance(part, int) and not isinstance(part, bool)), None)
-        count = next(part for part in parts if isinstance(part, bool))
-        where = next((part for part in parts if callable(part)), None)
-        order_by = next((part for part in parts if isinstance(part, tuple)), ())
+    def query(self, top: Token | None, count: bool, _alias: str, where: Evaluator | None, order_by: Any) -> ParsedQuery:
         if count and order_by:
             raise _unsupported("ORDER BY with SELECT VALUE COUNT(1)")
-        return ParsedQuery(self.alias, where, order_by, count, top, frozenset(self.parameters))
+        top_count = None if top is None else int(top)
+        return ParsedQuery(self.alias, where, order_by or (), count, top_count, frozenset(self.parameters))
 
     def predicate(self, _alias: str, where: Evaluator) -> ParsedQuery:
         return ParsedQuery(self.alias, where, (), False, None, frozenset(self.parameters))
-
-    def top(self, count: Token) -> int:
-        return int(count)
 
     def select_all(self) -> bool:
         return False
@@ -159,9 +153,6 @@ class _Compiler(Transformer[Token, Any]):
 
     def from_clause(self, *names: Token) -> str:
         return str(names[-1])  # FROM root r: r is the alias
-
-    def where(self, condition: Evaluator) -> Evaluator:
-        return condition
 
     def order_by(self, *items: tuple[Evaluator, bool]) -> tuple[tuple[Evaluator, bool], ...]:
         return items
@@ -205,7 +196,7 @@ class _Compiler(Transformer[Token, Any]):
         )
         return lambda document, _parameters: walk(document, keys)
 
-    def PARAM(self, token: Token) -> Evaluator:  # noqa: N802 (lark calls terminal callbacks by the terminal's name)
+    def PARAM(self, token: Token) -> Evaluator:  # noqa: N802
         self.parameters.add(str(token))
         return lambda _document, parameters: parameters[str(token)]
 
@@ -215,14 +206,10 @@ class _Compiler(Transformer[Token, Any]):
     def string(self, token: Token) -> Evaluator:
         return _constant(_decode_string(token))
 
-    def TRUE(self, _token: Token) -> Evaluator:  # noqa: N802
-        return _constant(True)
+    def _keyword(self, token: Token) -> Evaluator:
+        return _constant({"TRUE": True, "FALSE": False, "NULL": None}[token.upper()])
 
-    def FALSE(self, _token: Token) -> Evaluator:  # noqa: N802
-        return _constant(False)
-
-    def NULL(self, _token: Token) -> Evaluator:  # noqa: N802
-        return _constant(None)
+    TRUE = FALSE = NULL = _keyword  # lark calls a terminal's callback by the terminal's name
 
     def array(self, *items: Evaluator | None) -> Evaluator:
         return _constant([item(None, {}) for item in items if item is not None])
@@ -283,17 +270,9 @@ def walk(value: Any, keys: tuple[str | int, ...]) -> Any:
 
 def _type_rank(value: Any) -> int:
     """Cosmos's cross-type order: undefined < null < boolean < number < string < array < object."""
-    if value is UNDEFINED:
-        return 0
-    if value is None:
-        return 1
-    if isinstance(value, bool):
-        return 2
-    if isinstance(value, (int, float)):
-        return 3
-    if isinstance(value, str):
-        return 4
-    return 5 if isinstance(value, list) else 6
+    if value is UNDEFINED or value is None:
+        return 0 if value is UNDEFINED else 1
+    return next((rank for kind, rank in _RANKS if isinstance(value, kind)), 6)
 
 
 def _json_equal(left: Any, right: Any) -> bool:
