@@ -1,21 +1,4 @@
-"""``MemoryDocumentContainer``: a real, in-process implementation of the ``DocumentContainer`` port.
-
-It is not a mock. It keeps documents under one lock with the semantics of Azure Cosmos DB's NoSQL API (the "Real
-Cosmos DB" column of the emulator notes' feature matrix), because the drain's correctness leans on exactly them:
-
-* identity is (full partition key, id); hierarchical keys are lists and identity is the whole list;
-* every write gets a new opaque ``_etag``, a ``_ts`` in whole seconds from an injectable clock, and a
-  per-container monotonic ``_lsn``; ``if_match`` and patch ``filter_predicate`` give 412;
-* patch supports set/replace/add/remove/incr on JSON pointers (≤10 operations, all-or-nothing);
-* a transactional batch (≤100 operations) commits all or nothing; the culprit keeps its status, the others 424;
-* TTL follows the container's ``default_ttl`` (``None`` off, ``-1`` on without a default, ``n`` seconds) and the
-  item's ``ttl``; an expired document vanishes at once from reads, queries and the change feed;
-* the change feed is latest-version only, per feed range, in ``_lsn`` order; one transactional batch shares an
-  ``_lsn`` and is never split across pages (as on the service, a page may then exceed ``max_item_count``);
-* partition keys hash into an effective-partition-key (EPK) space cut into feed ranges; ``split_feed_range``
-  simulates a partition split, after which the parent range is gone (410) and its continuations resume on the
-  children;
-* queries run a small, documented SQL subset (:func:`parse_query`) with Cosmos's undefined-value semantics.
+"""``MemoryDocumentContainer``: the stored state and the port methods of the in-memory container.
 
 Every port method runs through :meth:`MemoryDocumentContainer._run`: count the call, the :meth:`check` hook
 (default: the fault plan, ``container.faults``), apply in a :class:`_Transaction`, commit, the :meth:`after_apply`
@@ -95,7 +78,6 @@ class _Stored:
 
     document: Document  # the body with _rid, _etag and _ts, without _lsn
     key: PartitionKeyValue
-    epk: int
     lsn: int
     expires_at: int | None  # _ts + effective ttl; None when it never expires
 
@@ -130,7 +112,7 @@ class _Transaction:
 
 
 class MemoryDocumentContainer(DocumentContainer):
-    """An in-memory Cosmos DB container; see the module docstring for the semantics it keeps.
+    """An in-memory Cosmos DB container; the package docstring lists the semantics it keeps.
 
     ``partition_key_paths`` (default ``("/pk",)``, up to three for a hierarchical key) and ``default_ttl``
     (default ``None``: TTL off) are the container's definition; ``clock`` (default UTC wall clock) gives ``_ts``
@@ -198,22 +180,19 @@ class MemoryDocumentContainer(DocumentContainer):
         now = self._clock()
         return (now if now.tzinfo is not None else now.replace(tzinfo=UTC)).timestamp()
 
-    # -- the port -------------------------------------------------------------------------------------------
+    # -- the port (documented on DocumentContainer; only what is particular to this one is said here) --------
 
     @override
     def properties(self) -> ContainerProperties:
-        """Read the container's metadata."""
         return self._run(OperationCall("properties", 0), lambda _t: self._properties)
 
     @override
     def create(self, document: Document, partition_key: PartitionKey) -> Document:
-        """Create a document; ``Conflict`` if its id exists in that partition."""
         call = OperationCall("create", 0, _id_of(document), partition_key, {"document": document})
         return self._run(call, lambda t: self._put(t, BatchOperationKind.CREATE, document, partition_key)[0])
 
     @override
     def read(self, item_id: str, partition_key: PartitionKey) -> Document:
-        """Point-read a document; ``NotFound`` if absent (or expired)."""
         call = OperationCall("read", 0, item_id, partition_key)
         return self._run(call, lambda t: self._existing(t, item_id, partition_key).copy())
 
@@ -221,21 +200,18 @@ class MemoryDocumentContainer(DocumentContainer):
     def replace(
         self, item_id: str, partition_key: PartitionKey, document: Document, *, if_match: str | None = None
     ) -> Document:
-        """Replace a document; ``NotFound`` if absent, ``PreconditionFailed`` on a stale ``if_match``."""
         call = OperationCall("replace", 0, item_id, partition_key, {"document": document, "if_match": if_match})
         replace = BatchOperationKind.REPLACE
         return self._run(call, lambda t: self._put(t, replace, document, partition_key, if_match, item_id)[0])
 
     @override
     def upsert(self, document: Document, partition_key: PartitionKey, *, if_match: str | None = None) -> Document:
-        """Create or replace a document; ``PreconditionFailed`` when ``if_match`` does not hold."""
         arguments = {"document": document, "if_match": if_match}
         call = OperationCall("upsert", 0, _id_of(document), partition_key, arguments)
         return self._run(call, lambda t: self._put(t, BatchOperationKind.UPSERT, document, partition_key, if_match)[0])
 
     @override
     def delete(self, item_id: str, partition_key: PartitionKey, *, if_match: str | None = None) -> None:
-        """Delete a document; ``NotFound`` if absent, ``PreconditionFailed`` on a stale ETag."""
         call = OperationCall("delete", 0, item_id, partition_key, {"if_match": if_match})
         self._run(call, lambda t: self._delete(t, item_id, partition_key, if_match))
 
@@ -249,7 +225,6 @@ class MemoryDocumentContainer(DocumentContainer):
         if_match: str | None = None,
         filter_predicate: str | None = None,
     ) -> Document:
-        """Apply patch operations atomically; ``PreconditionFailed`` if the ETag or the filter fails."""
         arguments = {"operations": tuple(operations), "if_match": if_match, "filter_predicate": filter_predicate}
         call = OperationCall("patch", 0, item_id, partition_key, arguments)
         return self._run(call, lambda t: self._patch(t, item_id, partition_key, operations, if_match, filter_predicate))
@@ -258,7 +233,6 @@ class MemoryDocumentContainer(DocumentContainer):
     def execute_batch(
         self, partition_key: PartitionKey, operations: Sequence[BatchOperation]
     ) -> list[BatchOperationResult]:
-        """Run operations all-or-nothing in one partition; ``BatchFailed`` names the culprit."""
         call = OperationCall("execute_batch", 0, None, partition_key, {"operations": tuple(operations)})
         return self._run(call, lambda t: self._batch(t, partition_key, operations))
 
@@ -276,19 +250,16 @@ class MemoryDocumentContainer(DocumentContainer):
 
     @override
     def read_feed_ranges(self, *, force_refresh: bool = False) -> list[FeedRange]:
-        """List the current feed ranges, in EPK order."""
         call = OperationCall("read_feed_ranges", 0, arguments={"force_refresh": force_refresh})
         return self._run(call, lambda _t: [r.feed_range for r in self._ranges])
 
     @override
     def is_feed_range_subset(self, parent: FeedRange, child: FeedRange) -> bool:
-        """Whether ``child`` lies inside ``parent``."""
         call = OperationCall("is_feed_range_subset", 0, arguments={"parent": parent, "child": child})
         return self._run(call, lambda _t: EpkRange.parse(parent).covers(EpkRange.parse(child)))
 
     @override
     def feed_range_overlap(self, a: FeedRange, b: FeedRange) -> FeedRange | None:
-        """The feed range ``a`` and ``b`` share; ``None`` if they are disjoint."""
         return self._run(OperationCall("feed_range_overlap", 0, arguments={"a": a, "b": b}), lambda _t: overlap(a, b))
 
     @override
@@ -398,7 +369,7 @@ class MemoryDocumentContainer(DocumentContainer):
         body["_rid"] = previous.document["_rid"] if previous is not None else uuid.uuid4().hex[:16]
         body["_etag"] = f'"{uuid.uuid4()}"'
         ts = body["_ts"] = transaction.ts
-        stored = _Stored(body, key, key.epk, transaction.lsn, expiry(ts, body.get("ttl"), self._default_ttl))
+        stored = _Stored(body, key, transaction.lsn, expiry(ts, body.get("ttl"), self._default_ttl))
         transaction.writes[(key.json, str(body["id"]))] = stored
         return stored.copy()
 
@@ -554,7 +525,7 @@ class MemoryDocumentContainer(DocumentContainer):
             if (
                 stored.lsn > after_lsn
                 and stored.alive_at(transaction.now)
-                and requested.contains(stored.epk)
+                and requested.contains(stored.key.epk)
                 and (since_ts is None or stored.document["_ts"] >= since_ts)
             ):
                 page.append(stored)
@@ -593,4 +564,4 @@ def _id_of(document: Any) -> str | None:
 
 
 #: ``EPK_SPACE`` and ``OperationCall`` are re-exported: tests import them from this module.
-__all__ = ["EPK_SPACE", "MAX_BATCH_OPERATIONS", "MemoryDocumentContainer", "OperationCall"]
+__all__ = ["EPK_SPACE", "MemoryDocumentContainer", "OperationCall"]

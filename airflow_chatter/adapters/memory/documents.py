@@ -43,7 +43,8 @@ def normalised_body(document: Any) -> Document:
         raise ContainerError("the document exceeds 2 MB", status_code=413)
     body: Document = json.loads(encoded)
     _check_id(body.get("id"))
-    _check_item_ttl(body.get("ttl"))
+    if not _legal_ttl(body.get("ttl")):
+        raise BadRequest(f"an item ttl is -1 or 1..{MAX_TTL_SECONDS} whole seconds, not {body['ttl']!r}")
     for name in SYSTEM_PROPERTIES:
         body.pop(name, None)
     return body
@@ -78,11 +79,9 @@ def _check_id(item_id: Any) -> None:
         raise BadRequest(f"an id may not contain any of {''.join(sorted(_FORBIDDEN_ID_CHARACTERS))}")
 
 
-def _check_item_ttl(ttl: Any) -> None:
-    if ttl is None:
-        return
-    if isinstance(ttl, bool) or not isinstance(ttl, int) or not (ttl == -1 or 0 < ttl <= MAX_TTL_SECONDS):
-        raise BadRequest(f"an item ttl is -1 or 1..{MAX_TTL_SECONDS} whole seconds, not {ttl!r}")
+def _legal_ttl(ttl: Any) -> bool:
+    """An item's ``ttl`` or a container's ``defaultTtl``: absent, -1 (never expires) or 1..2**31-1 seconds."""
+    return ttl is None or (type(ttl) is int and (ttl == -1 or 0 < ttl <= MAX_TTL_SECONDS))
 
 
 def validated_paths(paths: Sequence[str]) -> tuple[str, ...]:
@@ -96,8 +95,6 @@ def validated_paths(paths: Sequence[str]) -> tuple[str, ...]:
 
 
 def validated_default_ttl(default_ttl: int | None) -> int | None:
-    if default_ttl is None or default_ttl == -1:
-        return default_ttl
-    if isinstance(default_ttl, bool) or not isinstance(default_ttl, int) or not 0 < default_ttl <= MAX_TTL_SECONDS:
+    if not _legal_ttl(default_ttl):
         raise ValueError(f"default_ttl is None, -1 or a positive number of seconds, not {default_ttl!r}")
     return default_ttl

@@ -86,13 +86,8 @@ def _patch_element(parent: list[Any], last: int | str, operation: PatchOperation
         raise BadRequest(f"unsupported patch operation {operation.op!r}")
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _incremented(current: Any, amount: Any, path: str) -> Any:
-    if not _is_number(amount):
-        raise BadRequest(f"incr {path}: the increment must be a number, not {amount!r}")
-    if not _is_number(current):
-        raise BadRequest(f"incr {path}: the target is not a number ({current!r})")
+    for role, value in (("increment", amount), ("target", current)):
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise BadRequest(f"incr {path}: the {role} is not a number ({value!r})")
     return current + amount
