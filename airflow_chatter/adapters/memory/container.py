@@ -12,29 +12,27 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from jsonpointer import resolve_pointer
 from typing_extensions import override
 
 from airflow_chatter.adapters.memory.documents import (
     MAX_BATCH_OPERATIONS,
     expiry,
     normalised_body,
-    path_tokens,
     validated_default_ttl,
     validated_paths,
 )
 from airflow_chatter.adapters.memory.faults import FaultPlan, OperationCall
 from airflow_chatter.adapters.memory.patch import apply_patch, check_patch_targets
 from airflow_chatter.adapters.memory.query import (
-    UNDEFINED,
     normalise_parameters,
     parse_filter_predicate,
     parse_query,
     run_query,
-    walk,
 )
 from airflow_chatter.adapters.memory.ranges import (
     EPK_SPACE,
@@ -91,23 +89,19 @@ class _Stored:
         return {**copy.deepcopy(self.document), **extra}
 
 
+@dataclass
 class _Transaction:
-    """The container's items as one operation (or one batch) sees them; writes land only on commit.
+    """The items as one operation (or one batch) sees them. Its writes share one ``_lsn`` and ``_ts``, as a
+    transactional batch's do on the service, and land only on commit: a failed one is dropped, whole."""
 
-    Every write of one transaction gets the same ``_lsn`` and ``_ts``, as a transactional batch does on the
-    service; a failed transaction is dropped, which is what makes a batch all-or-nothing.
-    """
-
-    def __init__(self, items: dict[_ItemKey, _Stored], last_lsn: int, now: float) -> None:
-        self._items = items
-        #: The versions this transaction wrote (``None``: deleted), in write order.
-        self.writes: dict[_ItemKey, _Stored | None] = {}
-        self.lsn = last_lsn + 1
-        self.now = now
-        self.ts = int(now)
+    items: dict[_ItemKey, _Stored]
+    lsn: int
+    now: float
+    #: The versions this transaction wrote (``None``: deleted), in write order.
+    writes: dict[_ItemKey, _Stored | None] = field(default_factory=dict)
 
     def get(self, key: _ItemKey) -> _Stored | None:
-        stored = self.writes[key] if key in self.writes else self._items.get(key)
+        stored = self.writes[key] if key in self.writes else self.items.get(key)
         return stored if stored is not None and stored.alive_at(self.now) else None
 
 
@@ -165,7 +159,7 @@ class MemoryDocumentContainer(DocumentContainer):
             self.calls[call.operation] += 1
             call = replace(call, number=self.calls[call.operation])
             self.check(call)
-            transaction = _Transaction(self._items, self._lsn, self._now())
+            transaction = _Transaction(self._items, self._lsn + 1, self._now())
             result = apply(transaction)
             for key, stored in transaction.writes.items():
                 self._items.pop(key, None)  # re-insert, so iteration order stays commit order
@@ -271,11 +265,8 @@ class MemoryDocumentContainer(DocumentContainer):
         start: ChangeFeedStart | datetime = ChangeFeedStart.BEGINNING,
         max_item_count: int = 100,
     ) -> ChangeFeedPage:
-        """Read one page of latest-version changes for a feed range after a continuation (or from ``start``).
-
-        ``continuation`` wins over ``start``. A continuation of a parent range is accepted for its children.
-        ``FeedRangeGone`` when the range spans more than one current range (it split).
-        """
+        """``continuation`` wins over ``start``; a page holds one batch's changes whole, so it may be larger than
+        ``max_item_count``, as on the service."""
         arguments = {"feed_range": feed_range, "continuation": continuation, "start": start}
         call = OperationCall("read_change_feed", 0, arguments={**arguments, "max_item_count": max_item_count})
         return self._run(call, lambda t: self._change_feed(t, feed_range, continuation, start, max_item_count))
@@ -346,20 +337,15 @@ class MemoryDocumentContainer(DocumentContainer):
 
     def _key_in(self, document: Document) -> PartitionKeyValue:
         """Read the partition key out of a body; an absent value is ``None``, as the port defines it."""
-        values = [walk(document, path_tokens(path)) for path in self._paths]
-        return PartitionKeyValue(tuple(None if v is UNDEFINED else canonical_component(v) for v in values))
+        return PartitionKeyValue(tuple(canonical_component(resolve_pointer(document, p, None)) for p in self._paths))
 
     # -- writes ---------------------------------------------------------------------------------------------
 
     def _body(self, document: Document, key: PartitionKeyValue) -> Document:
         """A checked copy of a body (``normalised_body``) that carries the partition key given."""
         body = normalised_body(document)
-        found = self._key_in(body)
-        if found.json != key.json:
-            raise BadRequest(
-                f"the partition key in the document {list(found.components)} differs from the "
-                f"one given {list(key.components)}"
-            )
+        if (found := self._key_in(body).json) != key.json:
+            raise BadRequest(f"the partition key in the document {found} differs from the one given {key.json}")
         return body
 
     def _write(
@@ -368,7 +354,7 @@ class MemoryDocumentContainer(DocumentContainer):
         """Store a checked body as the new version of its item and return the caller's copy of it."""
         body["_rid"] = previous.document["_rid"] if previous is not None else uuid.uuid4().hex[:16]
         body["_etag"] = f'"{uuid.uuid4()}"'
-        ts = body["_ts"] = transaction.ts
+        ts = body["_ts"] = int(transaction.now)
         stored = _Stored(body, key, transaction.lsn, expiry(ts, body.get("ttl"), self._default_ttl))
         transaction.writes[(key.json, str(body["id"]))] = stored
         return stored.copy()
@@ -529,12 +515,8 @@ class MemoryDocumentContainer(DocumentContainer):
                 and (since_ts is None or stored.document["_ts"] >= since_ts)
             ):
                 page.append(stored)
-        if page:
-            next_lsn = page[-1].lsn
-        elif since_ts is not None:
-            next_lsn = self._lsn  # nothing since that time: everything written so far is behind the reader
-        else:
-            next_lsn = after_lsn
+        # An empty page from a time on: everything written so far is behind the reader.
+        next_lsn = page[-1].lsn if page else self._lsn if since_ts is not None else after_lsn
         token = Continuation(self._rid, requested, next_lsn).encode()
         return ChangeFeedPage(tuple(stored.copy(_lsn=stored.lsn) for stored in page), token)
 
@@ -542,21 +524,16 @@ class MemoryDocumentContainer(DocumentContainer):
         self, requested: EpkRange, continuation: str | None, start: ChangeFeedStart | datetime
     ) -> tuple[int, float | None]:
         """Return (read changes after this ``_lsn``, only those with ``_ts`` at or after this time)."""
-        if continuation is not None:
-            position = Continuation.decode(continuation)
-            if position.container_rid != self._rid:
-                raise BadRequest("the continuation belongs to another container")
-            if not position.feed_range.covers(requested):
-                raise BadRequest("the continuation belongs to a feed range that does not contain this one")
-            return position.lsn, None
-        if isinstance(start, datetime):
-            moment = start if start.tzinfo is not None else start.replace(tzinfo=UTC)
-            return 0, moment.timestamp()
-        if start is ChangeFeedStart.NOW:
-            return self._lsn, None
-        if start is ChangeFeedStart.BEGINNING:
-            return 0, None
-        raise BadRequest(f"unknown change-feed start {start!r}")
+        if continuation is None and isinstance(start, datetime):
+            return 0, (start if start.tzinfo is not None else start.replace(tzinfo=UTC)).timestamp()
+        if continuation is None:
+            return (self._lsn if start is ChangeFeedStart.NOW else 0), None
+        position = Continuation.decode(continuation)
+        if position.container_rid != self._rid:
+            raise BadRequest("the continuation belongs to another container")
+        if not position.feed_range.covers(requested):
+            raise BadRequest("the continuation belongs to a feed range that does not contain this one")
+        return position.lsn, None
 
 
 def _id_of(document: Any) -> str | None:

@@ -15,6 +15,7 @@ from jsonpointer import JsonPointer, JsonPointerException
 from airflow_chatter.ports import BadRequest, ContainerError, Document
 
 MAX_BATCH_OPERATIONS = 100
+MAX_PATCH_OPERATIONS = 10
 MAX_ID_BYTES = 1023
 MAX_DOCUMENT_BYTES = 2 * 1024 * 1024
 MAX_PARTITION_KEY_LEVELS = 3

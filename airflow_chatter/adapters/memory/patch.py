@@ -13,11 +13,8 @@ from typing import Any
 
 from jsonpointer import JsonPointer, JsonPointerException
 
-from airflow_chatter.adapters.memory.documents import SYSTEM_PROPERTIES, path_tokens
+from airflow_chatter.adapters.memory.documents import MAX_PATCH_OPERATIONS, SYSTEM_PROPERTIES, path_tokens
 from airflow_chatter.ports import BadRequest, Document, PatchOperation
-
-#: Cosmos DB's service limit on operations per patch.
-MAX_PATCH_OPERATIONS = 10
 
 
 def check_patch_targets(operations: Sequence[PatchOperation], partition_key_paths: Sequence[str]) -> None:

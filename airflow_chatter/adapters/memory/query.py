@@ -169,11 +169,7 @@ def parse_filter_predicate(predicate: str) -> ParsedQuery:
 
 
 def _decode_string(text: str) -> str:
-    def unescape(match: re.Match[str]) -> str:
-        escaped = match.group(1)
-        return chr(int(escaped[1:], 16)) if len(escaped) == 5 else _ESCAPES.get(escaped, escaped)
-
-    return _ESCAPE.sub(unescape, text[1:-1])
+    return _ESCAPE.sub(lambda m: chr(int(m[1][1:], 16)) if len(m[1]) == 5 else _ESCAPES.get(m[1], m[1]), text[1:-1])
 
 
 def _evaluate(node: Node, document: Any, parameters: Mapping[str, Any]) -> Any:
@@ -256,9 +252,7 @@ def _compare(symbol: str, left: Any, right: Any) -> Any:
 def _startswith(text: Any, prefix: Any, ignore_case: Any = False) -> Any:
     if not isinstance(text, str) or not isinstance(prefix, str) or not isinstance(ignore_case, bool):
         return UNDEFINED
-    if ignore_case:
-        return text.casefold().startswith(prefix.casefold())
-    return text.startswith(prefix)
+    return text.casefold().startswith(prefix.casefold()) if ignore_case else text.startswith(prefix)
 
 
 def _order_key(value: Any) -> tuple[int, Any]:
@@ -272,11 +266,8 @@ def normalise_parameters(parameters: Mapping[str, Any] | Sequence[Mapping[str, A
     """Accept ``{"@name": value}`` (``@`` optional) or the SDK's ``[{"name": "@name", "value": value}]``."""
     if parameters is None:
         return {}
-    if isinstance(parameters, Mapping):
-        items = list(parameters.items())
-    else:
-        items = [(entry["name"], entry["value"]) for entry in parameters]
-    return {name if name.startswith("@") else f"@{name}": value for name, value in items}
+    pairs = parameters.items() if isinstance(parameters, Mapping) else [(p["name"], p["value"]) for p in parameters]
+    return {name if name.startswith("@") else f"@{name}": value for name, value in pairs}
 
 
 def run_query(parsed: ParsedQuery, documents: Sequence[Document], parameters: Mapping[str, Any]) -> list[Any]:
