@@ -1,34 +1,36 @@
-"""The in-memory document container: a real, small implementation of the container port for tests.
+"""The in-memory document container: a real, in-process implementation of the ``DocumentContainer`` port.
 
-``container`` holds the stored state and the port methods; ``faults`` the fault injection tests arm through
-``container.faults``; ``ranges`` the EPK space, feed ranges and continuations; ``query`` the SQL subset;
-``patch`` partial document updates.
+It is not a mock. It keeps documents under one lock with the semantics of Azure Cosmos DB's NoSQL API (the "Real
+Cosmos DB" column of the emulator notes' feature matrix), because the drain's correctness leans on exactly them:
+
+* identity is (full partition key, id); hierarchical keys are lists and identity is the whole list;
+* every write gets a new opaque ``_etag``, a ``_ts`` in whole seconds from an injectable clock, and a
+  per-container monotonic ``_lsn``; ``if_match`` and patch ``filter_predicate`` give 412;
+* patch (``patch``) supports set/replace/add/remove/incr on JSON pointers (≤10 operations, all-or-nothing);
+* a transactional batch (≤100 operations) commits all or nothing; the culprit keeps its status, the others 424;
+* TTL follows the container's ``default_ttl`` (``None`` off, ``-1`` on without a default, ``n`` seconds) and the
+  item's ``ttl``; an expired document vanishes at once from reads, queries and the change feed;
+* the change feed is latest-version only, per feed range, in ``_lsn`` order; one transactional batch shares an
+  ``_lsn`` and is never split across pages (as on the service, a page may then exceed ``max_item_count``);
+* partition keys hash into an effective-partition-key (EPK) space cut into feed ranges (``ranges``);
+  ``split_feed_range`` simulates a partition split, after which the parent range is gone (410) and its
+  continuations resume on the children;
+* queries run a small, documented SQL subset (``query``) with Cosmos's undefined-value semantics;
+* tests fail calls on purpose through ``container.faults`` (``faults``) and count them in ``container.calls``.
 """
 
-from airflow_chatter.adapters.memory.container import MAX_BATCH_OPERATIONS, MemoryDocumentContainer
+from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
 from airflow_chatter.adapters.memory.faults import OPERATIONS, FaultPlan, FaultRule, OperationCall
-from airflow_chatter.adapters.memory.patch import MAX_PATCH_OPERATIONS
-from airflow_chatter.adapters.memory.query import (
-    SUPPORTED_SQL,
-    ParsedQuery,
-    parse_filter_predicate,
-    parse_query,
-    run_query,
-)
+from airflow_chatter.adapters.memory.query import SUPPORTED_SQL, parse_query
 from airflow_chatter.adapters.memory.ranges import EPK_SPACE
 
 __all__ = [
     "EPK_SPACE",
-    "MAX_BATCH_OPERATIONS",
-    "MAX_PATCH_OPERATIONS",
     "OPERATIONS",
     "SUPPORTED_SQL",
     "FaultPlan",
     "FaultRule",
     "MemoryDocumentContainer",
     "OperationCall",
-    "ParsedQuery",
-    "parse_filter_predicate",
     "parse_query",
-    "run_query",
 ]

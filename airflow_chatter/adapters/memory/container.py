@@ -1,21 +1,4 @@
-"""``MemoryDocumentContainer``: a real, in-process implementation of the ``DocumentContainer`` port.
-
-It is not a mock. It keeps documents under one lock with the semantics of Azure Cosmos DB's NoSQL API (the "Real
-Cosmos DB" column of the emulator notes' feature matrix), because the drain's correctness leans on exactly them:
-
-* identity is (full partition key, id); hierarchical keys are lists and identity is the whole list;
-* every write gets a new opaque ``_etag``, a ``_ts`` in whole seconds from an injectable clock, and a
-  per-container monotonic ``_lsn``; ``if_match`` and patch ``filter_predicate`` give 412;
-* patch supports set/replace/add/remove/incr on JSON pointers (≤10 operations, all-or-nothing);
-* a transactional batch (≤100 operations) commits all or nothing; the culprit keeps its status, the others 424;
-* TTL follows the container's ``default_ttl`` (``None`` off, ``-1`` on without a default, ``n`` seconds) and the
-  item's ``ttl``; an expired document vanishes at once from reads, queries and the change feed;
-* the change feed is latest-version only, per feed range, in ``_lsn`` order; one transactional batch shares an
-  ``_lsn`` and is never split across pages (as on the service, a page may then exceed ``max_item_count``);
-* partition keys hash into an effective-partition-key (EPK) space cut into feed ranges; ``split_feed_range``
-  simulates a partition split, after which the parent range is gone (410) and its continuations resume on the
-  children;
-* queries run a small, documented SQL subset (:func:`parse_query`) with Cosmos's undefined-value semantics.
+"""``MemoryDocumentContainer``: the stored state and the port methods of the in-memory container.
 
 Every port method runs through :meth:`MemoryDocumentContainer._run`: count the call, the :meth:`check` hook
 (default: the fault plan, ``container.faults``), apply in a :class:`_Transaction`, commit, the :meth:`after_apply`
@@ -25,26 +8,31 @@ hook. A subclass overrides the hooks to inject its own behaviour.
 from __future__ import annotations
 
 import copy
-import json
 import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from jsonpointer import resolve_pointer
 from typing_extensions import override
 
+from airflow_chatter.adapters.memory.documents import (
+    MAX_BATCH_OPERATIONS,
+    expiry,
+    normalised_body,
+    validated_default_ttl,
+    validated_paths,
+)
 from airflow_chatter.adapters.memory.faults import FaultPlan, OperationCall
-from airflow_chatter.adapters.memory.patch import SYSTEM_PROPERTIES, apply_patch, check_patch_targets, path_tokens
+from airflow_chatter.adapters.memory.patch import apply_patch, check_patch_targets
 from airflow_chatter.adapters.memory.query import (
-    UNDEFINED,
     normalise_parameters,
     parse_filter_predicate,
     parse_query,
     run_query,
-    walk,
 )
 from airflow_chatter.adapters.memory.ranges import (
     EPK_SPACE,
@@ -77,18 +65,9 @@ from airflow_chatter.ports import (
     PreconditionFailed,
 )
 
-#: Cosmos DB's service limits. They are constants, not settings: a test that passes only with a bigger limit
-#: would fail against the real service.
-MAX_BATCH_OPERATIONS = 100
-MAX_ID_BYTES = 1023
-MAX_DOCUMENT_BYTES = 2 * 1024 * 1024
-MAX_PARTITION_KEY_LEVELS = 3
-#: ``ttl`` and ``defaultTtl`` are signed 32-bit seconds on the service; a larger value is a 400.
-MAX_TTL_SECONDS = 2**31 - 1
-
-_FORBIDDEN_ID_CHARACTERS = frozenset("/\\?#")
 _T = TypeVar("_T")
 _ItemKey = tuple[str, str]  # (canonical partition-key JSON, id)
+_PUTS = (BatchOperationKind.CREATE, BatchOperationKind.UPSERT, BatchOperationKind.REPLACE)
 
 
 @dataclass(frozen=True)
@@ -97,7 +76,6 @@ class _Stored:
 
     document: Document  # the body with _rid, _etag and _ts, without _lsn
     key: PartitionKeyValue
-    epk: int
     lsn: int
     expires_at: int | None  # _ts + effective ttl; None when it never expires
 
@@ -111,28 +89,24 @@ class _Stored:
         return {**copy.deepcopy(self.document), **extra}
 
 
+@dataclass
 class _Transaction:
-    """The container's items as one operation (or one batch) sees them; writes land only on commit.
+    """The items as one operation (or one batch) sees them. Its writes share one ``_lsn`` and ``_ts``, as a
+    transactional batch's do on the service, and land only on commit: a failed one is dropped, whole."""
 
-    Every write of one transaction gets the same ``_lsn`` and ``_ts``, as a transactional batch does on the
-    service; a failed transaction is dropped, which is what makes a batch all-or-nothing.
-    """
-
-    def __init__(self, items: dict[_ItemKey, _Stored], last_lsn: int, now: float) -> None:
-        self._items = items
-        #: The versions this transaction wrote (``None``: deleted), in write order.
-        self.writes: dict[_ItemKey, _Stored | None] = {}
-        self.lsn = last_lsn + 1
-        self.now = now
-        self.ts = int(now)
+    items: dict[_ItemKey, _Stored]
+    lsn: int
+    now: float
+    #: The versions this transaction wrote (``None``: deleted), in write order.
+    writes: dict[_ItemKey, _Stored | None] = field(default_factory=dict)
 
     def get(self, key: _ItemKey) -> _Stored | None:
-        stored = self.writes[key] if key in self.writes else self._items.get(key)
+        stored = self.writes[key] if key in self.writes else self.items.get(key)
         return stored if stored is not None and stored.alive_at(self.now) else None
 
 
 class MemoryDocumentContainer(DocumentContainer):
-    """An in-memory Cosmos DB container; see the module docstring for the semantics it keeps.
+    """An in-memory Cosmos DB container; the package docstring lists the semantics it keeps.
 
     ``partition_key_paths`` (default ``("/pk",)``, up to three for a hierarchical key) and ``default_ttl``
     (default ``None``: TTL off) are the container's definition; ``clock`` (default UTC wall clock) gives ``_ts``
@@ -151,16 +125,12 @@ class MemoryDocumentContainer(DocumentContainer):
         database_id: str = "chatter",
         container_id: str = "outbox",
     ) -> None:
-        self._paths = _validated_paths(partition_key_paths)
-        self._default_ttl = _validated_default_ttl(default_ttl)
+        self._paths = validated_paths(partition_key_paths)
+        self._default_ttl = validated_default_ttl(default_ttl)
         self._clock = clock
         self._ranges = even_ranges(feed_range_count)
         self._properties = ContainerProperties(
-            account_endpoint=account_endpoint,
-            database_id=database_id,
-            container_id=container_id,
-            partition_key_paths=self._paths,
-            default_ttl=self._default_ttl,
+            account_endpoint, database_id, container_id, self._paths, self._default_ttl
         )
         self._rid = uuid.uuid4().hex[:16]
         self._lock = threading.RLock()
@@ -189,7 +159,7 @@ class MemoryDocumentContainer(DocumentContainer):
             self.calls[call.operation] += 1
             call = replace(call, number=self.calls[call.operation])
             self.check(call)
-            transaction = _Transaction(self._items, self._lsn, self._now())
+            transaction = _Transaction(self._items, self._lsn + 1, self._now())
             result = apply(transaction)
             for key, stored in transaction.writes.items():
                 self._items.pop(key, None)  # re-insert, so iteration order stays commit order
@@ -204,22 +174,19 @@ class MemoryDocumentContainer(DocumentContainer):
         now = self._clock()
         return (now if now.tzinfo is not None else now.replace(tzinfo=UTC)).timestamp()
 
-    # -- the port -------------------------------------------------------------------------------------------
+    # -- the port (documented on DocumentContainer; only what is particular to this one is said here) --------
 
     @override
     def properties(self) -> ContainerProperties:
-        """Read the container's metadata."""
         return self._run(OperationCall("properties", 0), lambda _t: self._properties)
 
     @override
     def create(self, document: Document, partition_key: PartitionKey) -> Document:
-        """Create a document; ``Conflict`` if its id exists in that partition."""
         call = OperationCall("create", 0, _id_of(document), partition_key, {"document": document})
-        return self._run(call, lambda t: self._create(t, document, partition_key))
+        return self._run(call, lambda t: self._put(t, BatchOperationKind.CREATE, document, partition_key)[0])
 
     @override
     def read(self, item_id: str, partition_key: PartitionKey) -> Document:
-        """Point-read a document; ``NotFound`` if absent (or expired)."""
         call = OperationCall("read", 0, item_id, partition_key)
         return self._run(call, lambda t: self._existing(t, item_id, partition_key).copy())
 
@@ -227,20 +194,18 @@ class MemoryDocumentContainer(DocumentContainer):
     def replace(
         self, item_id: str, partition_key: PartitionKey, document: Document, *, if_match: str | None = None
     ) -> Document:
-        """Replace a document; ``NotFound`` if absent, ``PreconditionFailed`` on a stale ``if_match``."""
         call = OperationCall("replace", 0, item_id, partition_key, {"document": document, "if_match": if_match})
-        return self._run(call, lambda t: self._replace(t, item_id, partition_key, document, if_match))
+        replace = BatchOperationKind.REPLACE
+        return self._run(call, lambda t: self._put(t, replace, document, partition_key, if_match, item_id)[0])
 
     @override
     def upsert(self, document: Document, partition_key: PartitionKey, *, if_match: str | None = None) -> Document:
-        """Create or replace a document; ``PreconditionFailed`` when ``if_match`` does not hold."""
         arguments = {"document": document, "if_match": if_match}
         call = OperationCall("upsert", 0, _id_of(document), partition_key, arguments)
-        return self._run(call, lambda t: self._upsert(t, document, partition_key, if_match)[0])
+        return self._run(call, lambda t: self._put(t, BatchOperationKind.UPSERT, document, partition_key, if_match)[0])
 
     @override
     def delete(self, item_id: str, partition_key: PartitionKey, *, if_match: str | None = None) -> None:
-        """Delete a document; ``NotFound`` if absent, ``PreconditionFailed`` on a stale ETag."""
         call = OperationCall("delete", 0, item_id, partition_key, {"if_match": if_match})
         self._run(call, lambda t: self._delete(t, item_id, partition_key, if_match))
 
@@ -254,7 +219,6 @@ class MemoryDocumentContainer(DocumentContainer):
         if_match: str | None = None,
         filter_predicate: str | None = None,
     ) -> Document:
-        """Apply patch operations atomically; ``PreconditionFailed`` if the ETag or the filter fails."""
         arguments = {"operations": tuple(operations), "if_match": if_match, "filter_predicate": filter_predicate}
         call = OperationCall("patch", 0, item_id, partition_key, arguments)
         return self._run(call, lambda t: self._patch(t, item_id, partition_key, operations, if_match, filter_predicate))
@@ -263,7 +227,6 @@ class MemoryDocumentContainer(DocumentContainer):
     def execute_batch(
         self, partition_key: PartitionKey, operations: Sequence[BatchOperation]
     ) -> list[BatchOperationResult]:
-        """Run operations all-or-nothing in one partition; ``BatchFailed`` names the culprit."""
         call = OperationCall("execute_batch", 0, None, partition_key, {"operations": tuple(operations)})
         return self._run(call, lambda t: self._batch(t, partition_key, operations))
 
@@ -281,19 +244,16 @@ class MemoryDocumentContainer(DocumentContainer):
 
     @override
     def read_feed_ranges(self, *, force_refresh: bool = False) -> list[FeedRange]:
-        """List the current feed ranges, in EPK order."""
         call = OperationCall("read_feed_ranges", 0, arguments={"force_refresh": force_refresh})
         return self._run(call, lambda _t: [r.feed_range for r in self._ranges])
 
     @override
     def is_feed_range_subset(self, parent: FeedRange, child: FeedRange) -> bool:
-        """Whether ``child`` lies inside ``parent``."""
         call = OperationCall("is_feed_range_subset", 0, arguments={"parent": parent, "child": child})
         return self._run(call, lambda _t: EpkRange.parse(parent).covers(EpkRange.parse(child)))
 
     @override
     def feed_range_overlap(self, a: FeedRange, b: FeedRange) -> FeedRange | None:
-        """The feed range ``a`` and ``b`` share; ``None`` if they are disjoint."""
         return self._run(OperationCall("feed_range_overlap", 0, arguments={"a": a, "b": b}), lambda _t: overlap(a, b))
 
     @override
@@ -305,11 +265,8 @@ class MemoryDocumentContainer(DocumentContainer):
         start: ChangeFeedStart | datetime = ChangeFeedStart.BEGINNING,
         max_item_count: int = 100,
     ) -> ChangeFeedPage:
-        """Read one page of latest-version changes for a feed range after a continuation (or from ``start``).
-
-        ``continuation`` wins over ``start``. A continuation of a parent range is accepted for its children.
-        ``FeedRangeGone`` when the range spans more than one current range (it split).
-        """
+        """``continuation`` wins over ``start``; a page holds one batch's changes whole, so it may be larger than
+        ``max_item_count``, as on the service."""
         arguments = {"feed_range": feed_range, "continuation": continuation, "start": start}
         call = OperationCall("read_change_feed", 0, arguments={**arguments, "max_item_count": max_item_count})
         return self._run(call, lambda t: self._change_feed(t, feed_range, continuation, start, max_item_count))
@@ -380,36 +337,15 @@ class MemoryDocumentContainer(DocumentContainer):
 
     def _key_in(self, document: Document) -> PartitionKeyValue:
         """Read the partition key out of a body; an absent value is ``None``, as the port defines it."""
-        values = [walk(document, path_tokens(path)) for path in self._paths]
-        return PartitionKeyValue(tuple(None if v is UNDEFINED else canonical_component(v) for v in values))
+        return PartitionKeyValue(tuple(canonical_component(resolve_pointer(document, p, None)) for p in self._paths))
 
     # -- writes ---------------------------------------------------------------------------------------------
 
     def _body(self, document: Document, key: PartitionKeyValue) -> Document:
-        """Validate and copy a body: JSON within 2 MB, a legal id, the partition key given, a legal ttl.
-
-        The JSON round trip copies the body (the caller keeps theirs) and normalises it (tuples become lists,
-        keys strings); system properties are dropped, the write sets them.
-        """
-        if not isinstance(document, dict):
-            raise BadRequest("a document must be a JSON object")
-        try:
-            encoded = json.dumps(document, allow_nan=False)
-        except (TypeError, ValueError) as error:
-            raise BadRequest(f"the document is not JSON: {error}") from error
-        if len(encoded) > MAX_DOCUMENT_BYTES:  # ASCII text (ensure_ascii): characters are bytes
-            raise ContainerError("the document exceeds 2 MB", status_code=413)
-        body: Document = json.loads(encoded)
-        _check_id(body.get("id"))
-        found = self._key_in(body)
-        if found.json != key.json:
-            raise BadRequest(
-                f"the partition key in the document {list(found.components)} differs from the "
-                f"one given {list(key.components)}"
-            )
-        _check_item_ttl(body.get("ttl"))
-        for name in SYSTEM_PROPERTIES:
-            body.pop(name, None)
+        """A checked copy of a body (``normalised_body``) that carries the partition key given."""
+        body = normalised_body(document)
+        if (found := self._key_in(body).json) != key.json:
+            raise BadRequest(f"the partition key in the document {found} differs from the one given {key.json}")
         return body
 
     def _write(
@@ -418,13 +354,8 @@ class MemoryDocumentContainer(DocumentContainer):
         """Store a checked body as the new version of its item and return the caller's copy of it."""
         body["_rid"] = previous.document["_rid"] if previous is not None else uuid.uuid4().hex[:16]
         body["_etag"] = f'"{uuid.uuid4()}"'
-        ts = body["_ts"] = transaction.ts
-        # Expiry: _ts + the effective ttl, the item's ``ttl`` over the container default; -1 and TTL-off never.
-        expires_at = None
-        if self._default_ttl is not None:
-            effective = self._default_ttl if body.get("ttl") is None else int(body["ttl"])
-            expires_at = None if effective == -1 else ts + effective
-        stored = _Stored(body, key, key.epk, transaction.lsn, expires_at)
+        ts = body["_ts"] = int(transaction.now)
+        stored = _Stored(body, key, transaction.lsn, expiry(ts, body.get("ttl"), self._default_ttl))
         transaction.writes[(key.json, str(body["id"]))] = stored
         return stored.copy()
 
@@ -439,34 +370,26 @@ class MemoryDocumentContainer(DocumentContainer):
         if if_match is not None and stored.document["_etag"] != if_match:
             raise PreconditionFailed(f"ETag {if_match} is stale for {stored.document['id']!r}")
 
-    def _create(self, transaction: _Transaction, document: Document, partition_key: PartitionKey) -> Document:
-        key = self._key(partition_key)
-        body = self._body(document, key)
-        if transaction.get((key.json, body["id"])) is not None:
-            raise Conflict(f"a document with id {body['id']!r} already exists in partition {partition_key!r}")
-        return self._write(transaction, body, key, None)
-
-    def _replace(
+    def _put(
         self,
         transaction: _Transaction,
-        item_id: str,
-        partition_key: PartitionKey,
+        kind: BatchOperationKind,
         document: Document,
-        if_match: str | None,
-    ) -> Document:
-        stored = self._existing(transaction, item_id, partition_key)
-        self._check_etag(stored, if_match)
-        body = self._body(document, stored.key)
-        if body["id"] != item_id:
-            raise BadRequest(f"the body's id {body['id']!r} differs from the replaced id {item_id!r}")
-        return self._write(transaction, body, stored.key, stored)
-
-    def _upsert(
-        self, transaction: _Transaction, document: Document, partition_key: PartitionKey, if_match: str | None
+        partition_key: PartitionKey,
+        if_match: str | None = None,
+        item_id: str | None = None,
     ) -> tuple[Document, bool]:
+        """Create (``Conflict`` if the id exists), replace (``NotFound`` if it does not, ``item_id`` the id the
+        body must keep) or upsert a document; return the written document and whether it is new."""
         key = self._key(partition_key)
         body = self._body(document, key)
+        if item_id is not None and body["id"] != item_id:
+            raise BadRequest(f"the body's id {body['id']!r} differs from the replaced id {item_id!r}")
         previous = transaction.get((key.json, body["id"]))
+        if previous is not None and kind is BatchOperationKind.CREATE:
+            raise Conflict(f"a document with id {body['id']!r} already exists in partition {partition_key!r}")
+        if previous is None and kind is BatchOperationKind.REPLACE:
+            raise NotFound(f"no document {body['id']!r} in partition {partition_key!r}")
         if previous is None and if_match is not None:
             raise PreconditionFailed(f"if_match given but {body['id']!r} does not exist")
         if previous is not None:
@@ -528,26 +451,22 @@ class MemoryDocumentContainer(DocumentContainer):
     def _batch_operation(
         self, transaction: _Transaction, partition_key: PartitionKey, operation: BatchOperation
     ) -> BatchOperationResult:
-        kind, body, if_match = operation.kind, operation.body, operation.if_match
-        if kind in (BatchOperationKind.CREATE, BatchOperationKind.UPSERT, BatchOperationKind.REPLACE) and body is None:
-            raise BadRequest(f"a batch {kind.value} needs a body")
+        kind, if_match = operation.kind, operation.if_match
+        if kind in _PUTS:
+            if operation.body is None:
+                raise BadRequest(f"a batch {kind.value} needs a body")
+            replaced = operation.id if kind is BatchOperationKind.REPLACE else None
+            document, created = self._put(transaction, kind, operation.body, partition_key, if_match, replaced)
+            return BatchOperationResult(201 if created else 200, etag=document["_etag"], body=document)
         if kind is BatchOperationKind.DELETE:
             self._delete(transaction, operation.id, partition_key, if_match)
             return BatchOperationResult(204)
-        status = 200
-        if kind is BatchOperationKind.CREATE:
-            document, status = self._create(transaction, _given(body), partition_key), 201
-        elif kind is BatchOperationKind.UPSERT:
-            document, created = self._upsert(transaction, _given(body), partition_key, if_match)
-            status = 201 if created else 200
-        elif kind is BatchOperationKind.READ:
+        if kind is BatchOperationKind.READ:
             document = self._existing(transaction, operation.id, partition_key).copy()
-        elif kind is BatchOperationKind.REPLACE:
-            document = self._replace(transaction, operation.id, partition_key, _given(body), if_match)
         else:
             operations, predicate = operation.patch_operations, operation.filter_predicate
             document = self._patch(transaction, operation.id, partition_key, operations, if_match, predicate)
-        return BatchOperationResult(status, etag=document.get("_etag"), body=document)
+        return BatchOperationResult(200, etag=document["_etag"], body=document)
 
     # -- query ----------------------------------------------------------------------------------------------
 
@@ -592,16 +511,12 @@ class MemoryDocumentContainer(DocumentContainer):
             if (
                 stored.lsn > after_lsn
                 and stored.alive_at(transaction.now)
-                and requested.contains(stored.epk)
+                and requested.contains(stored.key.epk)
                 and (since_ts is None or stored.document["_ts"] >= since_ts)
             ):
                 page.append(stored)
-        if page:
-            next_lsn = page[-1].lsn
-        elif since_ts is not None:
-            next_lsn = self._lsn  # nothing since that time: everything written so far is behind the reader
-        else:
-            next_lsn = after_lsn
+        # An empty page from a time on: everything written so far is behind the reader.
+        next_lsn = page[-1].lsn if page else self._lsn if since_ts is not None else after_lsn
         token = Continuation(self._rid, requested, next_lsn).encode()
         return ChangeFeedPage(tuple(stored.copy(_lsn=stored.lsn) for stored in page), token)
 
@@ -609,64 +524,21 @@ class MemoryDocumentContainer(DocumentContainer):
         self, requested: EpkRange, continuation: str | None, start: ChangeFeedStart | datetime
     ) -> tuple[int, float | None]:
         """Return (read changes after this ``_lsn``, only those with ``_ts`` at or after this time)."""
-        if continuation is not None:
-            position = Continuation.decode(continuation)
-            if position.container_rid != self._rid:
-                raise BadRequest("the continuation belongs to another container")
-            if not position.feed_range.covers(requested):
-                raise BadRequest("the continuation belongs to a feed range that does not contain this one")
-            return position.lsn, None
-        if isinstance(start, datetime):
-            moment = start if start.tzinfo is not None else start.replace(tzinfo=UTC)
-            return 0, moment.timestamp()
-        if start is ChangeFeedStart.NOW:
-            return self._lsn, None
-        if start is ChangeFeedStart.BEGINNING:
-            return 0, None
-        raise BadRequest(f"unknown change-feed start {start!r}")
-
-
-def _given(body: Document | None) -> Document:
-    assert body is not None  # _batch_operation refused a body-less create/upsert/replace
-    return body
+        if continuation is None and isinstance(start, datetime):
+            return 0, (start if start.tzinfo is not None else start.replace(tzinfo=UTC)).timestamp()
+        if continuation is None:
+            return (self._lsn if start is ChangeFeedStart.NOW else 0), None
+        position = Continuation.decode(continuation)
+        if position.container_rid != self._rid:
+            raise BadRequest("the continuation belongs to another container")
+        if not position.feed_range.covers(requested):
+            raise BadRequest("the continuation belongs to a feed range that does not contain this one")
+        return position.lsn, None
 
 
 def _id_of(document: Any) -> str | None:
     return str(document["id"]) if isinstance(document, dict) and "id" in document else None
 
 
-def _check_id(item_id: Any) -> None:
-    if not isinstance(item_id, str) or not item_id:
-        raise BadRequest(f"a document needs a non-empty string id, not {item_id!r}")
-    if len(item_id.encode("utf-8")) > MAX_ID_BYTES:
-        raise BadRequest(f"an id is at most {MAX_ID_BYTES} bytes")
-    if any(character in item_id for character in _FORBIDDEN_ID_CHARACTERS):
-        raise BadRequest(f"an id may not contain any of {''.join(sorted(_FORBIDDEN_ID_CHARACTERS))}")
-
-
-def _check_item_ttl(ttl: Any) -> None:
-    if ttl is None:
-        return
-    if isinstance(ttl, bool) or not isinstance(ttl, int) or not (ttl == -1 or 0 < ttl <= MAX_TTL_SECONDS):
-        raise BadRequest(f"an item ttl is -1 or 1..{MAX_TTL_SECONDS} whole seconds, not {ttl!r}")
-
-
-def _validated_paths(paths: Sequence[str]) -> tuple[str, ...]:
-    checked = (paths,) if isinstance(paths, str) else tuple(paths)
-    if not 1 <= len(checked) <= MAX_PARTITION_KEY_LEVELS:
-        raise ValueError(f"a container has 1 to {MAX_PARTITION_KEY_LEVELS} partition-key paths, not {checked}")
-    for path in checked:
-        path_tokens(path)
-    return checked
-
-
-def _validated_default_ttl(default_ttl: int | None) -> int | None:
-    if default_ttl is None or default_ttl == -1:
-        return default_ttl
-    if isinstance(default_ttl, bool) or not isinstance(default_ttl, int) or not 0 < default_ttl <= MAX_TTL_SECONDS:
-        raise ValueError(f"default_ttl is None, -1 or a positive number of seconds, not {default_ttl!r}")
-    return default_ttl
-
-
 #: ``EPK_SPACE`` and ``OperationCall`` are re-exported: tests import them from this module.
-__all__ = ["EPK_SPACE", "MAX_BATCH_OPERATIONS", "MemoryDocumentContainer", "OperationCall"]
+__all__ = ["EPK_SPACE", "MemoryDocumentContainer", "OperationCall"]

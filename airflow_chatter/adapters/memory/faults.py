@@ -14,21 +14,8 @@ from airflow_chatter.ports import PartitionKey
 
 #: Port method names a fault can target ("*" targets all of them).
 OPERATIONS = frozenset(
-    {
-        "properties",
-        "create",
-        "read",
-        "replace",
-        "upsert",
-        "delete",
-        "patch",
-        "execute_batch",
-        "query",
-        "read_feed_ranges",
-        "is_feed_range_subset",
-        "feed_range_overlap",
-        "read_change_feed",
-    }
+    "properties create read replace upsert delete patch execute_batch query read_feed_ranges is_feed_range_subset "
+    "feed_range_overlap read_change_feed".split()
 )
 
 
@@ -68,16 +55,10 @@ class FaultRule:
         if self.operation not in ("*", call.operation) or (self.when is not None and not self.when(call)):
             return False
         self.matched += 1
-        if self.on_call is not None:
-            hit = self.matched == self.on_call
-        else:
-            hit = self.times is None or self.fired < self.times
-        if hit:
-            self.fired += 1
+        due = self.times is None or self.fired < self.times
+        hit = self.matched == self.on_call if self.on_call is not None else due
+        self.fired += hit
         return hit
-
-    def error_for(self, call: OperationCall) -> BaseException:
-        return self.error if isinstance(self.error, BaseException) else self.error(call)
 
 
 class FaultPlan:
@@ -124,4 +105,4 @@ class FaultPlan:
         """Raise the first due fault for a call, before it applies or (``after_apply``) after it committed."""
         for rule in self.rules:
             if rule.after_apply == after_apply and rule.fires_for(call):
-                raise rule.error_for(call)
+                raise rule.error if isinstance(rule.error, BaseException) else rule.error(call)

@@ -13,23 +13,8 @@ from typing import Any
 
 from jsonpointer import JsonPointer, JsonPointerException
 
+from airflow_chatter.adapters.memory.documents import MAX_PATCH_OPERATIONS, SYSTEM_PROPERTIES, path_tokens
 from airflow_chatter.ports import BadRequest, Document, PatchOperation
-
-#: Cosmos DB's service limit on operations per patch.
-MAX_PATCH_OPERATIONS = 10
-#: Properties the service owns: never patched, and a body's own values for them are ignored on every write.
-SYSTEM_PROPERTIES = frozenset({"_rid", "_self", "_etag", "_attachments", "_ts", "_lsn"})
-
-
-def path_tokens(path: str) -> tuple[str, ...]:
-    """Split a JSON pointer into its unescaped tokens; ``BadRequest`` for anything that is not one."""
-    try:
-        tokens = tuple(JsonPointer(path).parts)
-    except JsonPointerException as error:
-        raise BadRequest(f"path {path!r} is not a JSON pointer: {error}") from error
-    if not tokens or tokens == ("",):
-        raise BadRequest(f"path {path!r} must name a property below the document root")
-    return tokens
 
 
 def check_patch_targets(operations: Sequence[PatchOperation], partition_key_paths: Sequence[str]) -> None:
@@ -98,13 +83,8 @@ def _patch_element(parent: list[Any], last: int | str, operation: PatchOperation
         raise BadRequest(f"unsupported patch operation {operation.op!r}")
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _incremented(current: Any, amount: Any, path: str) -> Any:
-    if not _is_number(amount):
-        raise BadRequest(f"incr {path}: the increment must be a number, not {amount!r}")
-    if not _is_number(current):
-        raise BadRequest(f"incr {path}: the target is not a number ({current!r})")
+    for role, value in (("increment", amount), ("target", current)):
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise BadRequest(f"incr {path}: the {role} is not a number ({value!r})")
     return current + amount

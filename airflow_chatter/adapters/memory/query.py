@@ -1,22 +1,23 @@
 """The SQL subset the in-memory container runs, with Cosmos's undefined-value semantics.
 
-The grammar (``lark``, LALR) is the subset's definition; :class:`_Compiler` turns a parse tree into closures
-over (document, parameters). Whatever the subset lacks is a ``BadRequest`` naming it, so a test that needs more
-fails loudly rather than getting an answer the service would not give.
+The grammar (``lark``, LALR) is the subset's definition; :func:`_parse` checks what a grammar cannot say (the
+alias, the functions, the projection) and :func:`_evaluate` interprets the tree per document. Whatever the subset
+lacks is a ``BadRequest`` naming it, so a test that needs more fails loudly rather than getting an answer the
+service would not give.
 """
 
 from __future__ import annotations
 
 import json
+import operator
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedInput, VisitError
-from lark.tree import Meta
+from lark import Lark, Token, Tree
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput
 
 from airflow_chatter.ports import BadRequest, Document
 
@@ -28,29 +29,25 @@ SUPPORTED_SQL = (
 )
 
 _GRAMMAR = r"""
-query: "SELECT"i top? projection from_clause where? order_by?
+query: "SELECT"i ["TOP"i INT] projection from_clause [where] [order_by]
 predicate: from_clause where
-top: "TOP"i INT
-projection: "*"                                -> select_all
+projection: "*"                                  -> select_all
           | "VALUE"i "COUNT"i "(" expression ")" -> select_count
-          | "VALUE"i? expression               -> select_other
+          | "VALUE"i? expression                 -> select_other
 from_clause: "FROM"i NAME NAME?
-where: "WHERE"i expression
+?where: "WHERE"i expression
 order_by: "ORDER"i "BY"i order_item ("," order_item)*
 order_item: path (ASC | DESC)?
 
 ?expression: conjunction | expression "OR"i conjunction -> any_of
 ?conjunction: negation | conjunction "AND"i negation   -> all_of
-?negation: "NOT"i negation                         -> negate
-         | comparison
+?negation: "NOT"i negation -> negate | comparison
 ?comparison: operand (COMPARATOR operand)?
 ?operand: "(" expression ")" | path | PARAM | call | literal
 call: NAME "(" expression ("," expression)* ")"
 path: NAME step*
 ?step: "." NAME | "[" (STRING | INT) "]"
-?literal: NUMBER -> number
-        | STRING -> string
-        | TRUE | FALSE | NULL
+?literal: NUMBER | STRING | TRUE | FALSE | NULL
         | "[" [literal ("," literal)*] "]" -> array
         | "{" [STRING ":" literal ("," STRING ":" literal)*] "}" -> object
 
@@ -78,6 +75,10 @@ _UNSUPPORTED_KEYWORDS = re.compile(
 _STRINGS = re.compile(r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*\"""", re.DOTALL)
 _ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
+_FUNCTIONS = {("IS_DEFINED", 1), ("STARTSWITH", 2), ("STARTSWITH", 3)}
+_KEYWORDS = {"TRUE": True, "FALSE": False, "NULL": None}
+_ORDERINGS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+_RANKS: tuple[tuple[type | tuple[type, ...], int], ...] = ((bool, 2), ((int, float), 3), (str, 4), (list, 5))
 
 
 class _Undefined:
@@ -89,16 +90,15 @@ class _Undefined:
 
 UNDEFINED: Any = _Undefined()
 
-Evaluator = Callable[[Any, Mapping[str, Any]], Any]
+Node = Tree[Token] | Token
 
 
 @dataclass(frozen=True)
 class ParsedQuery:
     """A query of the subset: ``SELECT [TOP n] *`` or ``SELECT VALUE COUNT(1)``, a filter and an order."""
 
-    alias: str
-    where: Evaluator | None
-    order_by: tuple[tuple[Evaluator, bool], ...]  # (key, descending)
+    where: Node | None
+    order_by: tuple[tuple[Node, bool], ...]  # (path, descending)
     count: bool
     top: int | None
     parameters: frozenset[str]
@@ -108,133 +108,13 @@ def _unsupported(what: str) -> BadRequest:
     return BadRequest(f"{what} is not supported by the in-memory SQL subset ({SUPPORTED_SQL})")
 
 
-def _decode_string(text: str) -> str:
-    def unescape(match: re.Match[str]) -> str:
-        escaped = match.group(1)
-        return chr(int(escaped[1:], 16)) if len(escaped) == 5 else _ESCAPES.get(escaped, escaped)
-
-    return _ESCAPE.sub(unescape, text[1:-1])
-
-
-def _constant(value: Any) -> Evaluator:
-    return lambda _document, _parameters: value
-
-
-@v_args(inline=True)
-class _Compiler(Transformer[Token, Any]):
-    """Compile a parse tree bottom-up: an expression becomes an ``Evaluator``, the statement a ``ParsedQuery``."""
-
-    def __init__(self, sql: str, alias: str) -> None:
-        super().__init__()
-        self.sql, self.alias, self.parameters = sql, alias, set[str]()
-
-    def query(self, *parts: Any) -> ParsedQuery:
-        top = next((part for part in parts if isinstance(part, int) and not isinstance(part, bool)), None)
-        count = next(part for part in parts if isinstance(part, bool))
-        where = next((part for part in parts if callable(part)), None)
-        order_by = next((part for part in parts if isinstance(part, tuple)), ())
-        if count and order_by:
-            raise _unsupported("ORDER BY with SELECT VALUE COUNT(1)")
-        return ParsedQuery(self.alias, where, order_by, count, top, frozenset(self.parameters))
-
-    def predicate(self, _alias: str, where: Evaluator) -> ParsedQuery:
-        return ParsedQuery(self.alias, where, (), False, None, frozenset(self.parameters))
-
-    def top(self, count: Token) -> int:
-        return int(count)
-
-    def select_all(self) -> bool:
-        return False
-
-    @v_args(meta=True)
-    def select_count(self, meta: Meta, _argument: Any) -> bool:
-        text = self.sql[meta.start_pos : meta.end_pos]
-        if not re.fullmatch(r"VALUE\s+COUNT\s*\(\s*1\s*\)", text, re.IGNORECASE):
-            raise _unsupported(f"SELECT {text}")
-        return True
-
-    @v_args(meta=True)
-    def select_other(self, meta: Meta, _expression: Any) -> bool:
-        raise _unsupported(f"projection {self.sql[meta.start_pos : meta.end_pos]!r}")
-
-    def from_clause(self, *names: Token) -> str:
-        return str(names[-1])  # FROM root r: r is the alias
-
-    def where(self, condition: Evaluator) -> Evaluator:
-        return condition
-
-    def order_by(self, *items: tuple[Evaluator, bool]) -> tuple[tuple[Evaluator, bool], ...]:
-        return items
-
-    def order_item(self, key: Evaluator, direction: Token | None = None) -> tuple[Evaluator, bool]:
-        return key, direction is not None and direction.upper() == "DESC"
-
-    def any_of(self, left: Evaluator, right: Evaluator) -> Evaluator:
-        return lambda document, parameters: _any_of(left(document, parameters), right(document, parameters))
-
-    def all_of(self, left: Evaluator, right: Evaluator) -> Evaluator:
-        return lambda document, parameters: _all_of(left(document, parameters), right(document, parameters))
-
-    def negate(self, operand: Evaluator) -> Evaluator:
-        def evaluate(document: Any, parameters: Mapping[str, Any]) -> Any:
-            value = operand(document, parameters)
-            return (not value) if isinstance(value, bool) else UNDEFINED
-
-        return evaluate
-
-    def comparison(self, left: Evaluator, operator: Token, right: Evaluator) -> Evaluator:
-        return lambda document, parameters: _compare(
-            str(operator), left(document, parameters), right(document, parameters)
-        )
-
-    def call(self, name: Token, *arguments: Evaluator) -> Evaluator:
-        function = name.upper()
-        if function == "IS_DEFINED" and len(arguments) == 1:
-            (argument,) = arguments
-            return lambda document, parameters: argument(document, parameters) is not UNDEFINED
-        if function == "STARTSWITH" and len(arguments) in (2, 3):
-            return lambda document, parameters: _startswith(*(a(document, parameters) for a in arguments))
-        raise _unsupported(f"function {function} with {len(arguments)} argument(s)")
-
-    def path(self, root: Token, *steps: Token) -> Evaluator:
-        if root != self.alias:
-            raise BadRequest(f"a path must start with the alias {self.alias!r}, found {str(root)!r}")
-        keys = tuple(
-            _decode_string(step) if step.type == "STRING" else int(step) if step.type == "INT" else str(step)
-            for step in steps
-        )
-        return lambda document, _parameters: walk(document, keys)
-
-    def PARAM(self, token: Token) -> Evaluator:  # noqa: N802 (lark calls terminal callbacks by the terminal's name)
-        self.parameters.add(str(token))
-        return lambda _document, parameters: parameters[str(token)]
-
-    def number(self, token: Token) -> Evaluator:
-        return _constant(int(token) if re.fullmatch(r"-?\d+", token) else float(token))
-
-    def string(self, token: Token) -> Evaluator:
-        return _constant(_decode_string(token))
-
-    def TRUE(self, _token: Token) -> Evaluator:  # noqa: N802
-        return _constant(True)
-
-    def FALSE(self, _token: Token) -> Evaluator:  # noqa: N802
-        return _constant(False)
-
-    def NULL(self, _token: Token) -> Evaluator:  # noqa: N802
-        return _constant(None)
-
-    def array(self, *items: Evaluator | None) -> Evaluator:
-        return _constant([item(None, {}) for item in items if item is not None])
-
-    def object(self, *members: Any) -> Evaluator:
-        pairs = [member for member in members if member is not None]
-        return _constant(
-            {_decode_string(key): value(None, {}) for key, value in zip(pairs[::2], pairs[1::2], strict=True)}
-        )
+def _tree(node: Node | None) -> Tree[Token]:
+    assert isinstance(node, Tree), node  # the grammar puts a rule here
+    return node
 
 
 def _parse(text: str, start: str) -> ParsedQuery:
+    """Parse, then check what the grammar leaves open: the alias of every path, the functions, the projection."""
     try:
         tree = _PARSER.parse(text, start=start)
     except UnexpectedInput as error:
@@ -245,14 +125,32 @@ def _parse(text: str, start: str) -> ParsedQuery:
         if isinstance(error, UnexpectedCharacters):
             raise _unsupported(f"character {text[position]!r} at position {position}") from error
         found = getattr(error, "token", None)
-        where = "the query ended" if found is None or found.type == "$END" else f"found {str(found)!r}"
-        raise BadRequest(f"malformed query at position {position}, {where}: {text!r}") from error
-    from_clause = next(tree.find_data("from_clause"))
-    try:
-        parsed: ParsedQuery = _Compiler(text, str(from_clause.children[-1])).transform(tree)
-    except VisitError as error:
-        raise error.orig_exc from None
-    return parsed
+        seen = "the query ended" if found is None or found.type == "$END" else f"found {str(found)!r}"
+        raise BadRequest(f"malformed query at position {position}, {seen}: {text!r}") from error
+    alias = str(next(tree.find_data("from_clause")).children[-1])  # FROM root r: r is the alias
+    for path in tree.find_data("path"):
+        if path.children[0] != alias:
+            raise BadRequest(f"a path must start with the alias {alias!r}, found {str(path.children[0])!r}")
+    for call in tree.find_data("call"):
+        name, arity = str(call.children[0]).upper(), len(call.children) - 1
+        if (name, arity) not in _FUNCTIONS:
+            raise _unsupported(f"function {name} with {arity} argument(s)")
+    parameters = frozenset(str(v) for v in tree.scan_values(lambda v: isinstance(v, Token) and v.type == "PARAM"))
+    if start == "predicate":
+        return ParsedQuery(tree.children[1], (), False, None, parameters)
+    top, projection, _, where, order_by = tree.children
+    projection = _tree(projection)
+    selected = text[projection.meta.start_pos : projection.meta.end_pos]
+    if projection.data == "select_other":
+        raise _unsupported(f"projection {selected!r}")
+    count = projection.data == "select_count"
+    if count and not re.fullmatch(r"VALUE\s+COUNT\s*\(\s*1\s*\)", selected, re.IGNORECASE):
+        raise _unsupported(f"SELECT {selected}")
+    if count and order_by is not None:
+        raise _unsupported("ORDER BY with SELECT VALUE COUNT(1)")
+    items = [_tree(item).children for item in _tree(order_by).children] if order_by is not None else []
+    orders = tuple((item[0], str(item[-1]).upper() == "DESC") for item in items)
+    return ParsedQuery(where, orders, count, None if top is None else int(str(top)), parameters)
 
 
 @lru_cache(maxsize=256)
@@ -270,7 +168,48 @@ def parse_filter_predicate(predicate: str) -> ParsedQuery:
     return _parse(predicate, "predicate")
 
 
+def _decode_string(text: str) -> str:
+    return _ESCAPE.sub(lambda m: chr(int(m[1][1:], 16)) if len(m[1]) == 5 else _ESCAPES.get(m[1], m[1]), text[1:-1])
+
+
+def _evaluate(node: Node, document: Any, parameters: Mapping[str, Any]) -> Any:
+    """The value of an expression for one document: a JSON value, or ``UNDEFINED``."""
+    if isinstance(node, Token):
+        if node.type == "PARAM":
+            return parameters[str(node)]
+        if node.type == "STRING":
+            return _decode_string(node)
+        if node.type == "NUMBER":
+            return int(node) if re.fullmatch(r"-?\d+", node) else float(node)
+        return _KEYWORDS[node.upper()]
+    children = [child for child in node.children if child is not None]
+    if node.data == "path":
+        return walk(document, tuple(_step(key) for key in children[1:]))
+    if node.data == "call":
+        name, arguments = str(children[0]).upper(), [_evaluate(a, document, parameters) for a in children[1:]]
+        return arguments[0] is not UNDEFINED if name == "IS_DEFINED" else _startswith(*arguments)
+    if node.data == "comparison":
+        left, symbol, right = children
+        return _compare(str(symbol), _evaluate(left, document, parameters), _evaluate(right, document, parameters))
+    values = [_evaluate(child, document, parameters) for child in children]
+    if node.data == "any_of":  # three-valued OR: true wins, then undefined
+        return True if any(v is True for v in values) else False if all(v is False for v in values) else UNDEFINED
+    if node.data == "all_of":  # three-valued AND: false wins, then undefined
+        return False if any(v is False for v in values) else True if all(v is True for v in values) else UNDEFINED
+    if node.data == "negate":
+        return (not values[0]) if isinstance(values[0], bool) else UNDEFINED
+    if node.data == "array":
+        return values
+    return dict(zip(values[::2], values[1::2], strict=True))  # object: keys and values alternate
+
+
+def _step(key: Node) -> str | int:
+    assert isinstance(key, Token)
+    return _decode_string(key) if key.type == "STRING" else int(key) if key.type == "INT" else str(key)
+
+
 def walk(value: Any, keys: tuple[str | int, ...]) -> Any:
+    """Follow property names and array indices into a JSON value; ``UNDEFINED`` where one is missing."""
     for key in keys:
         if isinstance(key, str) and isinstance(value, dict):
             value = value.get(key, UNDEFINED)
@@ -283,17 +222,9 @@ def walk(value: Any, keys: tuple[str | int, ...]) -> Any:
 
 def _type_rank(value: Any) -> int:
     """Cosmos's cross-type order: undefined < null < boolean < number < string < array < object."""
-    if value is UNDEFINED:
-        return 0
-    if value is None:
-        return 1
-    if isinstance(value, bool):
-        return 2
-    if isinstance(value, (int, float)):
-        return 3
-    if isinstance(value, str):
-        return 4
-    return 5 if isinstance(value, list) else 6
+    if value is UNDEFINED or value is None:
+        return 0 if value is UNDEFINED else 1
+    return next((rank for kind, rank in _RANKS if isinstance(value, kind)), 6)
 
 
 def _json_equal(left: Any, right: Any) -> bool:
@@ -306,61 +237,37 @@ def _json_equal(left: Any, right: Any) -> bool:
     return bool(left == right)
 
 
-def _compare(operator: str, left: Any, right: Any) -> Any:
+def _compare(symbol: str, left: Any, right: Any) -> Any:
     """Compare two values; *undefined* when either is undefined or their types differ (Cosmos semantics)."""
     rank = _type_rank(left)
     if rank == 0 or rank != _type_rank(right):
         return UNDEFINED
-    if operator in ("=", "!=", "<>"):
-        equal = _json_equal(left, right)
-        return equal if operator == "=" else not equal
+    if symbol in ("=", "!=", "<>"):
+        return _json_equal(left, right) is (symbol == "=")
     if rank >= 5:
         return UNDEFINED
-    if rank == 1:
-        return operator in ("<=", ">=")
-    return {"<": left < right, "<=": left <= right, ">": left > right, ">=": left >= right}[operator]
-
-
-def _all_of(left: Any, right: Any) -> Any:
-    """Three-valued AND: false wins, then undefined."""
-    if left is False or right is False:
-        return False
-    return True if left is True and right is True else UNDEFINED
-
-
-def _any_of(left: Any, right: Any) -> Any:
-    """Three-valued OR: true wins, then undefined."""
-    if left is True or right is True:
-        return True
-    return False if left is False and right is False else UNDEFINED
+    return symbol in ("<=", ">=") if rank == 1 else _ORDERINGS[symbol](left, right)
 
 
 def _startswith(text: Any, prefix: Any, ignore_case: Any = False) -> Any:
     if not isinstance(text, str) or not isinstance(prefix, str) or not isinstance(ignore_case, bool):
         return UNDEFINED
-    if ignore_case:
-        return text.casefold().startswith(prefix.casefold())
-    return text.startswith(prefix)
+    return text.casefold().startswith(prefix.casefold()) if ignore_case else text.startswith(prefix)
 
 
 def _order_key(value: Any) -> tuple[int, Any]:
     rank = _type_rank(value)
     if rank in (0, 1):
         return (rank, 0)
-    if rank >= 5:
-        return (rank, json.dumps(value, sort_keys=True))
-    return (rank, value)
+    return (rank, json.dumps(value, sort_keys=True) if rank >= 5 else value)
 
 
 def normalise_parameters(parameters: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
     """Accept ``{"@name": value}`` (``@`` optional) or the SDK's ``[{"name": "@name", "value": value}]``."""
     if parameters is None:
         return {}
-    if isinstance(parameters, Mapping):
-        items = list(parameters.items())
-    else:
-        items = [(entry["name"], entry["value"]) for entry in parameters]
-    return {name if name.startswith("@") else f"@{name}": value for name, value in items}
+    pairs = parameters.items() if isinstance(parameters, Mapping) else [(p["name"], p["value"]) for p in parameters]
+    return {name if name.startswith("@") else f"@{name}": value for name, value in pairs}
 
 
 def run_query(parsed: ParsedQuery, documents: Sequence[Document], parameters: Mapping[str, Any]) -> list[Any]:
@@ -369,9 +276,9 @@ def run_query(parsed: ParsedQuery, documents: Sequence[Document], parameters: Ma
     if missing:
         raise BadRequest(f"query parameter(s) {sorted(missing)} were not supplied")
     where = parsed.where
-    rows = [d for d in documents if where is None or where(d, parameters) is True]
+    rows = [d for d in documents if where is None or _evaluate(where, d, parameters) is True]
     for key, descending in reversed(parsed.order_by):  # stable sorts, last key first
-        rows.sort(key=lambda document: _order_key(key(document, parameters)), reverse=descending)  # noqa: B023
+        rows.sort(key=lambda document: _order_key(_evaluate(key, document, parameters)), reverse=descending)  # noqa: B023
     if parsed.top is not None:
         rows = rows[: parsed.top]
     return [len(rows)] if parsed.count else rows

@@ -2,7 +2,8 @@
 
 A partition key hashes to a point of ``[0, EPK_SPACE)``; a feed range is a half-open interval of it, carried in
 a ``FeedRange`` token in the one format ``airflow_chatter.ports.FeedRange`` defines (hex bounds here). A
-continuation names its container, its range and the last ``_lsn`` read.
+continuation names its container, its range and the last ``_lsn`` read, so a token is never silently applied to
+the wrong feed; a child range accepts its parent's, which is how readers carry on after a split.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ from airflow_chatter.ports import BadRequest, FeedRange
 EPK_SPACE = 1 << 60
 
 
+def _compact(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
 def canonical_component(value: Any) -> Any:
     """Return a partition-key component as Cosmos compares it: JSON numbers are doubles, so 1 == 1.0."""
     if value is None or isinstance(value, (str, bool)):
@@ -27,16 +32,10 @@ def canonical_component(value: Any) -> Any:
     raise BadRequest(f"a partition-key component must be a JSON scalar, not {type(value).__name__}")
 
 
-def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
-
-
 @dataclass(frozen=True)
 class PartitionKeyValue:
-    """A partition-key value (full or prefix) in canonical form.
-
-    Compared through its JSON text, not its Python values: ``True == 1`` in Python but not in Cosmos.
-    """
+    """A partition-key value (full or prefix) of canonical components, compared through their JSON text:
+    ``True == 1`` in Python, not in Cosmos."""
 
     components: tuple[Any, ...]
 
@@ -47,17 +46,15 @@ class PartitionKeyValue:
     @property
     def epk(self) -> int:
         """Hash the full key into the EPK space, the way the service routes a key to a physical partition."""
-        digest = hashlib.sha256(self.json.encode("utf-8")).digest()
-        return int.from_bytes(digest[:8], "big") >> 4
+        return int.from_bytes(hashlib.sha256(self.json.encode("utf-8")).digest()[:8], "big") >> 4
 
     def starts_with(self, prefix: PartitionKeyValue) -> bool:
-        ours = [_compact(component) for component in self.components[: len(prefix.components)]]
-        return ours == [_compact(component) for component in prefix.components]
+        return _compact(list(self.components[: len(prefix.components)])) == prefix.json
 
 
 @dataclass(frozen=True, order=True)
 class EpkRange:
-    """A half-open interval ``[low, high)`` of the EPK space; its token is what ``FeedRange`` carries."""
+    """A half-open interval ``[low, high)`` of the EPK space."""
 
     low: int
     high: int
@@ -98,14 +95,10 @@ class EpkRange:
 def overlap(a: FeedRange, b: FeedRange) -> FeedRange | None:
     """The feed range ``a`` and ``b`` share (``a`` or ``b`` itself when one holds the other); ``None`` if disjoint."""
     first, second = EpkRange.parse(a), EpkRange.parse(b)
-    low, high = max(first.low, second.low), min(first.high, second.high)
-    if low >= high:
+    shared = EpkRange(max(first.low, second.low), min(first.high, second.high))
+    if shared.low >= shared.high:
         return None
-    if (low, high) == (first.low, first.high):
-        return a
-    if (low, high) == (second.low, second.high):
-        return b
-    return EpkRange(low, high).feed_range
+    return a if shared == first else b if shared == second else shared.feed_range
 
 
 def even_ranges(count: int) -> list[EpkRange]:
@@ -118,25 +111,15 @@ def even_ranges(count: int) -> list[EpkRange]:
 
 @dataclass(frozen=True)
 class Continuation:
-    """Where a reader of one feed range stands: after every change with ``_lsn`` <= ``lsn``.
-
-    It names its container and range so a token is never silently applied to the wrong feed; a child range
-    accepts its parent's token, which is how readers carry on after a split.
-    """
+    """Where a reader of one feed range stands: after every change with ``_lsn`` <= ``lsn``."""
 
     container_rid: str
     feed_range: EpkRange
     lsn: int
 
     def encode(self) -> str:
-        body = {
-            "v": 1,
-            "container": self.container_rid,
-            "min": f"{self.feed_range.low:016X}",
-            "max": f"{self.feed_range.high:016X}",
-            "lsn": self.lsn,
-        }
-        return json.dumps(body, sort_keys=True, separators=(",", ":"))
+        low, high = f"{self.feed_range.low:016X}", f"{self.feed_range.high:016X}"
+        return _compact({"v": 1, "container": self.container_rid, "min": low, "max": high, "lsn": self.lsn})
 
     @classmethod
     def decode(cls, token: str) -> Continuation:

@@ -461,8 +461,8 @@ def test_no_returned_document_shares_a_mutable_part_with_stored_state(container:
 
 
 def test_a_flat_document_stays_isolated_as_patches_nest_and_flatten_it(container: MemoryDocumentContainer) -> None:
-    """A document with no dict or list member is copied with one ``dict.copy``; once a patch nests a value in it
-    (or removes its only nested member), every returned copy must still be independent of stored state."""
+    """A document with no dict or list member, once a patch nests a value in it (or removes its only nested member):
+    every returned copy stays independent of stored state."""
     feed_range = container.read_feed_ranges()[0]
     container.create(_doc("a", n=0, status="pending"), "p")
     container.patch("a", "p", [PatchOperation("set", "/status", "delivered"), PatchOperation("set", "/ttl", 60)])
@@ -725,7 +725,7 @@ def test_patching_the_id_the_partition_key_or_a_system_property_is_400(
 @pytest.mark.parametrize("stored_tenant", ["t1", None, "absent"])
 @pytest.mark.parametrize("op", ["set", "add", "incr"])
 def test_a_patch_below_a_partition_key_path_is_400_and_leaves_the_key(stored_tenant: Any, op: str) -> None:
-    # Pins the invariant a scalar patch relies on to skip re-checking the id and partition key (_checked_patch).
+    # A stored partition-key value is a scalar or absent, so no patch path can lead below it.
     container = MemoryDocumentContainer(partition_key_paths=("/owner/tenant",))
     owner = {} if stored_tenant == "absent" else {"tenant": stored_tenant}
     key = None if stored_tenant == "absent" else stored_tenant
@@ -766,8 +766,8 @@ def test_patch_set_on_an_array_index_overwrites_the_element(container: MemoryDoc
 
 
 def test_a_path_patched_before_keeps_every_operations_semantics(container: MemoryDocumentContainer) -> None:
-    """The container remembers which paths may be patched; a refused path stays refused, and a remembered one still
-    behaves per operation (and keeps the members' order: new ones last, before the system properties)."""
+    """Patching one path again and again: a refused path stays refused, and an accepted one behaves per operation
+    each time (and keeps the members' order: new ones last, before the system properties)."""
     container.create(_doc("a", n=0), "p")
     for _ in range(3):
         with pytest.raises(BadRequest):
