@@ -9,9 +9,11 @@
  *                               the time left in the window, like an account.
  *   containers                  {"dbs/<db>/colls/<coll>" or "<coll>": {"provisioned_ru_per_second": n | null}}:
  *                               a per-container budget overriding the global one.
+ *   partition_ranges            how many partition key ranges a container gets when it is created (default 1;
+ *                               partition-ranges.js). Not an account-load switch, but set the same ways.
  *
  * Set at start from the environment (COSMOS_EMULATOR_LATENCY_MS, COSMOS_EMULATOR_REQUEST_CHARGES=1,
- * COSMOS_EMULATOR_PROVISIONED_RU) and at run time by `POST /_chatter/config` (merge semantics; a container entry set
+ * COSMOS_EMULATOR_PROVISIONED_RU, COSMOS_EMULATOR_PARTITION_RANGES) and at run time by `POST /_chatter/config` (merge semantics; a container entry set
  * to null is removed); `GET /_chatter/config` returns the current config; `GET /_chatter/stats` the cumulative
  * {requests, throttled, request_charge} per container ("dbs/<db>/colls/<coll>", document requests). Admin calls are neither delayed, charged
  * nor throttled. docs/emulator.md is the user-facing description.
@@ -33,6 +35,12 @@
 "use strict";
 
 const ADMIN_PREFIX = "/_chatter/";
+// CHATTER_EMULATOR_TRACE=1 logs each request's routing headers to the server log (a debugging aid).
+const TRACE = process.env.CHATTER_EMULATOR_TRACE === "1";
+const TRACED_HEADERS = new Set(["a-im", "if-none-match", "if-modified-since", "x-ms-documentdb-partitionkeyrangeid",
+  "x-ms-start-epk", "x-ms-end-epk", "x-ms-read-key-type", "x-ms-documentdb-partitionkey", "x-ms-max-item-count",
+  "x-ms-documentdb-query-enablecrosspartition", "x-ms-cosmos-is-query-plan-request", "x-ms-continuation",
+  "x-ms-documentdb-isquery"]);
 const WINDOW_MS = 1000;
 const MAX_ADMIN_BODY_BYTES = 1 << 20;
 
@@ -41,7 +49,9 @@ const config = {
   request_charges: false,
   provisioned_ru_per_second: null,
   containers: {},
+  partition_ranges: 1,
 };
+const MAX_PARTITION_RANGES = 256;
 
 /** Per container key ("dbs/<db>/colls/<coll>"): RU spent in the current fixed 1 s window. */
 const windows = new Map();
@@ -110,6 +120,13 @@ function mergeConfig(patch) {
     }
     next.request_charges = patch.request_charges;
   }
+  if ("partition_ranges" in patch) {
+    const v = patch.partition_ranges;
+    if (!Number.isInteger(v) || v < 1 || v > MAX_PARTITION_RANGES) {
+      throw new ConfigError(`partition_ranges must be an integer from 1 to ${MAX_PARTITION_RANGES}, got ${v}`);
+    }
+    next.partition_ranges = v;
+  }
   if ("provisioned_ru_per_second" in patch) {
     next.provisioned_ru_per_second = checkBudget(patch.provisioned_ru_per_second, "provisioned_ru_per_second");
   }
@@ -164,6 +181,14 @@ function configureFromEnv(env) {
     const n = Number(ru);
     if (!Number.isFinite(n) || n <= 0) throw new ConfigError(`COSMOS_EMULATOR_PROVISIONED_RU must be > 0: ${ru}`);
     patch.provisioned_ru_per_second = n;
+  }
+  const ranges = env.COSMOS_EMULATOR_PARTITION_RANGES;
+  if (ranges !== undefined && ranges !== "") {
+    if (!/^\d+$/.test(ranges) || Number(ranges) < 1 || Number(ranges) > MAX_PARTITION_RANGES) {
+      throw new ConfigError(`COSMOS_EMULATOR_PARTITION_RANGES must be an integer from 1 to ${MAX_PARTITION_RANGES}: `
+        + `${ranges}`);
+    }
+    patch.partition_ranges = Number(ranges);
   }
   return mergeConfig(patch);
 }
@@ -308,6 +333,11 @@ function installOnServer(server) {
       });
       return;
     }
+    if (TRACE) {
+      const h = req.headers;
+      console.log(`trace ${req.method} ${req.url} ${JSON.stringify(Object.fromEntries(Object.entries(h) // eslint-disable-line no-console
+        .filter(([k]) => TRACED_HEADERS.has(k))))}`);
+    }
     const latency = config.latency_ms;
     const serve = () => {
       if (latency > 0) res.setHeader("x-chatter-added-latency-ms", String(latency));
@@ -336,4 +366,7 @@ function installOnServer(server) {
   });
 }
 
-module.exports = { charges, configureFromEnv, mergeConfig, snapshot, installOnServer, addAdminRoute, ConfigError };
+/** The current value of one config field. */
+const setting = (name) => config[name];
+
+module.exports = { setting, charges, configureFromEnv, mergeConfig, snapshot, installOnServer, addAdminRoute, ConfigError };
