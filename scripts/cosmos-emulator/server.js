@@ -526,6 +526,7 @@ function modelRequestCharges(handlerModules) {
     "read-document": (req, res, body) => (res.statusCode === 200 ? charges.pointRead(charges.sizeOf(body)) : 1),
     "read-documents": (req, res, body, ctx) => {
       const docs = (body && body.Documents) || [];
+      if (res.statusCode >= 400) return charges.error();
       if (ctx.changeFeed) return res.statusCode === 200 ? charges.changeFeedPage(docs) : charges.changeFeedPage([]);
       return res.statusCode === 200 ? charges.queryPage(docs) : 1;
     },

@@ -570,6 +570,7 @@ def test_admin_config_merges_and_refuses_a_bad_field_naming_it(cosmos_endpoint: 
             ({"provisioned_ru_per_second": 0}, "provisioned_ru_per_second"),
             ({"containers": {"y": {"ru": 1}}}, "containers.y.ru"),
             ({"latncy_ms": 1}, "latncy_ms"),
+            ({"partition_ranges": 0}, "partition_ranges"),
         ):
             with pytest.raises(EmulatorAdminError, match=field):
                 configure_emulator(cosmos_endpoint, **bad)
@@ -592,6 +593,7 @@ def test_switches_are_taken_from_the_environment_at_start(cosmos_endpoint: Cosmo
         "COSMOS_EMULATOR_LATENCY_MS": "7",
         "COSMOS_EMULATOR_REQUEST_CHARGES": "1",
         "COSMOS_EMULATOR_PROVISIONED_RU": "400",
+        "COSMOS_EMULATOR_PARTITION_RANGES": "3",
     }
     script = str(Path(__file__).resolve().parents[2] / "scripts" / "cosmos-emulator.sh")
     started = subprocess.run([script, "start"], env=env, capture_output=True, text=True, timeout=120, check=False)
@@ -603,7 +605,7 @@ def test_switches_are_taken_from_the_environment_at_start(cosmos_endpoint: Cosmo
             "request_charges": True,
             "provisioned_ru_per_second": 400,
             "containers": {},
-            "partition_ranges": 1,
+            "partition_ranges": 3,
         }
     finally:
         subprocess.run([script, "stop"], env=env, capture_output=True, text=True, timeout=60, check=False)
@@ -782,3 +784,21 @@ def test_a_split_is_refused_for_a_range_that_is_gone_or_unknown_naming_it(
     with pytest.raises(EmulatorAdminError, match="container no-such-container does not exist"):
         emulator_admin(cosmos_endpoint, "POST", "split", body={"container": "no-such-container", "range_id": "0"})
     assert [r["id"] for r in _ranges(cosmos_endpoint, container)["ranges"]] == ["1", "2"]
+
+
+def test_key_scoped_feeds_and_prefix_queries_are_routed_to_their_range(
+    cosmos_endpoint: CosmosEndpoint, cosmos_container_factory: ContainerFactory
+):
+    _emulator_only(cosmos_endpoint)
+    with emulator_configured(cosmos_endpoint, partition_ranges=4):
+        flat = cosmos_container_factory(("/pk",))
+        nested = cosmos_container_factory(("/tenant", "/user"))
+    for i in range(24):
+        flat.create_item({"id": f"d{i}", "pk": f"p{i % 6}"})
+        nested.create_item({"id": f"n{i}", "tenant": f"t{i % 3}", "user": f"u{i % 4}"})
+    scoped = list(flat.query_items_change_feed(start_time="Beginning", partition_key="p1"))
+    assert sorted(_ids(scoped)) == sorted(f"d{i}" for i in range(24) if i % 6 == 1)
+    prefix = list(nested.query_items("SELECT * FROM c", partition_key=["t2"]))
+    assert sorted(_ids(prefix)) == sorted(f"n{i}" for i in range(24) if i % 3 == 2)
+    full = list(nested.query_items("SELECT * FROM c", partition_key=["t1", "u1"]))
+    assert sorted(_ids(full)) == sorted(f"n{i}" for i in range(24) if i % 3 == 1 and i % 4 == 1)
