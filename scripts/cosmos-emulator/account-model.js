@@ -210,11 +210,15 @@ function budgetOf(container) {
   return config.provisioned_ru_per_second;
 }
 
-function windowOf(key, now) {
+/** The container's current window. RU spent beyond the budget in the window just ended is carried into this one
+ * (an account's budget is a rate: a request that overshoots delays the next ones), so the long-run rate stays at
+ * the budget even when one request costs more than a window allows. */
+function windowOf(key, now, budget) {
   const start = now - (now % WINDOW_MS);
   let w = windows.get(key);
   if (!w || w.start !== start) {
-    w = { start, spent: 0 };
+    const debt = w && w.start === start - WINDOW_MS && budget !== null ? Math.max(0, w.spent - budget) : 0;
+    w = { start, spent: debt };
     windows.set(key, w);
   }
   return w;
@@ -224,7 +228,7 @@ function windowOf(key, now) {
 function throttleDelay(container, now) {
   const budget = budgetOf(container);
   if (budget === null) return 0;
-  const w = windowOf(container.key, now);
+  const w = windowOf(container.key, now, budget);
   return w.spent >= budget ? Math.max(1, w.start + WINDOW_MS - now) : 0;
 }
 
@@ -232,8 +236,9 @@ function spend(container, ru) {
   const s = statsOf(container.key);
   s.requests += 1;
   s.request_charge = Math.round((s.request_charge + ru) * 100) / 100;
-  if (budgetOf(container) === null) return;
-  windowOf(container.key, Date.now()).spent += ru;
+  const budget = budgetOf(container);
+  if (budget === null) return;
+  windowOf(container.key, Date.now(), budget).spent += ru;
 }
 
 function answerThrottled(res, retryAfterMs) {

@@ -57,8 +57,9 @@ function rangeOfEpk(table, key) {
 
 /**
  * Split a live range in two. `at` (an EPK strictly inside the range) is where; without it, the median of the
- * distinct 32-digit EPK prefixes of the documents it holds (so both children hold documents, as a split by size
- * would), or the midpoint of the range when it holds fewer than two distinct keys.
+ * distinct EPKs of the documents it holds (so both children hold documents, as a split by size would; for a
+ * hierarchical key the cut may fall inside one first-level value, as on an account), or the midpoint of the range
+ * when it holds fewer than two distinct keys.
  */
 function split(table, rangeId, documentEpks, at) {
   const parent = table.live.find((r) => r.id === rangeId);
@@ -73,9 +74,8 @@ function split(table, rangeId, documentEpks, at) {
     if (typeof at !== "string" || !/^[0-9A-F]+$/.test(at)) throw new RangeError400("at must be an upper-case hex EPK");
     cut = at;
   } else {
-    const prefixes = [...new Set(documentEpks.filter((e) => e !== null && contains(parent, e))
-      .map((e) => e.slice(0, EPK_DIGITS)))].sort();
-    cut = prefixes.length >= 2 ? prefixes[Math.floor(prefixes.length / 2)] : hex((low + high) / 2n);
+    const keys = [...new Set(documentEpks.filter((e) => e !== null && contains(parent, e)))].sort();
+    cut = keys.length >= 2 ? keys[Math.floor(keys.length / 2)] : hex((low + high) / 2n);
   }
   if (!(cut > parent.minInclusive && (parent.maxExclusive === MAX || cut < parent.maxExclusive))) {
     throw new RangeError400(`split point ${cut} is not inside range ${rangeId} [${parent.minInclusive}, `

@@ -802,3 +802,24 @@ def test_key_scoped_feeds_and_prefix_queries_are_routed_to_their_range(
     assert sorted(_ids(prefix)) == sorted(f"n{i}" for i in range(24) if i % 3 == 2)
     full = list(nested.query_items("SELECT * FROM c", partition_key=["t1", "u1"]))
     assert sorted(_ids(full)) == sorted(f"n{i}" for i in range(24) if i % 3 == 1 and i % 4 == 1)
+
+
+def test_a_split_can_cut_inside_one_tenant_of_a_hierarchical_key_and_prefix_queries_span_both_children(
+    cosmos_endpoint: CosmosEndpoint, cosmos_container_factory: ContainerFactory
+):
+    _emulator_only(cosmos_endpoint)
+    container = cosmos_container_factory(("/tenant", "/user"))
+    for i in range(20):
+        container.create_item({"id": f"n{i}", "tenant": "big", "user": f"u{i}"})
+    container.create_item({"id": "other", "tenant": "small", "user": "u0"})
+    split = emulator_admin(cosmos_endpoint, "POST", "split", body={"container": container.id, "range_id": "0"})
+    cut = split["children"][0]["maxExclusive"]
+    assert len(cut) == 64, "the median EPK of a two-level key: the cut falls between users of one tenant"
+    per_child = [
+        _ids(list(container.query_items_change_feed(feed_range=r, start_time="Beginning")))
+        for r in container.read_feed_ranges(force_refresh=True)
+    ]
+    big_in = [sum(1 for i in ids if i.startswith("n")) for ids in per_child]
+    assert len(per_child) == 2 and all(big_in), f"tenant 'big' is in both children: {big_in}"
+    found = list(container.query_items("SELECT * FROM c", partition_key=["big"]))
+    assert sorted(_ids(found)) == sorted(f"n{i}" for i in range(20)), "a prefix query reads both children"
