@@ -7,6 +7,11 @@ real account and on the patched emulator, and FAILS on the vanilla server. To se
     CHATTER_EMULATOR_COMPAT=0 COSMOS_EMULATOR_PORT=8085 scripts/cosmos-emulator.sh start
     COSMOS_ENDPOINT=https://127.0.0.1:8085/ COSMOS_KEY=<the key it prints> COSMOS_VERIFY=<the cert it prints> \
         .venv/bin/python -m pytest tests/integration/test_emulator_compat.py
+
+The later sections prove what the layer adds so that the emulator behaves like an account (docs/emulator.md):
+request charges, provisioned RU/s with 429s and added latency (issue 12), and several partition key ranges with the
+SDK's own EPK hashing and splits (issue 17). They drive the emulator's admin calls, so they are skipped on a real
+account, whose charges, throughput and partitions the test cannot set.
 """
 
 from __future__ import annotations
