@@ -9,6 +9,7 @@ the operator reading them sees only the task log.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 
 class ChatterError(Exception):
@@ -41,17 +42,56 @@ class DuplicateSourceError(ConfigurationError):
         )
 
 
-class ContainerContractError(ChatterError):
-    """The monitored container cannot be drained safely; raised once, at drain start, with every violation (CNT)."""
+#: The roles a container plays for a drain, as ``ContainerContractError`` names them.
+MONITORED_CONTAINER = "Monitored container"
+LEASE_CONTAINER = "Lease container"
 
-    def __init__(self, container_id: str, database_id: str, violations: Sequence[str]) -> None:
+
+@dataclass(frozen=True)
+class ContainerViolations:
+    """Everything wrong with one container a drain was given (CNT), named by its role, id and database."""
+
+    role: str
+    container_id: str
+    database_id: str
+    violations: tuple[str, ...]
+
+    def __str__(self) -> str:
+        what = "cannot be drained" if self.role == MONITORED_CONTAINER else "cannot hold the drain's leases"
+        return f"{self.role} {self.container_id!r} in database {self.database_id!r} {what}: " + "; and ".join(
+            self.violations
+        )
+
+
+class ContainerContractError(ChatterError):
+    """A container the drain was given cannot be used safely; raised once, at drain start, with every violation of
+    every container at once (CNT-04), each under its own container's name: fixing them one restart at a time would
+    cost a failed run per violation.
+
+    ``containers`` holds one ``ContainerViolations`` per container at fault (the monitored one first);
+    ``container_id``/``database_id`` name the first of them, ``violations`` lists all of them in that order.
+    """
+
+    def __init__(
+        self,
+        container_id: str,
+        database_id: str,
+        violations: Sequence[str],
+        *,
+        role: str = MONITORED_CONTAINER,
+        more: Sequence[ContainerViolations] = (),
+    ) -> None:
+        self.containers = (ContainerViolations(role, container_id, database_id, tuple(violations)), *more)
         self.container_id = container_id
         self.database_id = database_id
-        self.violations = tuple(violations)
-        super().__init__(
-            f"Monitored container {container_id!r} in database {database_id!r} cannot be drained: "
-            + "; and ".join(self.violations)
-        )
+        self.violations = tuple(v for container in self.containers for v in container.violations)
+        super().__init__(". ".join(str(container) for container in self.containers))
+
+    @classmethod
+    def of(cls, containers: Sequence[ContainerViolations]) -> ContainerContractError:
+        """One error for every container at fault (at least one)."""
+        first, *rest = containers
+        return cls(first.container_id, first.database_id, first.violations, role=first.role, more=rest)
 
 
 class ItemIdTooLongError(ChatterError, ValueError):
@@ -130,10 +170,13 @@ __all__ = [
     "ConfigurationError",
     "ConfirmationFailed",
     "ContainerContractError",
+    "ContainerViolations",
     "DrainSuspendedError",
     "DuplicateSourceError",
     "InvalidLeaseDocumentError",
     "ItemIdTooLongError",
+    "LEASE_CONTAINER",
+    "MONITORED_CONTAINER",
     "ReservedIdError",
     "UnknownPublisherError",
 ]

@@ -30,7 +30,7 @@ from typing import Any
 from airflow_chatter.clock import Clock, utc_now
 from airflow_chatter.drain.identity import SourceIdentity, SourceRegistry, instance_name
 from airflow_chatter.drain.leases import ACTIVE, SPLIT, Lease, LeaseHeldError, LeaseStore
-from airflow_chatter.drain.monitored_container import verify_monitored_container
+from airflow_chatter.drain.monitored_container import verify_containers
 from airflow_chatter.drain.options import STATUS_PATCH_PATH, TTL_PATCH_PATH, SourceOptions
 from airflow_chatter.drain.suspension import ConfirmationReceipt, DrainGate
 from airflow_chatter.drain.telemetry import (
@@ -45,7 +45,6 @@ from airflow_chatter.drain.topology import LeaseTopology
 from airflow_chatter.errors import (
     ConfigurationError,
     ConfirmationFailed,
-    ContainerContractError,
     DrainSuspendedError,
     UnknownPublisherError,
 )
@@ -70,7 +69,6 @@ from airflow_chatter.ports import (
 #: The publisher a document naming no messaging infrastructure goes to (F-03).
 DEFAULT_PUBLISHER = "kafka"
 
-_LEASE_CONTAINER_PATH = "/id"
 _LARGEST_TS = 253402300799  # 9999-12-31T23:59:59Z; a larger ``_ts`` is out of range (MET-01)
 
 
@@ -244,7 +242,8 @@ class DrainEngine:
     point in time. Leave it ``None`` for the scheduled drain (RLY-08).
 
     Building the engine verifies the monitored container (CNT) and the lease container (partitioned on
-    ``/id``, no default TTL that would purge leases) and raises ``ContainerContractError`` for either.
+    ``/id``, no default TTL that would purge leases) and raises one ``ContainerContractError`` naming every violation
+    of both, each under its own container's name.
     """
 
     def __init__(
@@ -268,8 +267,8 @@ class DrainEngine:
         # ``time.time()``, the same reading without building an aware ``datetime`` (~1 µs) per document.
         self._timestamp_now: Callable[[], float] = time.time if clock is utc_now else lambda: clock().timestamp()
         self._telemetry = telemetry if telemetry is not None else DrainTelemetry()
-        self.properties: ContainerProperties = verify_monitored_container(monitored, source.partition_key_paths)
-        lease_properties = _verify_lease_container(leases)
+        # CNT: one error naming every violation of both containers, each under its own name.
+        self.properties, lease_properties = verify_containers(monitored, source.partition_key_paths, leases)
         self.identity = _source_identity(source, self.properties, lease_properties)
         self.source_identity = self.identity.processor_name
         if registry is not None:
@@ -647,24 +646,6 @@ def _persisted_context(document: Document) -> Mapping[str, Any]:
     except ValueError:
         return {}
     return parsed if isinstance(parsed, dict) else {}
-
-
-def _verify_lease_container(leases: DocumentContainer) -> ContainerProperties:
-    """The lease container must be partitioned on ``/id`` and must not purge leases by default."""
-    props = leases.properties()
-    violations: list[str] = []
-    if tuple(props.partition_key_paths) != (_LEASE_CONTAINER_PATH,):
-        violations.append(
-            f"the lease container must be partitioned on {_LEASE_CONTAINER_PATH!r}, "
-            f"not {', '.join(props.partition_key_paths)!r}"
-        )
-    if props.default_ttl is not None and props.default_ttl != -1:
-        violations.append(
-            f"the lease container's defaultTtl {props.default_ttl} would purge leases and their checkpoints"
-        )
-    if violations:
-        raise ContainerContractError(props.container_id, props.database_id, violations)
-    return props
 
 
 def _source_identity(
