@@ -120,12 +120,17 @@ class ReservedIdError(ChatterError, ValueError):
 class DrainSuspendedError(ChatterError):
     """A batch was refused because its lease is under Drain Suspension (SUS-04); nothing was published."""
 
-    def __init__(self, lease_token: str, source_identity: str, message: str | None = None) -> None:
+    def __init__(
+        self, lease_token: str, source_identity: str, message: str | None = None, *, lease_id: str | None = None
+    ) -> None:
         self.lease_token = lease_token
+        self.lease_id = lease_id
         self.source_identity = source_identity
+        # Named by its id, as the drain summary names it; the feed range is the detail.
+        lease = repr(lease_token) if lease_id is None else f"{lease_id!r} (feed range {lease_token})"
         super().__init__(
             message
-            or f"Lease {lease_token!r} of source {source_identity!r} is under Drain Suspension; the batch was refused "
+            or f"Lease {lease} of source {source_identity!r} is under Drain Suspension; the batch was refused "
             "without publishing"
         )
 

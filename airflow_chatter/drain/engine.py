@@ -350,7 +350,7 @@ class DrainEngine:
             self._drain_pages(holder, tally, budget)
         except Exception as exc:  # noqa: BLE001 - reported, not swallowed: see raise_for_error
             error = exc
-            self._telemetry.record_failure(self.source_identity, holder.lease.token, exc)
+            self._telemetry.record_failure(self.source_identity, holder.lease.token, exc, lease_id=lease_id)
         finally:
             self._finish(holder, tally)
         summary = DrainSummary.of(tally, error)
@@ -391,13 +391,13 @@ class DrainEngine:
             decision = self._gate.consult(lease.suspension)
             if not decision.permitted:
                 tally.refused_batches += 1
-                raise DrainSuspendedError(lease.token, self.source_identity)
+                raise DrainSuspendedError(lease.token, self.source_identity, lease_id=lease.id)
             if decision.probe:
                 holder.lease = self.store.save_suspension(lease, decision.state)
             receipt = self._drain_page_or_count_failure(holder, page.documents, tally)
             suspension = holder.lease.suspension
             if receipt is not None:
-                suspension = self._gate.present(lease.token, suspension, receipt)
+                suspension = self._gate.present(lease.token, suspension, receipt, lease_id=lease.id)
             # F-04: only now, with every document of the page confirmed, may the continuation move.
             holder.lease = self.store.checkpoint(holder.lease, page.continuation, suspension)
             if not page.documents:
@@ -411,7 +411,7 @@ class DrainEngine:
         except ConfirmationFailed as carrier:
             tally.confirmation_failures += 1
             lease = holder.lease
-            state = self._gate.confirmation_failed(lease.token, lease.suspension, carrier.original)
+            state = self._gate.confirmation_failed(lease.token, lease.suspension, carrier.original, lease_id=lease.id)
             try:
                 holder.lease = self.store.save_suspension(lease, state)
             except Exception as exc:  # noqa: BLE001 - the stamp fault is the error to report
@@ -548,6 +548,9 @@ class DrainEngine:
             outcomes = publisher.send_batch(messages)  # PublishError propagates: RLY-05
             if len(outcomes) != len(messages):
                 raise PublishError(f"publisher returned {len(outcomes)} outcomes for {len(messages)} messages")
+            # MET-02 ``admitted`` (added per page by _drain_page): every message the broker confirmed, counted before
+            # any stamp, so a run whose stamps fail still reports what reached Kafka (it goes out again next run).
+            tally.published += sum(1 for outcome in outcomes if outcome.confirmed)
             # F-04: a publish may take up to the producer's delivery timeout, as long as a lease lasts. Renewed here
             # when half of it is gone, the lease cannot lapse while this page is stamped and another drain take the
             # range over meanwhile; lost already (LeaseLostError), nothing is stamped (the new owner publishes).
@@ -559,7 +562,6 @@ class DrainEngine:
                     span.end(failure)
                     raise failure  # RLY-05: no stamp; not a Confirmation Failure
                 span.end()
-                tally.published += 1  # MET-02 ``admitted``: counted after publish, added per page by _drain_page
                 written = self._stamp_delivered(planned, tally)
         # SUS-08: one receipt per run is all the gate is shown (the page presents its last), so it is minted once,
         # from the last stamp that landed, not once per document.
