@@ -18,10 +18,12 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlparse
 
 from azure.core import MatchConditions
 from azure.core.exceptions import (
@@ -37,6 +39,7 @@ from azure.cosmos.documents import SSLConfiguration
 from azure.cosmos.partition_key import NonePartitionKeyValue
 from typing_extensions import override
 
+from airflow_chatter.errors import ConfigurationError
 from airflow_chatter.ports import (
     BadRequest,
     BatchFailed,
@@ -65,6 +68,12 @@ from airflow_chatter.ports import (
 
 #: The Cosmos DB emulator's well-known account key (any base64 key works with the project's emulator).
 EMULATOR_KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
+
+#: A response body with nothing to say: the emulator's ``{"message":""}`` (as the SDK's message's last line).
+_BLANK_BODY = re.compile(r'(Message: )?(\{\s*"message"\s*:\s*""\s*\})?')
+_REASONS = {400: "Bad Request", 404: "Not Found", 409: "Conflict", 410: "Gone", 412: "Precondition Failed"}
+#: Host names azure-cosmos does not verify TLS for unless a CA is given (``_synchronized_request``).
+_UNVERIFIED_HOSTS = frozenset({"localhost", "127.0.0.1"})
 
 _STATUS_ERRORS: dict[int, type[ContainerError]] = {
     400: BadRequest,
@@ -95,6 +104,15 @@ def _retry_after_ms(headers: Mapping[str, str] | None) -> int | None:
     return None
 
 
+def _message(error: HttpResponseError, status: int) -> str:
+    """The SDK's message, or the status in words when it has none (the emulator answers 404 ``{"message":""}``)."""
+    text = str(error.message or "").strip()
+    if text and not _BLANK_BODY.fullmatch(text.splitlines()[-1].strip()):
+        return text
+    reason = getattr(getattr(error, "response", None), "reason", None) or _REASONS.get(status, "error")
+    return f"Cosmos DB answered {status} {reason} with no message" + (f" ({text})" if text else "")
+
+
 def translate_error(error: BaseException) -> ContainerError | None:
     """Return the port error for an SDK exception, or ``None`` when it is not an SDK error."""
     if isinstance(error, exceptions.CosmosBatchOperationError):
@@ -108,7 +126,7 @@ def translate_error(error: BaseException) -> ContainerError | None:
         )
     if isinstance(error, exceptions.CosmosHttpResponseError | HttpResponseError):
         status = int(error.status_code or 500)
-        message = str(error.message or error)
+        message = _message(error, status)
         if status == 429:
             return Throttled(message, retry_after_ms=_retry_after_ms(getattr(error, "headers", None)))
         cls = _STATUS_ERRORS.get(status)
@@ -559,13 +577,34 @@ class CosmosDocumentContainer(DocumentContainer):
 # --------------------------------------------------------------------------------------------------------------
 
 
-def make_cosmos_client(endpoint: str, key: str, *, verify: bool | str = True, **kwargs: Any) -> CosmosClient:
+def check_tls_verification(endpoint: str, verify: bool | str, *, option: str = "ca_cert_path") -> None:
+    """Refuse "verify TLS" without a CA for a loopback endpoint: azure-cosmos would not verify it at all.
+
+    azure-cosmos turns verification off for ``localhost`` / ``127.0.0.1`` unless an ``ssl_config`` carries a CA
+    (``_synchronized_request``), so "verify on" would silently mean "verify off". Refusing, rather than warning,
+    keeps the setting's meaning: a warning in a task log is read by nobody, and a drain would then run unverified
+    for good. Give the CA (the emulator's certificate), or turn verification off to connect unverified on purpose.
+    """
+    host = (urlparse(endpoint).hostname or "").lower()
+    if verify is True and host in _UNVERIFIED_HOSTS:
+        raise ConfigurationError(
+            option,
+            None,
+            f"is required to verify TLS for the loopback endpoint {endpoint}: azure-cosmos skips verification for "
+            "localhost/127.0.0.1 unless a CA certificate is given; set it to the emulator's certificate (PEM), or "
+            "turn TLS verification off to connect unverified on purpose",
+        )
+
+
+def make_cosmos_client(endpoint: str, key: Any, *, verify: bool | str = True, **kwargs: Any) -> CosmosClient:
     """Build a ``CosmosClient`` for an account or the project emulator. Connects (reads the account) at once.
 
     ``verify`` is ``True`` (system CAs), ``False`` (no verification) or a CA bundle path (the emulator's generated
     certificate). azure-cosmos skips verification for 127.0.0.1 / localhost unless an ``ssl_config`` is given, so
-    a path is passed through one: the emulator's certificate is then really verified.
+    a path is passed through one: the emulator's certificate is then really verified; ``True`` for such an
+    endpoint is refused (:func:`check_tls_verification`). ``key`` is an account key or a credential object.
     """
+    check_tls_verification(endpoint, verify)
     if isinstance(verify, str):
         ssl_config = SSLConfiguration()
         ssl_config.SSLCaCerts = verify
@@ -575,6 +614,30 @@ def make_cosmos_client(endpoint: str, key: str, *, verify: bool | str = True, **
         kwargs.setdefault("connection_verify", verify)
     with translated_errors():
         return CosmosClient(endpoint, credential=key, **kwargs)
+
+
+def open_container(client: CosmosClient, database_id: str, container_id: str) -> ContainerProxy:
+    """The container's proxy, once it is known to exist; otherwise an error naming what is missing.
+
+    A missing database or container otherwise surfaces, at the first request, as a bare ``404 {"message":""}``
+    (the emulator) or "Resource Not Found", which names neither. One read of the container (and, only when that
+    fails, of the database) tells which one is missing; the error names both, and the account.
+    """
+    database = client.get_database_client(database_id)
+    container = database.get_container_client(container_id)
+    try:
+        container.read()
+        return container
+    except exceptions.CosmosResourceNotFoundError:
+        pass
+    account = getattr(client, "url_connection", None) or "the Cosmos account"
+    try:
+        database.read()
+    except exceptions.CosmosResourceNotFoundError:
+        raise ConfigurationError(
+            "database", database_id, f"does not exist in {account} (wanted for container {container_id!r})"
+        ) from None
+    raise ConfigurationError("container", container_id, f"does not exist in database {database_id!r} of {account}")
 
 
 def create_container(
