@@ -124,7 +124,7 @@ LEGACY_CONNECTION_TYPES: list[dict[str, Any]] = [
     {
         "connection-type": "chatter_cosmos",
         "hook-class-name": "airflow_chatter.airflow.hooks.cosmos.LegacyChatterCosmosHook",
-        "hook-name": "Chatter Cosmos DB (old type name: recreate as chattercosmos)",
+        "hook-name": "Chatter Cosmos DB (old type name)",
         "ui-field-behaviour": {
             **_COSMOS_FORM,
             "hidden-fields": ["schema", "port", "extra"],
@@ -135,7 +135,7 @@ LEGACY_CONNECTION_TYPES: list[dict[str, Any]] = [
     {
         "connection-type": "chatter_kafka",
         "hook-class-name": "airflow_chatter.airflow.hooks.kafka.LegacyChatterKafkaHook",
-        "hook-name": "Chatter Kafka (old type name: recreate as chatterkafka)",
+        "hook-name": "Chatter Kafka (kafka-python, old type name)",
         "ui-field-behaviour": _KAFKA_FORM,
         "conn-fields": {
             "bootstrap_servers": {

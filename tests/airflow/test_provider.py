@@ -93,6 +93,7 @@ def test_every_module_and_hook_named_in_provider_info_imports() -> None:
         module, _, name = connection["hook-class-name"].rpartition(".")
         hook = getattr(importlib.import_module(module), name)
         assert hook.conn_type == connection["connection-type"], "discovery rejects a hook whose conn_type differs"
+        assert hook.hook_name == connection["hook-name"], "the CLI and the form would name the type differently"
 
 
 def test_provider_info_does_not_import_airflow() -> None:

@@ -251,4 +251,4 @@ class LegacyChatterCosmosHook(ChatterCosmosHook):
     """
 
     conn_type = "chatter_cosmos"
-    hook_name = "Chatter Cosmos DB, old type name"
+    hook_name = "Chatter Cosmos DB (old type name)"

@@ -192,7 +192,7 @@ class LegacyChatterKafkaHook(ChatterKafkaHook):
     """
 
     conn_type = "chatter_kafka"
-    hook_name = "Chatter Kafka (kafka-python), old type name"
+    hook_name = "Chatter Kafka (kafka-python, old type name)"
 
 
 def _server_set(servers: str) -> set[str]:
