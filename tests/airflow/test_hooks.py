@@ -78,6 +78,23 @@ def test_an_old_layout_connection_with_the_endpoint_in_login_is_still_read(
     assert patched_cosmos_client.call_args.kwargs["credential"] == COSMOS_KEY
 
 
+def test_prefixed_extras_of_the_old_type_name_are_still_read(
+    monkeypatch: pytest.MonkeyPatch, patched_cosmos_client: Any
+) -> None:
+    set_connection(
+        monkeypatch,
+        "cosmos_prefixed",
+        conn_type="chatter_cosmos",
+        login="https://127.0.0.1:8081/",
+        password=COSMOS_KEY,
+        extra={"extra__chatter_cosmos__ca_cert_path": "/tmp/old.pem", "extra__chatter_cosmos__database_name": "db"},
+    )
+    hook = ChatterCosmosHook("cosmos_prefixed")
+    hook.get_conn()
+    assert patched_cosmos_client.call_args.kwargs["connection_verify"] == "/tmp/old.pem"
+    assert hook._database(None) == "db"
+
+
 def test_a_host_that_differs_from_an_old_login_endpoint_is_refused_naming_both(
     monkeypatch: pytest.MonkeyPatch, patched_cosmos_client: Any
 ) -> None:

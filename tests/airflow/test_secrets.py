@@ -55,6 +55,28 @@ def test_task_logs_mask_connection_secrets(connections: None) -> None:
     assert "a careless line" in line
 
 
+def test_a_sasl_password_put_into_an_extra_is_masked_and_kept_out_of_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow.sdk._shared.secrets_masker import redact
+
+    from airflow_chatter.errors import ConfigurationError
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KAFKA_EXTRA_PASSWORD",
+        json.dumps(
+            {
+                "conn_type": "chatterkafka",
+                "host": "127.0.0.1:1",
+                "login": "relay",
+                "extra": {"sasl_plain_password": SASL_PASSWORD, "security_protocol": "SASL_PLAINTEXT", "linger_ms": -1},
+            }
+        ),
+    )
+    with pytest.raises(ConfigurationError, match="extra linger_ms=-1 is refused") as raised:
+        ChatterKafkaHook("kafka_extra_password").settings()
+    assert SASL_PASSWORD not in str(raised.value)
+    assert SASL_PASSWORD not in redact(f"a careless line with {SASL_PASSWORD}")
+
+
 def test_a_failing_drain_carries_no_secret(connections: None, capsys: pytest.CaptureFixture[str]) -> None:
     failure = ValueError(f"auth failed for key {COSMOS_KEY}")
     with (

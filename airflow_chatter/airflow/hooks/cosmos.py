@@ -29,6 +29,10 @@ if TYPE_CHECKING:
     from airflow_chatter.ports import DocumentContainer
 
 
+#: The connection type's first name (with ``_``, which Airflow warns about in every URI); still read.
+LEGACY_CONN_TYPE = "chatter_cosmos"
+
+
 def _as_bool(value: Any, *, option: str) -> bool:
     if value is None or isinstance(value, bool):
         return True if value is None else value
@@ -77,7 +81,12 @@ class ChatterCosmosHook(AzureCosmosDBHook):
     # -- connection --------------------------------------------------------------------------
 
     def _extra(self, extras: dict[str, Any], name: str) -> Any:
-        return get_field(conn_id=self.conn_id, conn_type=self.conn_type, extras=extras, field_name=name)
+        """An extra by its name, or by the ``extra__<type>__<name>`` form of either type name."""
+        for conn_type in dict.fromkeys((self.conn_type, ChatterCosmosHook.conn_type, LEGACY_CONN_TYPE)):
+            value = get_field(conn_id=self.conn_id, conn_type=conn_type, extras=extras, field_name=name)
+            if value is not None:
+                return value
+        return None
 
     def endpoint(self) -> tuple[str, bool]:
         """The account endpoint, and whether it came from ``login`` (the old layout). No network I/O."""
@@ -250,5 +259,5 @@ class LegacyChatterCosmosHook(ChatterCosmosHook):
     ``chattercosmos`` with the endpoint in host (docs/connections.md, "Migrating").
     """
 
-    conn_type = "chatter_cosmos"
+    conn_type = LEGACY_CONN_TYPE
     hook_name = "Chatter Cosmos DB (old type name)"

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 #: The extra that held the servers before they moved to ``host``.
 LEGACY_SERVERS_EXTRA = "bootstrap_servers"
+_PASSWORD_KEYS = frozenset({"sasl_password", "sasl_plain_password"})
 #: Where each setting lives in a connection, for error messages; every other setting is an extra of its name.
 _LOCATIONS = {"bootstrap_servers": "host", "sasl_username": "login", "sasl_password": "password"}
 
@@ -88,8 +89,9 @@ class ChatterKafkaHook(BaseHook):
             values["sasl_username"] = conn.login
         if conn.password:
             values["sasl_password"] = conn.password
-            self._secrets = [conn.password]
-            mask(conn.password)
+        # A password is the connection's, but one put into an extra is kept out of messages and logs all the same.
+        self._secrets = [str(v) for k, v in values.items() if k in _PASSWORD_KEYS and v]
+        mask(*self._secrets)
         return values, legacy
 
     def settings(self, **overrides: Any) -> KafkaSettings:
