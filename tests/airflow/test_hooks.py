@@ -38,7 +38,7 @@ def cosmos_conn(monkeypatch: pytest.MonkeyPatch) -> str:
 
 @pytest.fixture
 def patched_cosmos_client() -> Any:
-    with mock.patch("airflow_chatter.adapters.cosmos.container.CosmosClient", autospec=False) as client:
+    with mock.patch("airflow_chatter.adapters.cosmos.client.CosmosClient", autospec=False) as client:
         yield client
 
 
@@ -157,7 +157,7 @@ def test_turning_tls_verification_off_for_a_loopback_emulator_connects_unverifie
 
 
 def test_the_adapter_refuses_an_unverified_loopback_client_too() -> None:
-    from airflow_chatter.adapters.cosmos.container import make_cosmos_client
+    from airflow_chatter.adapters.cosmos.client import make_cosmos_client
 
     with pytest.raises(ConfigurationError, match=r"^ca_cert_path=None is required to verify TLS for the loopback"):
         make_cosmos_client("https://localhost:8081/", COSMOS_KEY, verify=True)

@@ -48,7 +48,7 @@ def test_task_logs_mask_connection_secrets(connections: None) -> None:
     from airflow.sdk._shared.secrets_masker import redact
 
     ChatterKafkaHook().client_config()
-    with mock.patch("airflow_chatter.adapters.cosmos.container.CosmosClient"):
+    with mock.patch("airflow_chatter.adapters.cosmos.client.CosmosClient"):
         ChatterCosmosHook().get_conn()
     line = redact(f"a careless line with {COSMOS_KEY} and {SASL_PASSWORD}")
     assert COSMOS_KEY not in line and SASL_PASSWORD not in line, "the hooks register both secrets with the masker"
@@ -80,7 +80,7 @@ def test_a_sasl_password_put_into_an_extra_is_masked_and_kept_out_of_errors(monk
 def test_a_failing_drain_carries_no_secret(connections: None, capsys: pytest.CaptureFixture[str]) -> None:
     failure = ValueError(f"auth failed for key {COSMOS_KEY}")
     with (
-        mock.patch("airflow_chatter.adapters.cosmos.container.CosmosClient", side_effect=failure),
+        mock.patch("airflow_chatter.adapters.cosmos.client.CosmosClient", side_effect=failure),
         pytest.raises(Exception) as raised,
     ):
         ChatterListLeasesOperator(task_id="list", source=source(cosmos_conn_id="chatter_cosmos_default")).execute(
@@ -152,7 +152,7 @@ def test_a_ui_test_of_the_stored_cosmos_endpoint_reuses_the_stored_key(
     monkeypatch: pytest.MonkeyPatch, test_button: None
 ) -> None:
     _stored_cosmos(monkeypatch, "cosmos_guarded", host="https://127.0.0.1:8081/")
-    with mock.patch("airflow_chatter.adapters.cosmos.container.CosmosClient") as client:
+    with mock.patch("airflow_chatter.adapters.cosmos.client.CosmosClient") as client:
         result = _ui_test(connection_id="cosmos_guarded", conn_type="chattercosmos", host="https://127.0.0.1:8081/")
     assert result.status is True, result.message  # type: ignore[attr-defined]
     assert client.call_args.kwargs["credential"] == COSMOS_KEY, "the masked '***' was replaced by the stored key"
@@ -166,7 +166,7 @@ def test_a_ui_test_naming_another_cosmos_endpoint_cannot_reuse_the_stored_key(
 
     _stored_cosmos(monkeypatch, "cosmos_guarded", host="https://127.0.0.1:8081/")
     with (
-        mock.patch("airflow_chatter.adapters.cosmos.container.CosmosClient") as client,
+        mock.patch("airflow_chatter.adapters.cosmos.client.CosmosClient") as client,
         pytest.raises(HTTPException, match="differs from the stored connection") as refused,
     ):
         _ui_test(connection_id="cosmos_guarded", conn_type="chattercosmos", host="https://attacker.example:443/")
@@ -180,7 +180,7 @@ def test_a_ui_test_of_an_old_layout_cosmos_connection_sends_its_key_nowhere(
 ) -> None:
     # Endpoint in login: Airflow's guard compares host/port only, so the hook itself must refuse.
     _stored_cosmos(monkeypatch, "cosmos_old_guard", login="https://127.0.0.1:8081/")
-    with mock.patch("airflow_chatter.adapters.cosmos.container.CosmosClient") as client:
+    with mock.patch("airflow_chatter.adapters.cosmos.client.CosmosClient") as client:
         result = _ui_test(
             connection_id="cosmos_old_guard", conn_type="chatter_cosmos", login="https://attacker.example:443/"
         )

@@ -112,7 +112,7 @@ class ChatterCosmosHook(AzureCosmosDBHook):
 
         Refuses "verify TLS" without a CA path for a loopback endpoint, which azure-cosmos would not verify.
         """
-        from airflow_chatter.adapters.cosmos.container import check_tls_verification
+        from airflow_chatter.adapters.cosmos.client import check_tls_verification
 
         conn = self.get_connection(self.conn_id)
         extras = conn.extra_dejson
@@ -170,7 +170,7 @@ class ChatterCosmosHook(AzureCosmosDBHook):
     def get_conn(self) -> CosmosClient:
         """Return the (cached) ``CosmosClient``; the first call talks to the account."""
         if self._conn is None:
-            from airflow_chatter.adapters.cosmos.container import make_cosmos_client
+            from airflow_chatter.adapters.cosmos.client import make_cosmos_client
 
             kwargs = self.client_kwargs()
             failure: RuntimeError | None = None
@@ -208,7 +208,8 @@ class ChatterCosmosHook(AzureCosmosDBHook):
 
         The adapter builds the client on its first call, so this does no network I/O.
         """
-        from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer, open_container
+        from airflow_chatter.adapters.cosmos.client import open_container
+        from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer
 
         if database_name is None:
             self.client_kwargs()  # resolves the default database; no I/O
