@@ -40,8 +40,8 @@ DEMO_HOME = REPO / ".cache" / "demo-airflow"
 DAG_ID = "chatter_drain_orders"
 TOPIC = "chatter-demo.orders"
 #: The connection ids dags/chatter_sources.yaml names.
-COSMOS_CONN_ID = "chatter_cosmos_local"
-KAFKA_CONN_ID = "chatter_kafka_local"
+COSMOS_CONN_ID = "chatter_cosmos_default"
+KAFKA_CONN_ID = "chatter_kafka_default"
 
 
 def say(text: str = "") -> None:
@@ -113,14 +113,14 @@ def configure_airflow(settings: dict[str, str]) -> None:
         cosmos_extra["ca_cert_path"] = verify
     env[f"AIRFLOW_CONN_{COSMOS_CONN_ID.upper()}"] = json.dumps(
         {
-            "conn_type": "chatter_cosmos",
-            "login": settings["COSMOS_ENDPOINT"],
+            "conn_type": "chattercosmos",
+            "host": settings["COSMOS_ENDPOINT"],
             "password": settings["COSMOS_KEY"],
             "extra": cosmos_extra,
         }
     )
     env[f"AIRFLOW_CONN_{KAFKA_CONN_ID.upper()}"] = json.dumps(
-        {"conn_type": "chatter_kafka", "extra": {"bootstrap_servers": settings["KAFKA_BOOTSTRAP_SERVERS"]}}
+        {"conn_type": "chatterkafka", "host": settings["KAFKA_BOOTSTRAP_SERVERS"]}
     )
     apply_local_airflow_env(env)
 

@@ -81,6 +81,7 @@ def test_scheduled_drain_backfill_and_sensor_end_to_end(
     monitored = cosmos_container_factory(partition_key_paths=(PK_PATH,), default_ttl=-1)
     leases = cosmos_container_factory(partition_key_paths=("/id",))
     verify = cosmos_endpoint.verify
+    # Both connections in the first layout (old type names, endpoint in login, servers in an extra): still read.
     _conn(
         monkeypatch,
         "chatter_cosmos_e2e",
@@ -195,12 +196,12 @@ def test_hooks_test_connection_against_the_services(
     _conn(
         monkeypatch,
         "chatter_cosmos_probe",
-        conn_type="chatter_cosmos",
-        login=cosmos_endpoint.url,
+        conn_type="chattercosmos",
+        host=cosmos_endpoint.url,
         password=cosmos_endpoint.key,
         extra={"database_name": cosmos_database.id, **({"ca_cert_path": verify} if isinstance(verify, str) else {})},
     )
-    _conn(monkeypatch, "chatter_kafka_probe", conn_type="chatter_kafka", extra={"bootstrap_servers": kafka_bootstrap})
+    _conn(monkeypatch, "chatter_kafka_probe", conn_type="chatterkafka", host=kafka_bootstrap)
     assert ChatterCosmosHook("chatter_cosmos_probe").test_connection() == (
         True,
         f"Connected to Cosmos DB; database {cosmos_database.id!r} exists.",

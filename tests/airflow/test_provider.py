@@ -14,34 +14,56 @@ def _hook_meta() -> dict[str, object]:
     return {meta.connection_type: meta for meta in HookMetaService.hook_meta_data()}
 
 
-def test_connection_forms_are_declared_for_both_connection_types() -> None:
+def test_connection_forms_put_the_endpoint_and_the_brokers_in_host() -> None:
     meta = _hook_meta()
-    cosmos, kafka = meta["chatter_cosmos"], meta["chatter_kafka"]
+    cosmos, kafka = meta["chattercosmos"], meta["chatterkafka"]
     assert cosmos.hook_class_name == "airflow_chatter.airflow.hooks.cosmos.ChatterCosmosHook"
     assert kafka.hook_class_name == "airflow_chatter.airflow.hooks.kafka.ChatterKafkaHook"
     # What GET /ui/connections/hook_meta serves: the form the connection dialog renders.
+    assert cosmos.standard_fields.host.hidden is False and cosmos.standard_fields.host.title == "Cosmos Endpoint URI"
+    assert cosmos.standard_fields.login.hidden is True, "the endpoint moved from login to host"
+    assert cosmos.standard_fields.password.title == "Cosmos Account Key"
+    assert kafka.standard_fields.host.hidden is False and kafka.standard_fields.host.title == "Bootstrap servers"
+    assert kafka.standard_fields.password.title == "SASL Password"
     assert {"database_name", "connection_verify", "ca_cert_path"} <= set(cosmos.extra_fields), (
         "the Cosmos form must offer the database and the emulator TLS settings"
     )
-    assert {"bootstrap_servers", "security_protocol", "sasl_mechanism", "ssl_cafile"} <= set(kafka.extra_fields)
+    assert {"security_protocol", "sasl_mechanism", "ssl_cafile"} <= set(kafka.extra_fields)
+    assert "bootstrap_servers" not in kafka.extra_fields, "the brokers are the host, not an extra"
     assert kafka.extra_fields["security_protocol"]["schema"]["enum"] == [
         "PLAINTEXT",
         "SSL",
         "SASL_PLAINTEXT",
         "SASL_SSL",
     ]
-    assert cosmos.standard_fields.login.title == "Cosmos Endpoint URI", "login is relabelled as the endpoint"
-    assert cosmos.standard_fields.host.hidden is True, "unused standard fields are hidden"
-    assert kafka.standard_fields.password.title == "SASL Password"
 
 
-def test_providers_manager_registers_hooks_as_testable() -> None:
+def test_the_kafka_form_offers_sasl_mechanisms_without_a_literal_null() -> None:
+    schema = _hook_meta()["chatterkafka"].extra_fields["sasl_mechanism"]["schema"]
+    assert schema["enum"] == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"], "None in an enum renders as 'null'"
+    assert schema["default"] == "PLAIN"
+
+
+def test_connection_type_names_are_uri_schemes_and_the_old_names_still_have_a_form() -> None:
+    from airflow_chatter.airflow.provider_info import COSMOS_CONNECTION_TYPE, KAFKA_CONNECTION_TYPE
+
+    for connection in (COSMOS_CONNECTION_TYPE, KAFKA_CONNECTION_TYPE):
+        assert "_" not in connection["connection-type"], "Airflow warns for every URI of a scheme with '_'"
+    meta = _hook_meta()
+    assert meta["chatter_cosmos"].hook_class_name == "airflow_chatter.airflow.hooks.cosmos.LegacyChatterCosmosHook"
+    assert meta["chatter_kafka"].hook_class_name == "airflow_chatter.airflow.hooks.kafka.LegacyChatterKafkaHook"
+    assert meta["chatter_cosmos"].standard_fields.login.hidden is False, "an old connection's endpoint stays visible"
+    assert "bootstrap_servers" in meta["chatter_kafka"].extra_fields, "an old connection's brokers stay visible"
+
+
+def test_providers_manager_registers_every_connection_type_as_testable() -> None:
     from airflow.providers_manager import ProvidersManager
 
     manager = ProvidersManager()
     assert "airflow-chatter" in manager.providers
-    hook = manager._hooks_lazy_dict["chatter_kafka"]
-    assert hook.connection_testable, "the connection dialog's Test button needs test_connection"
+    for conn_type in ("chattercosmos", "chatterkafka", "chatter_cosmos", "chatter_kafka"):
+        hook = manager._hooks_lazy_dict[conn_type]
+        assert hook is not None and hook.connection_testable, f"{conn_type}: the Test button needs test_connection"
 
 
 def test_airflow_providers_list_shows_the_provider(airflow_home: Path) -> None:
@@ -71,6 +93,7 @@ def test_every_module_and_hook_named_in_provider_info_imports() -> None:
         module, _, name = connection["hook-class-name"].rpartition(".")
         hook = getattr(importlib.import_module(module), name)
         assert hook.conn_type == connection["connection-type"], "discovery rejects a hook whose conn_type differs"
+        assert hook.hook_name == connection["hook-name"], "the CLI and the form would name the type differently"
 
 
 def test_provider_info_does_not_import_airflow() -> None:

@@ -287,6 +287,75 @@ def test_check_connectivity_and_ensure_topics_against_the_broker(kafka_bootstrap
 
 
 # ------------------------------------------------------------------------------------------------
+# A SASL client against the broker's PLAINTEXT listener: the failed handshake is named, not "cannot reach".
+# ------------------------------------------------------------------------------------------------
+
+_SASL_PASSWORD = "sasl-password-never-in-an-error"
+
+
+def _sasl_settings(bootstrap: str) -> KafkaPublisherSettings:
+    return _settings(
+        bootstrap,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN",
+        sasl_username="relay",
+        sasl_password=_SASL_PASSWORD,
+        max_block_ms=3_000,
+        request_timeout_ms=3_000,
+        delivery_timeout_ms=10_000,
+    )
+
+
+def test_a_sasl_client_against_a_plaintext_listener_is_told_the_sasl_handshake_failed(kafka_bootstrap: str) -> None:
+    settings = _sasl_settings(kafka_bootstrap)
+    with pytest.raises(PublishError) as refused:
+        check_connectivity(settings, timeout_s=3)
+    message = str(refused.value)
+    assert message.startswith(
+        f"Kafka at {kafka_bootstrap} refused the connection: SASL handshake failed (IllegalSaslStateError): the "
+        f"broker's listener at {kafka_bootstrap} does not speak SASL, but security_protocol is SASL_PLAINTEXT"
+    ), message
+    assert _SASL_PASSWORD not in message
+
+
+def test_a_batch_published_with_sasl_to_a_plaintext_listener_names_the_failed_handshake(
+    kafka_bootstrap: str, kafka_topic: str
+) -> None:
+    publisher = KafkaPublisher(_sasl_settings(kafka_bootstrap))
+    try:
+        outcomes = publisher.send_batch([OutgoingMessage(topic=kafka_topic, value=b"v", key=b"k")])
+    finally:
+        publisher.close()
+    [outcome] = outcomes
+    assert not outcome.confirmed
+    assert "SASL handshake failed (IllegalSaslStateError)" in str(outcome.error), str(outcome.error)
+    assert _SASL_PASSWORD not in str(outcome.error)
+
+
+def test_the_kafka_test_button_names_a_sasl_mismatch(monkeypatch: pytest.MonkeyPatch, kafka_bootstrap: str) -> None:
+    import json
+
+    from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KAFKA_SASL_MISMATCH",
+        json.dumps(
+            {
+                "conn_type": "chatterkafka",
+                "host": kafka_bootstrap,
+                "login": "relay",
+                "password": _SASL_PASSWORD,
+                "extra": {"security_protocol": "SASL_PLAINTEXT"},
+            }
+        ),
+    )
+    ok, message = ChatterKafkaHook("kafka_sasl_mismatch").test_connection(timeout_s=3)
+    assert not ok
+    assert "refused the connection: SASL handshake failed (IllegalSaslStateError)" in message, message
+    assert _SASL_PASSWORD not in message
+
+
+# ------------------------------------------------------------------------------------------------
 # Keyed records: the publisher computes kafka-python's default partition itself (and remembers it).
 # ------------------------------------------------------------------------------------------------
 

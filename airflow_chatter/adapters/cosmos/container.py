@@ -1,7 +1,8 @@
 """``CosmosDocumentContainer``: the document-container port over azure-cosmos (sync, 4.17.1).
 
-SDK objects and SDK errors stop here. Every call runs inside :func:`translated_errors`, the one place where an
-azure-cosmos / azure-core exception becomes a :class:`~airflow_chatter.ports.ContainerError`.
+SDK objects and SDK errors stop here. Every call runs inside :func:`translated_errors` (``errors.py``), the one place
+where an azure-cosmos / azure-core exception becomes a :class:`~airflow_chatter.ports.ContainerError`. Building
+clients and opening containers is ``client.py``; both keep their names importable from here.
 
 Change-feed continuations are read per call, never from ``client_connection.last_response_headers``: that attribute
 is shared by every request on the client, so a concurrent reader (another feed range, another container, any write)
@@ -16,7 +17,6 @@ need no lock and no client of their own; a lock guards only the lazy constructio
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -24,40 +24,26 @@ from datetime import UTC, datetime
 from typing import Any
 
 from azure.core import MatchConditions
-from azure.core.exceptions import (
-    AzureError,
-    HttpResponseError,
-    ServiceRequestError,
-    ServiceRequestTimeoutError,
-    ServiceResponseError,
-    ServiceResponseTimeoutError,
-)
-from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy, PartitionKey, exceptions
-from azure.cosmos.documents import SSLConfiguration
+from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy, PartitionKey
 from azure.cosmos.partition_key import NonePartitionKeyValue
 from typing_extensions import override
 
+from airflow_chatter.adapters.cosmos.client import check_tls_verification, make_cosmos_client, open_container
+from airflow_chatter.adapters.cosmos.errors import translate_error, translated_errors
 from airflow_chatter.ports import (
     BadRequest,
-    BatchFailed,
     BatchOperation,
     BatchOperationKind,
     BatchOperationResult,
     ChangeFeedPage,
     ChangeFeedStart,
-    Conflict,
     ContainerError,
     ContainerProperties,
     Document,
     DocumentContainer,
     FeedRange,
     FeedRangeGone,
-    NotFound,
     PatchOperation,
-    PreconditionFailed,
-    RequestTimeout,
-    ServiceUnavailable,
-    Throttled,
     epk_bounds,
     epk_range,
 )
@@ -65,79 +51,20 @@ from airflow_chatter.ports import (
     PartitionKey as PartitionKeyValue,
 )
 
+__all__ = [
+    "EMULATOR_KEY",
+    "CosmosDocumentContainer",
+    "check_tls_verification",
+    "create_container",
+    "ensure_database",
+    "make_cosmos_client",
+    "open_container",
+    "translate_error",
+    "translated_errors",
+]
+
 #: The Cosmos DB emulator's well-known account key (any base64 key works with the project's emulator).
 EMULATOR_KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
-
-_STATUS_ERRORS: dict[int, type[ContainerError]] = {
-    400: BadRequest,
-    404: NotFound,
-    408: RequestTimeout,
-    409: Conflict,
-    410: FeedRangeGone,
-    412: PreconditionFailed,
-    503: ServiceUnavailable,
-}
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Error translation: the only place SDK exceptions are looked at.
-# --------------------------------------------------------------------------------------------------------------
-
-
-def _retry_after_ms(headers: Mapping[str, str] | None) -> int | None:
-    if not headers:
-        return None
-    for name in ("x-ms-retry-after-ms", "retry-after-ms"):
-        value = headers.get(name)
-        if value is not None:
-            try:
-                return int(float(value))
-            except ValueError:
-                return None
-    return None
-
-
-def translate_error(error: BaseException) -> ContainerError | None:
-    """Return the port error for an SDK exception, or ``None`` when it is not an SDK error."""
-    if isinstance(error, exceptions.CosmosBatchOperationError):
-        statuses = [int(r.get("statusCode", 424)) for r in (error.operation_responses or [])]
-        status = int(error.status_code or (statuses[error.error_index] if statuses else 500))
-        return BatchFailed(
-            str(error.message or error),
-            failed_index=int(error.error_index),
-            status_code=status,
-            operation_statuses=statuses,
-        )
-    if isinstance(error, exceptions.CosmosHttpResponseError | HttpResponseError):
-        status = int(error.status_code or 500)
-        message = str(error.message or error)
-        if status == 429:
-            return Throttled(message, retry_after_ms=_retry_after_ms(getattr(error, "headers", None)))
-        cls = _STATUS_ERRORS.get(status)
-        return cls(message) if cls else ContainerError(message, status_code=status)
-    timeouts = exceptions.CosmosClientTimeoutError | ServiceRequestTimeoutError | ServiceResponseTimeoutError
-    if isinstance(error, timeouts):
-        return RequestTimeout(str(error))
-    if isinstance(error, ServiceRequestError | ServiceResponseError):
-        return ServiceUnavailable(str(error))
-    if isinstance(error, AzureError):
-        return ContainerError(str(error))
-    return None
-
-
-@contextlib.contextmanager
-def translated_errors() -> Iterator[None]:
-    """Re-raise azure-cosmos / azure-core exceptions as the port's ``ContainerError`` subclasses."""
-    try:
-        yield
-    except ContainerError:
-        raise
-    except Exception as error:
-        translated = translate_error(error)
-        if translated is None:
-            raise
-        raise translated from error
-
 
 # --------------------------------------------------------------------------------------------------------------
 # Helpers.
@@ -561,24 +488,6 @@ class CosmosDocumentContainer(DocumentContainer):
 # --------------------------------------------------------------------------------------------------------------
 # Clients and containers: for the emulator, a real account, and tests.
 # --------------------------------------------------------------------------------------------------------------
-
-
-def make_cosmos_client(endpoint: str, key: str, *, verify: bool | str = True, **kwargs: Any) -> CosmosClient:
-    """Build a ``CosmosClient`` for an account or the project emulator. Connects (reads the account) at once.
-
-    ``verify`` is ``True`` (system CAs), ``False`` (no verification) or a CA bundle path (the emulator's generated
-    certificate). azure-cosmos skips verification for 127.0.0.1 / localhost unless an ``ssl_config`` is given, so
-    a path is passed through one: the emulator's certificate is then really verified.
-    """
-    if isinstance(verify, str):
-        ssl_config = SSLConfiguration()
-        ssl_config.SSLCaCerts = verify
-        kwargs.setdefault("ssl_config", ssl_config)
-        kwargs.setdefault("connection_verify", verify)
-    else:
-        kwargs.setdefault("connection_verify", verify)
-    with translated_errors():
-        return CosmosClient(endpoint, credential=key, **kwargs)
 
 
 def create_container(

@@ -1,17 +1,21 @@
-"""The kafka-python adapter: the publisher port (``publisher``) and the at-least-once consumer (``consumer``)."""
+"""The kafka-python adapter: one settings model (``settings``), one error classification (``errors``), the
+publisher port (``publisher``) and the at-least-once consumer (``consumer``)."""
 
+from airflow_chatter.adapters.kafka.errors import KafkaPublishError
 from airflow_chatter.adapters.kafka.publisher import (
     KafkaPublisher,
-    KafkaPublishError,
     KafkaPublisherSettings,
     check_connectivity,
     ensure_topics,
 )
+from airflow_chatter.adapters.kafka.settings import KafkaSettings, KafkaSettingsError
 
 __all__ = [
     "KafkaPublishError",
     "KafkaPublisher",
     "KafkaPublisherSettings",
+    "KafkaSettings",
+    "KafkaSettingsError",
     "check_connectivity",
     "ensure_topics",
 ]

@@ -3,8 +3,8 @@
 The consuming half of the relay, for downstream jobs (the example DAG
 ``dags/example_chatter_consume_orders.py``):
 
-* **Same connection, same bounds.** ``consumer_config`` turns the publisher's ``KafkaPublisherSettings``
-  (servers, security, SASL, SSL CA, pinned ``api_version``, request timeout) into ``KafkaConsumer``
+* **Same connection, same bounds.** ``consumer_config`` turns the one ``KafkaSettings`` model (already
+  validated: servers, security, SASL, SSL CA, pinned ``api_version``, request timeout) into ``KafkaConsumer``
   keyword arguments, so the constructor does no network I/O. Offsets are committed by hand
   (``enable_auto_commit=False``; asking for auto-commit is refused), a new group starts at the
   beginning of the topic (``auto_offset_reset="earliest"``), and a dead consumer leaves its group after
@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_chatter.adapters.kafka.publisher import KafkaPublisherSettings
+from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.outbox.mapping import MESSAGE_ID_HEADER
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ class MissingMessageIdError(ValueError):
 
 
 def consumer_config(
-    settings: KafkaPublisherSettings,
+    settings: KafkaSettings,
     *,
     group_id: str,
     session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,

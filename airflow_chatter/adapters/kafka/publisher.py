@@ -5,10 +5,10 @@ Why it looks the way it does:
 * **Confirmed means acknowledged by the broker with ``acks=all`` from an idempotent producer.**
   Both are forced here, not left to defaults: kafka-python silently *disables* idempotence when
   another setting conflicts with it (``acks`` other than all, ``retries=0``, more than 5 requests
-  in flight). ``KafkaPublisherSettings`` therefore refuses any setting that would weaken them with a
-  ``ValueError`` naming the setting, and the producer is always built with
-  ``acks="all", enable_idempotence=True`` passed explicitly (so a conflict raises instead of
-  degrading quietly).
+  in flight). ``KafkaSettings`` (``settings.py``, also exported here as ``KafkaPublisherSettings``)
+  therefore refuses any setting that would weaken them with a ``ValueError`` naming the setting, and
+  the producer is always built with ``acks="all", enable_idempotence=True`` passed explicitly (so a
+  conflict raises instead of degrading quietly).
 * **Every future is inspected.** ``KafkaProducer.flush()`` returns once every record has
   *completed*, successfully or not; it does not raise for failed records. ``send_batch`` sends the
   whole batch, flushes once, then reads each record's own future and reports one
@@ -25,6 +25,10 @@ Why it looks the way it does:
 * **Rebuild after a fatal error.** After a failure that is not local to one record (timeouts,
   lost connections, producer-id/sequence errors, a closed or fenced producer) the producer is
   closed and a fresh one is built on the next call, with fresh metadata and a new producer id.
+  Which failures are record-local, and which retriable, is one table: ``errors.CLASSIFICATION``.
+* **Say why a connection failed.** kafka-python raises only a timeout when a broker refuses the
+  handshake (SASL against a plain listener, a wrong password, TLS against a plain port); the cause
+  is in its log. ``diagnosis.ConnectionFailures`` reads it during the call, and the error names it.
 * **Keyed partitions computed once per key.** kafka-python's ``DefaultPartitioner`` hashes every keyed
   record's key with a pure-Python murmur2 (several microseconds a record), although the drain's keys
   repeat (one per partition key). ``_KeyPartitions`` makes exactly the same choice (kafka-python's own
@@ -33,21 +37,23 @@ Why it looks the way it does:
   (topic, key) and passes it as ``partition=``. Only for a producer that uses the default partitioner
   without a key serializer (settings cannot configure either; a ``producer_factory`` could); keyless
   records get no ``partition=``, so kafka-python still chooses theirs.
-* **Secrets stay out of logs.** ``sasl_password`` is masked in ``repr`` and never logged.
+* **Secrets stay out of logs.** ``sasl_password`` is a ``SecretStr``, masked in ``repr`` and never logged.
 
 Nothing here imports Airflow; the core never imports this module's ``kafka`` dependency.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from airflow_chatter.adapters.kafka.diagnosis import ConnectionFailures
+from airflow_chatter.adapters.kafka.errors import KafkaPublishError, classify, describe, is_configuration_error
+from airflow_chatter.adapters.kafka.settings import MIN_API_VERSION, KafkaSettings
 from airflow_chatter.ports import (
     OutgoingMessage,
     PublishConfirmation,
@@ -59,6 +65,7 @@ from airflow_chatter.ports import (
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "MIN_API_VERSION",
     "KafkaPublishError",
     "KafkaPublisher",
     "KafkaPublisherSettings",
@@ -66,266 +73,15 @@ __all__ = [
     "ensure_topics",
 ]
 
-#: Lowest ``api_version`` a Kafka 4.x broker still speaks to (KIP-896 removed older protocols).
-MIN_API_VERSION: tuple[int, ...] = (2, 1)
-_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-_COMPRESSION_TYPES = (None, "gzip", "snappy", "lz4", "zstd")
+#: The publisher's settings are the one Kafka settings model (the name the publisher always exported).
+KafkaPublisherSettings = KafkaSettings
+
 #: Extra seconds ``send_batch`` waits past ``delivery_timeout_ms`` before giving up on a future.
 _FLUSH_SLACK_S = 5.0
 #: Keys whose partition ``_KeyPartitions`` remembers per topic; above it that topic's table starts over.
 _PARTITION_CACHE_KEYS = 4096
 #: Topics ``_KeyPartitions`` keeps tables for; above it every table starts over.
 _PARTITION_CACHE_TOPICS = 64
-
-
-class KafkaPublishError(PublishError):
-    """One message was not acknowledged. ``retriable`` says whether resending may succeed."""
-
-    def __init__(self, message: str, *, retriable: bool = True) -> None:
-        super().__init__(message)
-        self.retriable = retriable
-
-
-@dataclass(frozen=True, repr=False)
-class KafkaPublisherSettings:
-    """How to reach Kafka and how long to wait. Validated on construction.
-
-    ``acks`` and ``enable_idempotence`` exist only so that a configuration asking for anything
-    weaker than ``"all"`` / ``True`` is refused loudly instead of being ignored.
-    """
-
-    bootstrap_servers: str | tuple[str, ...]
-    client_id: str = "airflow-chatter"
-    security_protocol: str = "PLAINTEXT"
-    sasl_mechanism: str | None = None
-    sasl_username: str | None = None
-    sasl_password: str | None = field(default=None, repr=False)
-    ssl_cafile: str | None = None
-    ssl_check_hostname: bool = True
-    #: Pinned so the producer constructor does no I/O. ``None`` probes the broker (blocking).
-    api_version: tuple[int, ...] | None = (2, 8, 0)
-    #: Longest a send waits for topic metadata (broker unreachable: the bound of a batch).
-    max_block_ms: int = 10_000
-    request_timeout_ms: int = 15_000
-    #: Upper bound for one record from send to acknowledgement or error, retries included.
-    delivery_timeout_ms: int = 60_000
-    linger_ms: int = 5
-    max_in_flight: int = 5
-    #: Upper bound of one record batch per partition (bytes). Not Kafka's 16 KiB default: a drain sends a page of up
-    #: to 1,000 records and then flushes, and with kafka-python every batch costs a wake-up of its sender thread and
-    #: a share of a request in Python, which at 16 KiB (~13 records of 1 KB) is paid again and again per page. 128 KiB
-    #: raised the drain from ~4,900 to ~7,000-8,800 msg/s (benchmarks/drain_throughput.py, docs/benchmarks.md).
-    #: It is a cap, not an allocation: kafka-python grows each batch's buffer as records arrive.
-    batch_size: int = 131_072
-    max_request_size: int = 1_048_576
-    compression_type: str | None = None
-    retry_backoff_ms: int = 100
-    acks: str | int = "all"
-    enable_idempotence: bool = True
-
-    def __post_init__(self) -> None:
-        servers = self.bootstrap_servers
-        if isinstance(servers, str):
-            servers = tuple(s.strip() for s in servers.split(",") if s.strip())
-        else:
-            servers = tuple(str(s).strip() for s in servers if str(s).strip())
-        if not servers:
-            raise ValueError("bootstrap_servers: at least one host:port is required")
-        object.__setattr__(self, "bootstrap_servers", servers)
-
-        if self.acks not in ("all", -1, "-1"):
-            raise ValueError(
-                f"acks={self.acks!r} would weaken delivery: KafkaPublisher always publishes with "
-                "acks='all' (a message is confirmed only when every in-sync replica has it)"
-            )
-        object.__setattr__(self, "acks", "all")
-        if self.enable_idempotence is not True:
-            raise ValueError(
-                f"enable_idempotence={self.enable_idempotence!r} would weaken delivery: "
-                "KafkaPublisher always uses an idempotent producer"
-            )
-        if not isinstance(self.max_in_flight, int) or not 1 <= self.max_in_flight <= 5:
-            raise ValueError(
-                f"max_in_flight={self.max_in_flight!r}: must be 1..5; more than 5 requests in "
-                "flight disables idempotence"
-            )
-        if self.api_version is not None:
-            version = tuple(self.api_version)
-            if not version or not all(isinstance(p, int) for p in version):
-                raise ValueError(f"api_version={self.api_version!r}: must be a tuple of ints or None")
-            if version < MIN_API_VERSION:
-                raise ValueError(f"api_version={version!r}: Kafka 4.x brokers need at least {MIN_API_VERSION!r}")
-            object.__setattr__(self, "api_version", version)
-        for name in (
-            "max_block_ms",
-            "request_timeout_ms",
-            "delivery_timeout_ms",
-            "batch_size",
-            "max_request_size",
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name}={value!r}: must be a positive integer")
-        for name in ("linger_ms", "retry_backoff_ms"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name}={value!r}: must be a non-negative integer")
-        if self.delivery_timeout_ms < self.linger_ms + self.request_timeout_ms:
-            raise ValueError(
-                f"delivery_timeout_ms={self.delivery_timeout_ms}: must be at least linger_ms + "
-                f"request_timeout_ms ({self.linger_ms + self.request_timeout_ms})"
-            )
-        if self.compression_type not in _COMPRESSION_TYPES:
-            raise ValueError(f"compression_type={self.compression_type!r}: one of {_COMPRESSION_TYPES!r}")
-        if self.security_protocol not in _SECURITY_PROTOCOLS:
-            raise ValueError(f"security_protocol={self.security_protocol!r}: one of {_SECURITY_PROTOCOLS!r}")
-        if self.security_protocol.startswith("SASL_"):
-            if self.sasl_mechanism not in _SASL_MECHANISMS:
-                raise ValueError(
-                    f"sasl_mechanism={self.sasl_mechanism!r}: {self.security_protocol} needs one "
-                    f"of {_SASL_MECHANISMS!r}"
-                )
-            if not self.sasl_username:
-                raise ValueError(f"sasl_username: required with {self.security_protocol}")
-            if not self.sasl_password:
-                raise ValueError(f"sasl_password: required with {self.security_protocol}")
-        elif self.sasl_mechanism or self.sasl_username or self.sasl_password:
-            raise ValueError(
-                f"sasl_mechanism/sasl_username/sasl_password are set but security_protocol="
-                f"{self.security_protocol!r} does not use SASL (use SASL_SSL or SASL_PLAINTEXT)"
-            )
-        if not self.client_id:
-            raise ValueError("client_id: must not be empty")
-
-    def __repr__(self) -> str:
-        parts = []
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.name == "sasl_password":
-                shown = "'***'" if value else "None"
-            else:
-                shown = repr(value)
-            parts.append(f"{f.name}={shown}")
-        return f"{type(self).__name__}({', '.join(parts)})"
-
-    __str__ = __repr__
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> KafkaPublisherSettings:
-        """Build settings from a plain mapping (e.g. connection extras), refusing unknown keys.
-
-        Accepts the kafka-python spellings ``max_in_flight_requests_per_connection`` and
-        ``sasl_plain_username`` / ``sasl_plain_password``. ``retries`` is accepted only when it does
-        not weaken delivery (``retries=0`` disables idempotence) and is otherwise ignored: the
-        delivery bound is ``delivery_timeout_ms``. ``transactional_id`` is refused.
-        """
-        aliases = {
-            "max_in_flight_requests_per_connection": "max_in_flight",
-            "sasl_plain_username": "sasl_username",
-            "sasl_plain_password": "sasl_password",
-        }
-        known = {f.name for f in dataclasses.fields(cls)}
-        kwargs: dict[str, Any] = {}
-        for raw_key, value in values.items():
-            key = aliases.get(raw_key, raw_key)
-            if raw_key == "retries":
-                if value is not None and float(value) <= 0:
-                    raise ValueError(f"retries={value!r} would weaken delivery: it disables idempotence")
-                continue
-            if raw_key == "transactional_id":
-                raise ValueError("transactional_id: KafkaPublisher does not use transactions")
-            if key not in known:
-                raise ValueError(f"{raw_key}: not a Kafka publisher setting")
-            if key == "api_version" and isinstance(value, str):
-                value = tuple(int(p) for p in value.split("."))
-            elif key == "api_version" and isinstance(value, list):
-                value = tuple(value)
-            kwargs[key] = value
-        if "bootstrap_servers" not in kwargs:
-            raise ValueError("bootstrap_servers: at least one host:port is required")
-        return cls(**kwargs)
-
-    def client_config(self) -> dict[str, Any]:
-        """The connection and security keyword arguments shared by kafka-python clients."""
-        config: dict[str, Any] = {
-            "bootstrap_servers": list(self.bootstrap_servers),
-            "client_id": self.client_id,
-            "security_protocol": self.security_protocol,
-            "request_timeout_ms": self.request_timeout_ms,
-            "retry_backoff_ms": self.retry_backoff_ms,
-            "api_version": self.api_version,
-            # Only used when api_version is None; keep it inside the configured bound.
-            "bootstrap_timeout_ms": self.max_block_ms,
-        }
-        if self.security_protocol in ("SSL", "SASL_SSL"):
-            config["ssl_check_hostname"] = self.ssl_check_hostname
-            if self.ssl_cafile:
-                config["ssl_cafile"] = self.ssl_cafile
-        if self.security_protocol.startswith("SASL_"):
-            config["sasl_mechanism"] = self.sasl_mechanism
-            config["sasl_plain_username"] = self.sasl_username
-            config["sasl_plain_password"] = self.sasl_password
-        return config
-
-    def producer_config(self) -> dict[str, Any]:
-        """Keyword arguments for ``kafka.KafkaProducer``. Contains the password: never log it."""
-        config = self.client_config()
-        config.update(
-            acks="all",
-            enable_idempotence=True,
-            max_in_flight_requests_per_connection=self.max_in_flight,
-            max_block_ms=self.max_block_ms,
-            delivery_timeout_ms=self.delivery_timeout_ms,
-            linger_ms=self.linger_ms,
-            batch_size=self.batch_size,
-            max_request_size=self.max_request_size,
-            compression_type=self.compression_type,
-        )
-        return config
-
-
-def _record_local_errors() -> tuple[type[BaseException], ...]:
-    """Errors that concern one record only and leave the producer healthy."""
-    from kafka import errors as ke
-
-    return (
-        TypeError,
-        ValueError,
-        ke.MessageSizeTooLargeError,
-        ke.RecordListTooLargeError,
-        ke.InvalidTopicError,
-        ke.TopicAuthorizationFailedError,
-        ke.InvalidRecordError,
-        ke.CorruptRecordError,
-    )
-
-
-def _is_retriable(exc: BaseException) -> bool:
-    from kafka import errors as ke
-
-    if isinstance(exc, (TypeError, ValueError)):
-        return False
-    if isinstance(
-        exc,
-        (
-            ke.MessageSizeTooLargeError,
-            ke.RecordListTooLargeError,
-            ke.InvalidTopicError,
-            ke.AuthorizationError,
-            ke.InvalidRecordError,
-        ),
-    ):
-        return False
-    return True
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    name = type(exc).__name__
-    if not text or text == name:
-        return name
-    return text if text.startswith(name) else f"{name}: {text}"
 
 
 class _KeyPartitions:
@@ -386,13 +142,23 @@ class _KeyPartitions:
         return sum(len(table[2]) for table in self._tables.values())
 
 
+@dataclass
+class _Sent:
+    """One message of a batch on its way: its future once handed to the producer, or why it was not."""
+
+    index: int
+    message: OutgoingMessage
+    future: Any = None
+    error: BaseException | None = None
+
+
 class KafkaPublisher(Publisher):
     """Publishes ``OutgoingMessage`` batches with an idempotent ``acks=all`` kafka-python producer.
 
     Thread-safe (one batch at a time). The producer is created on the first ``send_batch``.
     """
 
-    def __init__(self, settings: KafkaPublisherSettings, *, producer_factory: Any = None) -> None:
+    def __init__(self, settings: KafkaSettings, *, producer_factory: Any = None) -> None:
         self._settings = settings
         self._factory = producer_factory
         self._producer: Any = None
@@ -402,7 +168,7 @@ class KafkaPublisher(Publisher):
         self._lock = threading.Lock()
 
     @property
-    def settings(self) -> KafkaPublisherSettings:
+    def settings(self) -> KafkaSettings:
         return self._settings
 
     def __repr__(self) -> str:
@@ -442,18 +208,13 @@ class KafkaPublisher(Publisher):
             try:
                 self._producer = self._build_producer()
             except Exception as exc:
-                from kafka import errors as ke
-
-                if isinstance(exc, (ke.KafkaConfigurationError, TypeError, ValueError)):
+                if is_configuration_error(exc):
                     raise PublishError(
-                        f"cannot create a Kafka producer for {self._servers()}: {_describe(exc)}"
+                        f"cannot create a Kafka producer for {self._settings.servers}: {describe(exc)}"
                     ) from exc
                 raise
             self._partitions = _KeyPartitions.for_producer(self._producer)
         return self._producer
-
-    def _servers(self) -> str:
-        return ",".join(self._settings.bootstrap_servers)
 
     def close(self) -> None:
         with self._lock:
@@ -483,122 +244,136 @@ class KafkaPublisher(Publisher):
             return self._send_batch(messages)
 
     def _send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
-        from kafka import errors as ke
-
-        record_local = _record_local_errors()
-        servers = self._servers()
-        results: list[tuple[OutgoingMessage, Any, BaseException | None]] = []
-        total = len(messages)
-        if total == 0:
+        """Send every message, flush once, then read every future: one outcome per message, in input order."""
+        if not messages:
             return []
-        try:
-            producer = self._ensure_producer()
-        except PublishError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - e.g. NoBrokersAvailable with api_version=None
-            self._needs_rebuild = True
-            unavailable = KafkaPublishError(
-                f"Kafka at {servers} unavailable, batch of {total} not sent: {_describe(exc)}"
-            )
-            unavailable.__cause__ = exc
-            return [PublishOutcome(message=m, error=unavailable) for m in messages]
+        with ConnectionFailures.listening(self._settings) as failures:
+            try:
+                producer = self._ensure_producer()
+            except PublishError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - e.g. NoBrokersAvailable with api_version=None
+                self._needs_rebuild = True
+                return self._unavailable(messages, exc, failures)
+            sent = self._send_each(producer, messages, failures)
+            flush_error = self._flush(producer)
+        outcomes = [self._outcome(item, len(messages), flush_error, failures) for item in sent]
+        self._report(outcomes)
+        return outcomes
 
+    def _unavailable(
+        self, messages: Sequence[OutgoingMessage], exc: BaseException, failures: ConnectionFailures
+    ) -> list[PublishOutcome]:
+        """Every message failed alike: no producer could be built (the broker is unreachable or refuses us)."""
+        why = failures.explain()
+        unavailable = KafkaPublishError(
+            f"Kafka at {self._settings.servers} unavailable, batch of {len(messages)} not sent: {describe(exc)}"
+            + (f"; {why}" if why else ""),
+            retriable=classify(exc).retriable,
+        )
+        unavailable.__cause__ = exc
+        return [PublishOutcome(message=m, error=unavailable) for m in messages]
+
+    def _send_each(
+        self, producer: Any, messages: Sequence[OutgoingMessage], failures: ConnectionFailures
+    ) -> list[_Sent]:
+        """Hand each message to the producer; after a failure that is not the record's own, send no more.
+
+        Sending after an earlier message of the batch failed could only reorder a key, so the rest is reported
+        failed at once ("not sent").
+        """
         partitions = self._partitions
+        total = len(messages)
+        sent: list[_Sent] = []
         aborted: BaseException | None = None
         for index, message in enumerate(messages):
             if aborted is not None:
-                results.append((message, None, aborted))
+                sent.append(_Sent(index, message, error=aborted))
                 continue
             key = message.key
-            try:
-                future = _send(
-                    producer,
-                    message,
-                    list(message.headers),
-                    None if partitions is None or type(key) is not bytes else partitions.partition(message.topic, key),
-                )
-            except record_local as exc:
-                results.append((message, None, self._wrap(exc, index, total, message, servers)))
-                continue
-            except Exception as exc:  # noqa: BLE001 - metadata timeout, closed producer, ...
-                self._needs_rebuild = True
-                results.append((message, None, self._wrap(exc, index, total, message, servers)))
-                aborted = KafkaPublishError(
-                    f"not sent: message {index + 1} of {total} of this batch failed first ({_describe(exc)})"
-                )
-                aborted.__cause__ = exc
-                continue
-            results.append((message, future, None))
-
-        flush_timeout = self._settings.delivery_timeout_ms / 1000 + _FLUSH_SLACK_S
-        flush_error: BaseException | None = None
-        try:
-            producer.flush(timeout=flush_timeout)
-        except Exception as exc:  # noqa: BLE001 - KafkaTimeoutError: some records still pending
-            flush_error = exc
-            self._needs_rebuild = True
-
-        outcomes: list[PublishOutcome] = []
-        failures = 0
-        for index, (message, future, send_error) in enumerate(results):
-            error: BaseException | None = send_error
-            if future is not None:
-                error = None
-                if not future.is_done:
-                    # Only after a flush timeout; the record may still be delivered later, so it is
-                    # reported failed (a retry may duplicate it, it can never be lost).
-                    timeout = ke.KafkaTimeoutError(
-                        f"no acknowledgement within {flush_timeout:.0f} s"
-                        + (f" ({_describe(flush_error)})" if flush_error else "")
-                    )
-                    error = self._wrap(timeout, index, total, message, servers)
-                    self._needs_rebuild = True
-                elif future.failed():
-                    failure = future.exception
-                    error = self._wrap(failure, index, total, message, servers)
-                    if not isinstance(failure, record_local):
-                        self._needs_rebuild = True
-                else:
-                    metadata = future.value
-                    offset = getattr(metadata, "offset", -1)
-                    if offset is None or offset < 0:
-                        error = KafkaPublishError(
-                            f"message {index + 1} of {total} to topic {message.topic!r}: the broker "
-                            f"returned no offset ({offset!r})"
-                        )
-                    else:
-                        outcomes.append(
-                            PublishOutcome(
-                                message=message,
-                                confirmation=PublishConfirmation(
-                                    topic=metadata.topic,
-                                    partition=int(metadata.partition),
-                                    offset=int(offset),
-                                ),
-                            )
-                        )
-                        continue
-            failures += 1
-            outcomes.append(PublishOutcome(message=message, error=error))
-
-        if failures:
-            first = next(o.error for o in outcomes if o.error is not None)
-            log.warning(
-                "Kafka batch to %s: %d of %d messages not acknowledged (first: %s)%s",
-                servers,
-                failures,
-                total,
-                first,
-                "; the producer will be rebuilt" if self._needs_rebuild else "",
+            partition = (
+                None if partitions is None or type(key) is not bytes else partitions.partition(message.topic, key)
             )
-        return outcomes
+            try:
+                sent.append(_Sent(index, message, future=_send(producer, message, list(message.headers), partition)))
+            except Exception as exc:  # noqa: BLE001 - record-local refusals, metadata timeout, closed producer, ...
+                sent.append(_Sent(index, message, error=self._wrap(exc, index, total, message, failures)))
+                if not classify(exc).record_local:
+                    self._needs_rebuild = True
+                    aborted = KafkaPublishError(
+                        f"not sent: message {index + 1} of {total} of this batch failed first ({describe(exc)})"
+                    )
+                    aborted.__cause__ = exc
+        return sent
 
-    @staticmethod
-    def _wrap(exc: BaseException, index: int, total: int, message: OutgoingMessage, servers: str) -> KafkaPublishError:
+    def _flush_timeout_s(self) -> float:
+        return self._settings.delivery_timeout_ms / 1000 + _FLUSH_SLACK_S
+
+    def _flush(self, producer: Any) -> BaseException | None:
+        """Wait for every record; ``flush`` does not raise for failed records, only when some are still pending."""
+        try:
+            producer.flush(timeout=self._flush_timeout_s())
+        except Exception as exc:  # noqa: BLE001 - KafkaTimeoutError: some records still pending
+            self._needs_rebuild = True
+            return exc
+        return None
+
+    def _outcome(
+        self, item: _Sent, total: int, flush_error: BaseException | None, failures: ConnectionFailures
+    ) -> PublishOutcome:
+        """What the future says: confirmed only with a real offset from the broker."""
+        message, future, index = item.message, item.future, item.index
+        if future is None:
+            return PublishOutcome(message=message, error=item.error)
+        if not future.is_done:
+            from kafka import errors as ke
+
+            # Only after a flush timeout; the record may still be delivered later, so it is reported
+            # failed (a retry may duplicate it, it can never be lost).
+            self._needs_rebuild = True
+            timeout = ke.KafkaTimeoutError(
+                f"no acknowledgement within {self._flush_timeout_s():.0f} s"
+                + (f" ({describe(flush_error)})" if flush_error else "")
+            )
+            return PublishOutcome(message=message, error=self._wrap(timeout, index, total, message, failures))
+        if future.failed():
+            failure = future.exception
+            if not classify(failure).record_local:
+                self._needs_rebuild = True
+            return PublishOutcome(message=message, error=self._wrap(failure, index, total, message, failures))
+        metadata = future.value
+        offset = getattr(metadata, "offset", -1)
+        if offset is None or offset < 0:
+            error = KafkaPublishError(
+                f"message {index + 1} of {total} to topic {message.topic!r}: the broker returned no offset ({offset!r})"
+            )
+            return PublishOutcome(message=message, error=error)
+        confirmation = PublishConfirmation(topic=metadata.topic, partition=int(metadata.partition), offset=int(offset))
+        return PublishOutcome(message=message, confirmation=confirmation)
+
+    def _report(self, outcomes: list[PublishOutcome]) -> None:
+        """One warning per failed batch, naming the first failure (which names a refused handshake, if seen)."""
+        failed = [o.error for o in outcomes if o.error is not None]
+        if not failed:
+            return
+        log.warning(
+            "Kafka batch to %s: %d of %d messages not acknowledged (first: %s)%s",
+            self._settings.servers,
+            len(failed),
+            len(outcomes),
+            failed[0],
+            "; the producer will be rebuilt" if self._needs_rebuild else "",
+        )
+
+    def _wrap(
+        self, exc: BaseException, index: int, total: int, message: OutgoingMessage, failures: ConnectionFailures
+    ) -> KafkaPublishError:
+        """The message's error; a failure that is not the record's own also says why a handshake failed, if known."""
+        why = None if classify(exc).record_local else failures.explain()
         error = KafkaPublishError(
             f"message {index + 1} of {total} to topic {message.topic!r} not acknowledged by "
-            f"{servers}: {_describe(exc)}",
-            retriable=_is_retriable(exc),
+            f"{self._settings.servers}: {describe(exc)}" + (f"; {why}" if why else ""),
+            retriable=classify(exc).retriable,
         )
         error.__cause__ = exc
         return error
@@ -634,7 +409,14 @@ def _send(producer: Any, message: OutgoingMessage, headers: list[Any], partition
 # ------------------------------------------------------------------------------------------------
 
 
-def _admin_client(settings: KafkaPublisherSettings, timeout_s: float) -> Any:
+def _unreachable(settings: KafkaSettings, timeout_s: float, exc: BaseException, why: str | None) -> PublishError:
+    where = f"Kafka at {settings.servers}"
+    if why:
+        return PublishError(f"{where} refused the connection: {why} (after {describe(exc)})")
+    return PublishError(f"cannot reach {where} within {timeout_s:.0f} s: {describe(exc)}")
+
+
+def _admin_client(settings: KafkaSettings, timeout_s: float) -> Any:
     from kafka import KafkaAdminClient
     from kafka import errors as ke
 
@@ -642,16 +424,21 @@ def _admin_client(settings: KafkaPublisherSettings, timeout_s: float) -> Any:
     # The admin client always bootstraps in its constructor, even with a pinned api_version.
     config["bootstrap_timeout_ms"] = int(timeout_s * 1000)
     config["request_timeout_ms"] = max(1000, min(settings.request_timeout_ms, int(timeout_s * 1000)))
-    try:
-        return KafkaAdminClient(**config)
-    except ke.KafkaError as exc:
-        raise PublishError(
-            f"cannot reach Kafka at {','.join(settings.bootstrap_servers)} within {timeout_s:.0f} s: {_describe(exc)}"
-        ) from exc
+    failure: PublishError | None = None
+    with ConnectionFailures.listening(settings) as failures:
+        try:
+            return KafkaAdminClient(**config)
+        except ke.KafkaError as exc:
+            failure = _unreachable(settings, timeout_s, exc, failures.explain())
+            failure.__cause__ = exc
+    raise failure
 
 
-def check_connectivity(settings: KafkaPublisherSettings, *, timeout_s: float = 10.0) -> None:
-    """Raise ``PublishError`` unless a broker answers (bootstrap + metadata) within ``timeout_s``."""
+def check_connectivity(settings: KafkaSettings, *, timeout_s: float = 10.0) -> None:
+    """Raise ``PublishError`` unless a broker answers (bootstrap + metadata) within ``timeout_s``.
+
+    A broker that refuses the handshake (SASL, TLS) is named as such, not as unreachable.
+    """
     admin = _admin_client(settings, timeout_s)
     try:
         admin.list_topics()  # one metadata round trip (describe_cluster trips on pinned versions)
@@ -660,7 +447,7 @@ def check_connectivity(settings: KafkaPublisherSettings, *, timeout_s: float = 1
 
 
 def ensure_topics(
-    settings: KafkaPublisherSettings,
+    settings: KafkaSettings,
     names: Iterable[str],
     *,
     partitions: int = 3,

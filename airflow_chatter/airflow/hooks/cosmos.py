@@ -1,8 +1,13 @@
-"""The Cosmos DB hook: one connection type, ``chatter_cosmos``, handing out document containers.
+"""The Cosmos DB hook: connection type ``chattercosmos``, handing out document containers.
 
-Builds on ``AzureCosmosDBHook`` (same login = endpoint, password = account key, same Entra ID extras)
-and adds what a drain needs: TLS settings for a local emulator, a data-plane Entra ID credential
-when no key is given, and ``CosmosDocumentContainer`` adapters for named containers.
+Builds on ``AzureCosmosDBHook`` (password = account key, same Entra ID extras) and adds what a drain needs: TLS
+settings for a local emulator, a data-plane Entra ID credential when no key is given, and
+``CosmosDocumentContainer`` adapters for named containers.
+
+The endpoint is the connection's ``host``: that is the address Airflow's Test Connection guard compares before it
+reuses a stored key, so a test naming another endpoint must bring its own key. Connections of the first layout
+(endpoint in ``login``, as the azure provider keeps it; type ``chatter_cosmos``) are still read; their Test button
+refuses with how to move the endpoint, because there the guard cannot apply.
 
 NOTE: ``CosmosClient(...)`` does network I/O in its constructor, so it is built lazily, on first use
 inside a task, never when the hook (or a DAG) is constructed.
@@ -24,6 +29,10 @@ if TYPE_CHECKING:
     from airflow_chatter.ports import DocumentContainer
 
 
+#: The connection type's first name (with ``_``, which Airflow warns about in every URI); still read.
+LEGACY_CONN_TYPE = "chatter_cosmos"
+
+
 def _as_bool(value: Any, *, option: str) -> bool:
     if value is None or isinstance(value, bool):
         return True if value is None else value
@@ -38,7 +47,8 @@ def _as_bool(value: Any, *, option: str) -> bool:
 class ChatterCosmosHook(AzureCosmosDBHook):
     """Connect to a Cosmos DB (NoSQL) account and hand out ``DocumentContainer`` adapters.
 
-    Connection: login is the account endpoint; password is the account key. Without a key the hook
+    Connection: host is the account endpoint (``https://<account>.documents.azure.com:443/``; the old layout's login
+    is still read); password is the account key. Without a key the hook
     authenticates with Entra ID through ``DefaultAzureCredential`` (data-plane RBAC), or, when the
     extra ``resource_group_name`` is set, fetches the key through the management plane as the azure
     provider does. Extras: ``database_name`` (the default database), ``connection_verify`` (default
@@ -52,7 +62,7 @@ class ChatterCosmosHook(AzureCosmosDBHook):
 
     conn_name_attr = "chatter_cosmos_conn_id"
     default_conn_name = "chatter_cosmos_default"
-    conn_type = "chatter_cosmos"
+    conn_type = "chattercosmos"
     hook_name = "Chatter Cosmos DB"
 
     def __init__(
@@ -71,21 +81,49 @@ class ChatterCosmosHook(AzureCosmosDBHook):
     # -- connection --------------------------------------------------------------------------
 
     def _extra(self, extras: dict[str, Any], name: str) -> Any:
-        return get_field(conn_id=self.conn_id, conn_type=self.conn_type, extras=extras, field_name=name)
+        """An extra by its name, or by the ``extra__<type>__<name>`` form of either type name."""
+        for conn_type in dict.fromkeys((self.conn_type, ChatterCosmosHook.conn_type, LEGACY_CONN_TYPE)):
+            value = get_field(conn_id=self.conn_id, conn_type=conn_type, extras=extras, field_name=name)
+            if value is not None:
+                return value
+        return None
+
+    def endpoint(self) -> tuple[str, bool]:
+        """The account endpoint, and whether it came from ``login`` (the old layout). No network I/O."""
+        conn = self.get_connection(self.conn_id)
+        host = (conn.host or "").strip()
+        login = (conn.login or "").strip()
+        if host and "://" not in host:
+            host = f"https://{host}:{conn.port or 443}/"  # a bare host name, as a URI would carry it
+        if host and login and "://" in login and login.rstrip("/") != host.rstrip("/"):
+            raise ConfigurationError(
+                f"connection {self.conn_id!r} host",
+                host,
+                f"differs from its login {login!r} (the old place of the endpoint): keep the endpoint in host only",
+            )
+        if host:
+            return host, False
+        if login:
+            return login, True
+        raise ConfigurationError(f"connection {self.conn_id!r} host", None, "must be the Cosmos endpoint URI")
 
     def client_kwargs(self) -> dict[str, Any]:
-        """Return ``CosmosClient`` keyword arguments from the connection (no network I/O)."""
+        """Return ``CosmosClient`` keyword arguments from the connection (no network I/O).
+
+        Refuses "verify TLS" without a CA path for a loopback endpoint, which azure-cosmos would not verify.
+        """
+        from airflow_chatter.adapters.cosmos.client import check_tls_verification
+
         conn = self.get_connection(self.conn_id)
         extras = conn.extra_dejson
-        endpoint = conn.login or conn.host
-        if not endpoint:
-            raise ConfigurationError(f"connection {self.conn_id!r} login", None, "must be the Cosmos endpoint URI")
+        endpoint, _ = self.endpoint()
         ca_cert_path = self._extra(extras, "ca_cert_path")
         verify: bool | str = _as_bool(
             self._extra(extras, "connection_verify"), option=f"connection {self.conn_id!r} extra connection_verify"
         )
         if ca_cert_path and verify:
             verify = str(ca_cert_path)
+        check_tls_verification(endpoint, verify, option=f"connection {self.conn_id!r} extra ca_cert_path")
         timeout = self._extra(extras, "connection_timeout") or 10
         self._default_database: str | None = self.database_name or self._extra(extras, "database_name")
         self._secrets = [s for s in (conn.password,) if s]
@@ -117,13 +155,12 @@ class ChatterCosmosHook(AzureCosmosDBHook):
         from airflow.providers.microsoft.azure.utils import get_sync_default_azure_credential
         from azure.mgmt.cosmosdb import CosmosDBManagementClient
 
-        conn = self.get_connection(self.conn_id)
         credential = get_sync_default_azure_credential(
             managed_identity_client_id=self._extra(extras, "managed_identity_client_id"),
             workload_identity_tenant_id=self._extra(extras, "workload_identity_tenant_id"),
         )
         client = CosmosDBManagementClient(credential=credential, subscription_id=self._extra(extras, "subscription_id"))
-        account = urlparse(conn.login or "").netloc.split(".")[0]
+        account = urlparse(self.endpoint()[0]).netloc.split(".")[0]
         keys = client.database_accounts.list_keys(self._extra(extras, "resource_group_name"), account)
         key = str(keys.primary_master_key)
         self._secrets.append(key)
@@ -133,7 +170,7 @@ class ChatterCosmosHook(AzureCosmosDBHook):
     def get_conn(self) -> CosmosClient:
         """Return the (cached) ``CosmosClient``; the first call talks to the account."""
         if self._conn is None:
-            from airflow_chatter.adapters.cosmos.container import make_cosmos_client
+            from airflow_chatter.adapters.cosmos.client import make_cosmos_client
 
             kwargs = self.client_kwargs()
             failure: RuntimeError | None = None
@@ -171,25 +208,42 @@ class ChatterCosmosHook(AzureCosmosDBHook):
 
         The adapter builds the client on its first call, so this does no network I/O.
         """
+        from airflow_chatter.adapters.cosmos.client import open_container
         from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer
 
-        conn = self.get_connection(self.conn_id)
         if database_name is None:
             self.client_kwargs()  # resolves the default database; no I/O
         database = self._database(database_name)
 
         def container():  # type: ignore[no-untyped-def]
-            return self.get_conn().get_database_client(database).get_container_client(container_name)
+            # On first use: names a missing database or container instead of a bare 404 at the first request.
+            return open_container(self.get_conn(), database, container_name)
 
-        return CosmosDocumentContainer(container_factory=container, account_endpoint=conn.login or conn.host)
+        return CosmosDocumentContainer(container_factory=container, account_endpoint=self.endpoint()[0])
 
     def test_connection(self) -> tuple[bool, str]:
-        """Read the database (or list databases): proves endpoint, credential and TLS settings."""
+        """Read the database (or list databases): proves endpoint, credential and TLS settings.
+
+        Refused for a connection that keeps its endpoint in ``login`` (the old layout): Airflow's Test Connection
+        compares only ``host``/``port`` before reusing the stored key, so such a test could send it elsewhere.
+        """
+        from azure.cosmos.exceptions import CosmosResourceNotFoundError
+
         try:
+            endpoint, legacy = self.endpoint()
+            if legacy:
+                return False, (
+                    f"Cosmos connection {self.conn_id!r} keeps its endpoint in login (the old layout); move it to "
+                    "the Cosmos Endpoint URI field (host) to test it: only then does Airflow refuse to reuse the "
+                    "stored key for another endpoint"
+                )
             client = self.get_conn()
             database = self.database_name or getattr(self, "_default_database", None)
             if database:
-                client.get_database_client(database).read()
+                try:
+                    client.get_database_client(database).read()
+                except CosmosResourceNotFoundError:
+                    return False, f"Connected to Cosmos DB at {endpoint}, but database {database!r} does not exist."
                 return True, f"Connected to Cosmos DB; database {database!r} exists."
             next(iter(client.list_databases()), None)
             return True, "Connected to Cosmos DB."
@@ -197,3 +251,14 @@ class ChatterCosmosHook(AzureCosmosDBHook):
             if isinstance(error, RuntimeError):  # already cleaned by get_conn
                 return False, scrub(str(error), self._secrets)
             return False, str(self._clean(error))
+
+
+class LegacyChatterCosmosHook(ChatterCosmosHook):
+    """The same hook under the first connection type name, ``chatter_cosmos``, so existing connections keep a form.
+
+    Airflow warns for every URI of a type with ``_`` (RFC 3986 schemes); recreate such connections as
+    ``chattercosmos`` with the endpoint in host (docs/connections.md, "Migrating").
+    """
+
+    conn_type = LEGACY_CONN_TYPE
+    hook_name = "Chatter Cosmos DB (old type name)"

@@ -1,8 +1,13 @@
-"""The Kafka hook on kafka-python: one connection type, ``chatter_kafka``, handing out publishers and consumers.
+"""The Kafka hook on kafka-python: connection type ``chatterkafka``, handing out publishers and consumers.
 
-The Airflow Kafka provider is built on confluent-kafka with its own ``kafka`` connection type, so this
-hook declares its own. Every kafka-python client it builds has ``api_version`` pinned, because an
-unpinned client blocks its constructor for up to 30 s probing the broker.
+The Airflow Kafka provider is built on confluent-kafka with its own ``kafka`` connection type, so this hook declares
+its own. It only maps the connection onto the one settings model, ``KafkaSettings``, which validates every value
+once; an error names where in the connection the value lives (``host``, ``login``, ``password`` or an extra).
+
+The bootstrap servers are the connection's ``host`` (``b1:9092,b2:9092``): that is the address Airflow's Test
+Connection guard compares before it reuses a stored password, so a test naming other brokers must bring its own
+password. Connections of the first layout (servers in the extra ``bootstrap_servers``, type ``chatter_kafka``) are
+still read; their Test button refuses with how to move the servers, because there the guard cannot apply.
 """
 
 from __future__ import annotations
@@ -16,40 +21,33 @@ from airflow_chatter.airflow.hooks._secrets import mask, scrub
 from airflow_chatter.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from airflow_chatter.adapters.kafka.publisher import KafkaPublisherSettings
+    from airflow.sdk import Connection
+
+    from airflow_chatter.adapters.kafka.settings import KafkaSettings
     from airflow_chatter.ports import Publisher
 
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-#: Kafka 4 dropped client protocol versions older than 2.1 (KIP-896).
-MIN_API_VERSION = (2, 1)
-
-
-def parse_api_version(value: Any, *, option: str = "api_version") -> tuple[int, ...]:
-    """Parse ``"3.9"`` / ``"2.8.0"`` / ``[3, 9]`` into a kafka-python ``api_version`` tuple."""
-    try:
-        parts = tuple(int(p) for p in (value.split(".") if isinstance(value, str) else value))
-    except (TypeError, ValueError):
-        raise ConfigurationError(option, value, "is not a version such as '3.9'") from None
-    if not 2 <= len(parts) <= 3 or parts < MIN_API_VERSION:
-        raise ConfigurationError(option, value, "must be a broker version of at least 2.1, such as '3.9'")
-    return parts
+#: The extra that held the servers before they moved to ``host``.
+LEGACY_SERVERS_EXTRA = "bootstrap_servers"
+_PASSWORD_KEYS = frozenset({"sasl_password", "sasl_plain_password"})
+#: Where each setting lives in a connection, for error messages; every other setting is an extra of its name.
+_LOCATIONS = {"bootstrap_servers": "host", "sasl_username": "login", "sasl_password": "password"}
 
 
 class ChatterKafkaHook(BaseHook):
     """Connect to Kafka with kafka-python and hand out a ``KafkaPublisher`` or a ``KafkaConsumer``.
 
-    Connection extras: ``bootstrap_servers`` (required, comma-separated), ``security_protocol``
-    (default PLAINTEXT), ``sasl_mechanism`` (for SASL_*; login and password are the SASL user and
-    password), ``ssl_cafile``, ``ssl_check_hostname`` (default true), ``api_version`` (default
-    ``"2.8"``), ``request_timeout_ms`` (default 30000) and ``client_id``.
+    Connection: ``host`` is the bootstrap servers (``host:port[,host:port]``); login and password are the SASL user
+    and password (SASL_* only). Extras: ``security_protocol`` (default PLAINTEXT), ``sasl_mechanism`` (default
+    PLAIN), ``ssl_cafile``, ``ssl_check_hostname`` (default true), ``api_version`` (default ``"2.8"``),
+    ``request_timeout_ms`` (default 30000), ``client_id`` and any other ``KafkaSettings`` field. Defaults come from
+    ``KAFKA_DEFAULTS``, the table the connection form shows too.
 
     :param chatter_kafka_conn_id: the connection id; default ``chatter_kafka_default``.
     """
 
     conn_name_attr = "chatter_kafka_conn_id"
     default_conn_name = "chatter_kafka_default"
-    conn_type = "chatter_kafka"
+    conn_type = "chatterkafka"
     hook_name = "Chatter Kafka (kafka-python)"
 
     def __init__(self, chatter_kafka_conn_id: str = default_conn_name) -> None:
@@ -60,58 +58,64 @@ class ChatterKafkaHook(BaseHook):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(conn_id={self.conn_id!r})"
 
-    def client_config(self) -> dict[str, Any]:
-        """Return kafka-python client settings (bootstrap, security, timeouts) from the connection.
+    # -- the connection, mapped onto KafkaSettings ---------------------------------------------
 
-        The result holds the SASL password; it is registered with Airflow's masker, but never log it.
-        """
+    def _servers(self, conn: Connection, extras: dict[str, Any]) -> tuple[str | None, bool]:
+        """The bootstrap servers and whether they came from the legacy extra."""
+        host = (conn.host or "").strip()
+        legacy = str(extras.pop(LEGACY_SERVERS_EXTRA, None) or "").strip()
+        if host and conn.port and "," not in host and ":" not in host:
+            host = f"{host}:{conn.port}"
+        if host and legacy and _server_set(host) != _server_set(legacy):
+            raise ConfigurationError(
+                f"connection {self.conn_id!r} host",
+                host,
+                f"differs from its extra {LEGACY_SERVERS_EXTRA}={legacy!r}: keep the servers in host only",
+            )
+        if host:
+            return host, False
+        return (legacy or None), bool(legacy)
+
+    def _values(self) -> tuple[dict[str, Any], bool]:
         conn = self.get_connection(self.conn_id)
-        extras = conn.extra_dejson
-        where = f"connection {self.conn_id!r} extra"
-        servers = extras.get("bootstrap_servers") or conn.host
-        if not servers:
-            raise ConfigurationError(f"{where} bootstrap_servers", None, "is required (host:port[,host:port])")
-        protocol = str(extras.get("security_protocol") or "PLAINTEXT").upper()
-        if protocol not in SECURITY_PROTOCOLS:
-            raise ConfigurationError(f"{where} security_protocol", protocol, f"must be one of {SECURITY_PROTOCOLS}")
-        config: dict[str, Any] = {
-            "bootstrap_servers": [s.strip() for s in str(servers).split(",") if s.strip()],
-            "security_protocol": protocol,
-            "api_version": parse_api_version(extras.get("api_version") or "2.8", option=f"{where} api_version"),
-            "request_timeout_ms": int(extras.get("request_timeout_ms") or 30000),
-            "client_id": extras.get("client_id") or "airflow-chatter",
-        }
-        if protocol.startswith("SASL_"):
-            mechanism = str(extras.get("sasl_mechanism") or "PLAIN").upper()
-            if mechanism not in SASL_MECHANISMS:
-                raise ConfigurationError(f"{where} sasl_mechanism", mechanism, f"must be one of {SASL_MECHANISMS}")
-            if not conn.login or not conn.password:
-                raise ConfigurationError(
-                    f"connection {self.conn_id!r} login/password", "***", f"are required for {protocol}"
-                )
-            config |= {
-                "sasl_mechanism": mechanism,
-                "sasl_plain_username": conn.login,
-                "sasl_plain_password": conn.password,
-            }
-            self._secrets = [conn.password]
-            mask(conn.password)
-        if protocol.endswith("SSL"):
-            if extras.get("ssl_cafile"):
-                config["ssl_cafile"] = extras["ssl_cafile"]
-            check = extras.get("ssl_check_hostname")
-            config["ssl_check_hostname"] = True if check is None else str(check).lower() in {"true", "1", "yes"}
-        return config
+        extras = {k: v for k, v in dict(conn.extra_dejson).items() if v is not None and v != ""}
+        servers, legacy = self._servers(conn, extras)
+        if servers is None:
+            raise ConfigurationError(
+                f"connection {self.conn_id!r} host", None, "must be the bootstrap servers (host:port[,host:port])"
+            )
+        values: dict[str, Any] = {"bootstrap_servers": servers, **extras}
+        if conn.login:
+            values["sasl_username"] = conn.login
+        if conn.password:
+            values["sasl_password"] = conn.password
+        # A password is the connection's, but one put into an extra is kept out of messages and logs all the same.
+        self._secrets = [str(v) for k, v in values.items() if k in _PASSWORD_KEYS and v]
+        mask(*self._secrets)
+        return values, legacy
 
-    def publisher_settings(self, **overrides: Any) -> KafkaPublisherSettings:
-        """Return the ``KafkaPublisherSettings`` of this connection (``acks=all``, idempotent)."""
-        from airflow_chatter.adapters.kafka.publisher import KafkaPublisherSettings
+    def settings(self, **overrides: Any) -> KafkaSettings:
+        """This connection's ``KafkaSettings`` (``acks=all``, idempotent), validated once; no network I/O."""
+        from airflow_chatter.adapters.kafka.settings import KafkaSettings, KafkaSettingsError
 
-        config = self.client_config() | overrides
+        values, _ = self._values()
+        values |= overrides
         try:
-            return KafkaPublisherSettings.from_mapping(config)
-        except ValueError as error:
-            raise ConfigurationError(f"connection {self.conn_id!r}", "***", scrub(str(error), self._secrets)) from None
+            return KafkaSettings.from_mapping(values)
+        except KafkaSettingsError as error:
+            names = error.field.split("/")
+            where = "/".join("setting " + n if n in overrides else _LOCATIONS.get(n, f"extra {n}") for n in names)
+            shown = "***" if "sasl_password" in names or len(names) > 1 else values.get(error.field)
+            raise ConfigurationError(
+                f"connection {self.conn_id!r} {where}", shown, f"is refused: {scrub(str(error), self._secrets)}"
+            ) from None
+
+    #: The name this method always had.
+    publisher_settings = settings
+
+    def client_config(self) -> dict[str, Any]:
+        """kafka-python client settings (bootstrap, security, timeouts). Holds the SASL password: never log it."""
+        return self.settings().client_config()
 
     def get_conn(self) -> Publisher:
         return self.get_publisher()
@@ -120,7 +124,7 @@ class ChatterKafkaHook(BaseHook):
         """Return a ``KafkaPublisher``; it connects on its first send, never here."""
         from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
 
-        return KafkaPublisher(self.publisher_settings(**overrides))
+        return KafkaPublisher(self.settings(**overrides))
 
     def consumer_config(self, group_id: str, **overrides: Any) -> dict[str, Any]:
         """Return ``KafkaConsumer`` keyword arguments: this connection's settings (security, SASL, SSL CA,
@@ -131,7 +135,7 @@ class ChatterKafkaHook(BaseHook):
         """
         from airflow_chatter.adapters.kafka.consumer import consumer_config
 
-        settings = self.publisher_settings()
+        settings = self.settings()
         try:
             return consumer_config(settings, group_id=group_id, **overrides)
         except ValueError as error:
@@ -159,13 +163,39 @@ class ChatterKafkaHook(BaseHook):
             raise ConfigurationError(f"connection {self.conn_id!r} consumer", "***", message) from None
 
     def test_connection(self, timeout_s: float = 10.0) -> tuple[bool, str]:
-        """Fetch the cluster's topic metadata from a broker, giving up after ``timeout_s`` seconds."""
+        """Fetch the cluster's topic metadata from a broker, giving up after ``timeout_s`` seconds.
+
+        Refused for a connection that keeps its servers in the legacy extra: Airflow's Test Connection compares only
+        ``host``/``port`` before reusing the stored password, so such a test could send it to other brokers.
+        """
         try:
             from airflow_chatter.adapters.kafka.publisher import check_connectivity
 
-            settings = self.publisher_settings()
+            _, legacy = self._values()
+            if legacy:
+                return False, (
+                    f"Kafka connection {self.conn_id!r} keeps its bootstrap servers in the extra "
+                    f"{LEGACY_SERVERS_EXTRA!r} (the old layout); move them to the Bootstrap servers field (host) "
+                    "to test it: only then does Airflow refuse to reuse the stored password for other servers"
+                )
+            settings = self.settings()
             check_connectivity(settings, timeout_s=timeout_s)
-            return True, f"Connected to Kafka at {','.join(settings.bootstrap_servers)}."
+            return True, f"Connected to Kafka at {settings.servers}."
         except Exception as error:  # noqa: BLE001 - the UI's Test button shows the reason instead
             message = scrub(f"{type(error).__name__}: {error}", self._secrets)
             return False, f"Kafka connection {self.conn_id!r} failed: {message}"
+
+
+class LegacyChatterKafkaHook(ChatterKafkaHook):
+    """The same hook under the first connection type name, ``chatter_kafka``, so existing connections keep a form.
+
+    Airflow warns for every URI of a type with ``_`` (RFC 3986 schemes); recreate such connections as
+    ``chatterkafka`` (docs/connections.md, "Migrating").
+    """
+
+    conn_type = "chatter_kafka"
+    hook_name = "Chatter Kafka (kafka-python, old type name)"
+
+
+def _server_set(servers: str) -> set[str]:
+    return {s.strip() for s in servers.split(",") if s.strip()}

@@ -1,4 +1,4 @@
-"""KafkaPublisherSettings validation and KafkaPublisher's bookkeeping, without a broker.
+"""KafkaSettings validation, the error classification, and KafkaPublisher's bookkeeping, without a broker.
 
 The publisher's producer is replaced through ``producer_factory`` by a scripted fake whose futures
 are kafka-python's own ``Future`` objects, so the way outcomes are read from futures is exercised
@@ -89,7 +89,8 @@ def test_from_mapping_accepts_kafka_python_aliases() -> None:
         }
     )
     assert settings.bootstrap_servers == ("a:1", "b:2")
-    assert settings.sasl_username == "u" and settings.sasl_password == SECRET
+    assert settings.sasl_username == "u"
+    assert settings.sasl_password is not None and settings.sasl_password.get_secret_value() == SECRET
     assert settings.api_version == (3, 9)
     assert settings.max_in_flight == 1
 
@@ -148,9 +149,7 @@ def test_invalid_settings_name_the_setting(overrides: dict[str, Any], setting: s
         KafkaPublisherSettings(**values)
 
 
-def test_sasl_needs_mechanism_user_and_password() -> None:
-    with pytest.raises(ValueError, match=r"^sasl_mechanism="):
-        sasl_settings(sasl_mechanism=None)
+def test_sasl_needs_a_known_mechanism_a_user_and_a_password() -> None:
     with pytest.raises(ValueError, match=r"^sasl_mechanism="):
         sasl_settings(sasl_mechanism="GSSAPI")
     with pytest.raises(ValueError, match=r"^sasl_username"):
@@ -161,6 +160,49 @@ def test_sasl_needs_mechanism_user_and_password() -> None:
         sasl_settings(security_protocol="SSL")
 
 
+def test_sasl_mechanism_defaults_to_plain_and_is_ignored_without_sasl() -> None:
+    assert sasl_settings(sasl_mechanism=None).client_config()["sasl_mechanism"] == "PLAIN"
+    plain = KafkaPublisherSettings(bootstrap_servers="k:9092", sasl_mechanism="PLAIN")
+    assert "sasl_mechanism" not in plain.client_config(), "a form's pre-selected mechanism means nothing without SASL"
+    with pytest.raises(ValueError, match=r"^sasl_mechanism: set, but security_protocol='PLAINTEXT' does not use SASL"):
+        KafkaPublisherSettings(bootstrap_servers="k:9092", sasl_mechanism="SCRAM-SHA-512")
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [("request_timeout_ms", True), ("max_block_ms", False), ("linger_ms", True), ("max_in_flight", True)],
+)
+def test_a_boolean_is_not_taken_for_a_number(setting: str, value: bool) -> None:
+    with pytest.raises(ValueError, match=rf"^{setting}"):
+        KafkaPublisherSettings(bootstrap_servers="k:9092", **{setting: value})
+
+
+def test_connection_extras_given_as_strings_are_coerced_once() -> None:
+    settings = KafkaPublisherSettings.from_mapping(
+        {
+            "bootstrap_servers": "k:9092",
+            "request_timeout_ms": "20000",
+            "ssl_check_hostname": "false",
+            "api_version": "3.9",
+        }
+    )
+    assert (settings.request_timeout_ms, settings.ssl_check_hostname, settings.api_version) == (20000, False, (3, 9))
+
+
+def test_one_default_table_serves_the_model_and_the_connection_form() -> None:
+    from airflow_chatter.adapters.kafka.settings import KAFKA_DEFAULTS, KafkaSettings
+    from airflow_chatter.airflow.provider_info import KAFKA_CONNECTION_TYPE
+
+    settings = KafkaSettings(bootstrap_servers="k:9092")
+    for name, default in KAFKA_DEFAULTS.items():
+        assert getattr(settings, name) == default, name
+    assert settings.request_timeout_ms == 30_000, "the hook's and the adapter's defaults no longer drift"
+    form = KAFKA_CONNECTION_TYPE["conn-fields"]
+    for name in ("security_protocol", "sasl_mechanism", "request_timeout_ms", "client_id", "ssl_check_hostname"):
+        assert form[name]["schema"]["default"] == KAFKA_DEFAULTS[name], name
+    assert form["api_version"]["schema"]["default"] == ".".join(map(str, KAFKA_DEFAULTS["api_version"]))
+
+
 def test_api_version_pinned_by_default_and_kafka4_compatible() -> None:
     settings = KafkaPublisherSettings(bootstrap_servers="k:9092")
     assert settings.api_version is not None and settings.api_version >= (2, 1)
@@ -169,7 +211,7 @@ def test_api_version_pinned_by_default_and_kafka4_compatible() -> None:
 
 def test_settings_are_frozen() -> None:
     settings = KafkaPublisherSettings(bootstrap_servers="k:9092")
-    with pytest.raises(AttributeError):
+    with pytest.raises(ValueError, match="frozen"):
         settings.acks = "1"  # type: ignore[misc]
 
 
@@ -186,10 +228,15 @@ def test_password_is_not_in_repr_or_str() -> None:
         assert "sasl_username='chatter'" in text
 
 
-def test_password_is_not_in_validation_errors() -> None:
+@pytest.mark.parametrize(
+    "overrides",
+    [{"security_protocol": "SSL"}, {"sasl_password": 12345}, {"sasl_password": [SECRET]}],
+)
+def test_password_is_not_in_validation_errors(overrides: dict[str, Any]) -> None:
     with pytest.raises(ValueError) as info:
-        sasl_settings(security_protocol="SSL")
-    assert SECRET not in str(info.value)
+        sasl_settings(**overrides)
+    assert SECRET not in str(info.value) and "12345" not in str(info.value)
+    assert info.value.__cause__ is None and info.value.__context__ is None, "pydantic's error would echo the input"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -340,12 +387,14 @@ def test_configuration_errors_raise_publish_error(script: dict[bytes, Any]) -> N
 
 def test_unreachable_bootstrap_in_the_constructor_fails_every_message(script: dict[bytes, Any]) -> None:
     def unreachable(**config: Any) -> Any:
-        raise ke.NoBrokersAvailable()
+        raise ke.KafkaTimeoutError("Unable to bootstrap from ['k:9092']")  # what api_version=None does
 
     publisher = KafkaPublisher(KafkaPublisherSettings(bootstrap_servers="k:9092"), producer_factory=unreachable)
     outcomes = publisher.send_batch([msg(b"x"), msg(b"y")])
     assert [o.confirmed for o in outcomes] == [False, False]
-    assert "k:9092" in str(outcomes[0].error)
+    assert "Kafka at k:9092 unavailable, batch of 2 not sent: KafkaTimeoutError: Unable to bootstrap" in str(
+        outcomes[0].error
+    )
 
 
 def test_empty_batch_and_closed_publisher(script: dict[bytes, Any]) -> None:
@@ -409,3 +458,112 @@ def test_headers_are_sent_as_a_list_of_tuples_even_when_given_otherwise(script: 
     assert "cannot unpack" in str(outcomes[4].error)
     assert isinstance(outcomes[4].error, KafkaPublishError) and not outcomes[4].error.retriable
     assert len(FakeProducer.instances) == 1  # record-local: the producer is kept
+
+
+# ------------------------------------------------------------------------------------------------
+# One error classification: every mapping pinned.
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("error", "record_local", "retriable"),
+    [
+        (TypeError("headers must be (str, bytes) tuples"), True, False),
+        (ValueError("too many values to unpack"), True, False),
+        (ke.MessageSizeTooLargeError("too big"), True, False),
+        (ke.RecordListTooLargeError(), True, False),
+        (ke.InvalidTopicError(), True, False),
+        (ke.TopicAuthorizationFailedError(), True, False),
+        (ke.InvalidRecordError(), True, False),
+        (ke.CorruptRecordError(), True, True),
+        (ke.ClusterAuthorizationFailedError(), False, False),
+        (ke.TransactionalIdAuthorizationFailedError(), False, False),
+        (ke.SaslAuthenticationFailedError(), False, False),
+        (ke.IllegalSaslStateError(), False, False),
+        (ke.UnsupportedSaslMechanismError(), False, False),
+        (ke.KafkaTimeoutError("Failed to update metadata after 2.0 secs."), False, True),
+        (ke.NotEnoughReplicasError(), False, True),
+        (ke.KafkaConnectionError("connection lost"), False, True),
+        (ke.OutOfOrderSequenceNumberError(), False, True),
+        (RuntimeError("anything else"), False, True),
+    ],
+    ids=lambda value: type(value).__name__ if isinstance(value, BaseException) else str(value),
+)
+def test_each_kafka_error_is_classified_once_as_record_local_or_not_and_retriable_or_not(
+    error: BaseException, record_local: bool, retriable: bool
+) -> None:
+    from airflow_chatter.adapters.kafka.errors import classify
+
+    verdict = classify(error)
+    assert (verdict.record_local, verdict.retriable) == (record_local, retriable)
+
+
+@pytest.mark.parametrize(
+    ("error", "rebuilt", "retriable"),
+    [
+        (ke.MessageSizeTooLargeError("too big"), False, False),
+        (ke.CorruptRecordError(), False, True),
+        (ke.SaslAuthenticationFailedError("bad password"), True, False),
+        (ke.NotEnoughReplicasError(), True, True),
+    ],
+    ids=lambda value: type(value).__name__ if isinstance(value, BaseException) else str(value),
+)
+def test_the_publisher_keeps_or_rebuilds_its_producer_as_the_classification_says(
+    script: dict[bytes, Any], error: BaseException, rebuilt: bool, retriable: bool
+) -> None:
+    script[b"x"] = error
+    publisher = make_publisher(script)
+    [outcome] = publisher.send_batch([msg(b"x")])
+    assert isinstance(outcome.error, KafkaPublishError) and outcome.error.retriable is retriable
+    publisher.send_batch([msg(b"ok")])
+    assert len(FakeProducer.instances) == (2 if rebuilt else 1)
+
+
+# ------------------------------------------------------------------------------------------------
+# A refused handshake is named (kafka-python only logs it).
+# ------------------------------------------------------------------------------------------------
+
+
+class _Connection:
+    def __init__(self, settings: KafkaPublisherSettings) -> None:
+        self.config = {"client_id": settings.client_id, "security_protocol": settings.security_protocol}
+
+
+def _log_from_kafka(connection: Any, message: str, *args: Any) -> None:
+    logging.getLogger("kafka.net.connection").error(message, connection, *args)
+
+
+@pytest.mark.parametrize(
+    ("logged", "expected"),
+    [
+        (("%s: SaslHandshake failed: %s", "IllegalSaslStateError"), r"SASL handshake failed \(IllegalSaslStateError\)"),
+        (
+            ("%s: Connection lost: %s", ke.SaslAuthenticationFailedError("Authentication failed")),
+            "SASL authentication failed for user 'chatter'",
+        ),
+        (
+            ("%s: Connection lost: %s", ke.UnsupportedSaslMechanismError("Enabled mechanisms: ['PLAIN']")),
+            "SASL mechanism SCRAM-SHA-512 refused",
+        ),
+    ],
+)
+def test_a_refused_sasl_handshake_is_explained_from_kafka_pythons_log(logged: tuple[Any, ...], expected: str) -> None:
+    from airflow_chatter.adapters.kafka.diagnosis import ConnectionFailures
+
+    settings = sasl_settings(security_protocol="SASL_PLAINTEXT")
+    with ConnectionFailures.listening(settings) as failures:
+        _log_from_kafka(_Connection(settings), *logged)
+    why = failures.explain()
+    assert why is not None and __import__("re").search(expected, why), why
+    assert SECRET not in why
+
+
+def test_handshake_failures_of_another_client_are_not_taken_for_ours() -> None:
+    from airflow_chatter.adapters.kafka.diagnosis import ConnectionFailures
+
+    ours = sasl_settings(security_protocol="SASL_PLAINTEXT")
+    other = sasl_settings(security_protocol="SASL_PLAINTEXT", client_id="someone-else")
+    with ConnectionFailures.listening(ours) as failures:
+        _log_from_kafka(_Connection(other), "%s: SaslHandshake failed: %s", "IllegalSaslStateError")
+    assert failures.explain() is None
+    assert not any(isinstance(h, ConnectionFailures) for h in logging.getLogger("kafka.net.connection").handlers)
