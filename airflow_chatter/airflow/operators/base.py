@@ -1,0 +1,142 @@
+"""The base operator of the layer: a source's config, its two connections, its lease set, its engine.
+
+The list-leases, drain and requeue operators and the pending-outbox sensor share it. Values are coerced by
+``airflow_chatter.airflow.values``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+
+from airflow_chatter.airflow.config import SourceConfig, SourcesFile
+from airflow_chatter.errors import ConfigurationError
+from airflow_chatter.ports import OutgoingMessage, Publisher, PublishOutcome
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_chatter.drain.engine import DrainEngine
+    from airflow_chatter.ports import DocumentContainer
+
+
+def source_config(source: SourceConfig | Mapping[str, Any]) -> SourceConfig:
+    """Accept a ``SourceConfig`` or its dict form (validated: a bad one fails at DAG parse time)."""
+    if isinstance(source, SourceConfig):
+        return source
+    from airflow_chatter.airflow.config import parse_sources
+
+    return parse_sources({"sources": [dict(source)]}, path="source").sources[0]
+
+
+class ChatterSourceBaseOperator(BaseOperator):
+    """Shared plumbing of the operators and the sensor: the source config, the connections, the lease
+    set, the engine.
+
+    Give ``source`` (a ``SourceConfig`` or its dict form), or ``source_name`` (templated) with the
+    ``sources`` catalog it is looked up in (how the backfill DAG lets its trigger form pick one).
+    ``lease_set`` is ``"scheduled"`` (the source's ``lease_prefix``) or ``"backfill"`` (its
+    ``backfill_lease_prefix``); ``lease_prefix`` overrides both.
+    """
+
+    ui_color = "#cfe8fc"
+
+    def __init__(
+        self,
+        *,
+        source: SourceConfig | Mapping[str, Any] | None = None,
+        source_name: str | None = None,
+        sources: SourcesFile | Mapping[str, Any] | None = None,
+        cosmos_conn_id: str | None = None,
+        kafka_conn_id: str | None = None,
+        lease_set: str = "scheduled",
+        lease_prefix: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if (source is None) == (source_name is None):
+            raise ConfigurationError("source/source_name", source_name, "give exactly one of source or source_name")
+        if lease_set not in ("scheduled", "backfill"):
+            raise ConfigurationError("lease_set", lease_set, "must be 'scheduled' or 'backfill'")
+        self.source = source_config(source).model_dump(mode="json") if source is not None else None
+        self.source_name = source_name
+        if source_name is not None and sources is None:
+            raise ConfigurationError("sources", None, "is required with source_name")
+        self.sources = (
+            (sources if isinstance(sources, SourcesFile) else SourcesFile.model_validate(sources)).model_dump(
+                mode="json"
+            )
+            if sources is not None
+            else None
+        )
+        self.cosmos_conn_id = cosmos_conn_id
+        self.kafka_conn_id = kafka_conn_id
+        self.lease_set = lease_set
+        self._lease_prefix = lease_prefix
+
+    @property
+    def config(self) -> SourceConfig:
+        if self.source is not None:
+            return SourceConfig.model_validate(self.source)
+        return SourcesFile.model_validate(self.sources).get(str(self.source_name))
+
+    @property
+    def lease_prefix(self) -> str:
+        if self._lease_prefix is not None:
+            return self._lease_prefix
+        config = self.config
+        return config.backfill_lease_prefix if self.lease_set == "backfill" else config.lease_prefix
+
+    def _owner(self, context: Context | Mapping[str, Any]) -> str:
+        from airflow_chatter.drain.identity import instance_name
+
+        ti = context.get("ti") if context else None
+        if ti is None:
+            return instance_name()
+        return f"airflow:{ti.dag_id}.{ti.task_id}[{getattr(ti, 'map_index', -1)}]@{instance_name()}"
+
+    def containers(self) -> tuple[DocumentContainer, DocumentContainer]:
+        """The monitored and lease containers (lazy adapters: no I/O yet)."""
+        from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
+
+        config = self.config
+        hook = ChatterCosmosHook(self.cosmos_conn_id or config.cosmos_conn_id, database_name=config.database)
+        return hook.get_container(config.monitored_container), hook.get_container(config.lease_container)
+
+    def publisher(self) -> Publisher:
+        from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
+
+        return ChatterKafkaHook(self.kafka_conn_id or self.config.kafka_conn_id).get_publisher()
+
+    def engine(
+        self,
+        context: Context | Mapping[str, Any],
+        publisher: Publisher,
+        *,
+        since: datetime | None = None,
+        start_from: datetime | None = None,
+    ) -> DrainEngine:
+        """``since`` filters what a lease reads by ``_ts``; ``start_from`` is where the leases it creates start."""
+        from airflow_chatter.airflow.runtime import build_engine, modified_since
+
+        monitored, leases = self.containers()
+        return build_engine(
+            self.config,
+            monitored,
+            leases,
+            publisher,
+            lease_prefix=self.lease_prefix,
+            extra_filter=modified_since(since) if since is not None else None,
+            owner=self._owner(context),
+            start_from=start_from,
+        )
+
+
+class UnusedPublisher(Publisher):
+    """Listing leases builds an engine but publishes nothing; this fails loudly if that changes."""
+
+    def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
+        raise RuntimeError("listing leases must not publish")
