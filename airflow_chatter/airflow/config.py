@@ -59,7 +59,8 @@ class SourceConfig(BaseModel):
     ``chatter_kafka_default``; ``key_strategy`` ``partition_key``; ``max_batch_size`` 100;
     ``max_documents`` 5000 and ``max_seconds`` 240 per drain task; ``schedule`` every 5 minutes;
     no pool; no topic mapping; ``lease_prefix`` empty and ``backfill_lease_prefix`` ``backfill-``;
-    ``delivered_ttl_seconds`` 86400; ``lease_duration_seconds`` 60.
+    ``delivered_ttl_seconds`` 86400; ``lease_duration_seconds`` 60; ``cosmos_http_logging`` false
+    (the Azure SDK's request/response header lines are kept out of task logs).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -91,6 +92,9 @@ class SourceConfig(BaseModel):
     monitored_source_identity: str | None = None
     lease_source_identity: str | None = None
     tags: list[str] = Field(default_factory=list)
+    cosmos_http_logging: bool = Field(
+        default=False, description="Log the Azure SDK's per-request HTTP lines (headers) in task logs."
+    )
 
     @field_validator("name")
     @classmethod

@@ -1,26 +1,72 @@
 """The base operator of the layer: a source's config, its two connections, its lease set, its engine.
 
 The list-leases, drain and requeue operators and the pending-outbox sensor share it. Values are coerced by
-``airflow_chatter.airflow.values``.
+``airflow_chatter.airflow.values``. Every ``execute`` runs in ``task_scope``: a refusal no retry can cure fails the
+task at once (``AirflowFailException``), and the Azure SDK's per-request HTTP lines stay out of the task log.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow.sdk import BaseOperator
 
 from airflow_chatter.airflow.config import SourceConfig, SourcesFile
-from airflow_chatter.errors import ConfigurationError
-from airflow_chatter.ports import OutgoingMessage, Publisher, PublishOutcome
+from airflow_chatter.airflow.sdk_logging import quiet_cosmos_http_logging
+from airflow_chatter.errors import ConfigurationError, ContainerContractError
+from airflow_chatter.ports import NotFound, OutgoingMessage, Publisher, PublishOutcome
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_chatter.drain.engine import DrainEngine
     from airflow_chatter.ports import DocumentContainer
+
+R = TypeVar("R")
+
+
+def is_permanent_refusal(error: BaseException) -> bool:
+    """A refusal no retry can cure: a bad option, or a container that violates the contract.
+
+    A ``ContainerContractError`` that wraps a failed metadata read is permanent only when the container is not
+    there (``NotFound``); a timeout or a throttled read may pass on the next try.
+    """
+    if isinstance(error, ConfigurationError):
+        return True
+    if isinstance(error, ContainerContractError):
+        return error.__cause__ is None or isinstance(error.__cause__, NotFound)
+    return False
+
+
+@contextmanager
+def fail_fast() -> Iterator[None]:
+    """Turn a permanent refusal into ``AirflowFailException`` (no retries); everything else propagates as is."""
+    try:
+        yield
+    except (ConfigurationError, ContainerContractError) as error:
+        if not is_permanent_refusal(error):
+            raise
+        from airflow.sdk.exceptions import AirflowFailException
+
+        raise AirflowFailException(f"{type(error).__name__}: {error} (not retried: a retry would meet it again)") from (
+            error
+        )
+
+
+def task_scope(method: Callable[..., R]) -> Callable[..., R]:
+    """Decorate ``execute``: ``fail_fast`` around it, the SDK's HTTP logging quiet inside it."""
+
+    @functools.wraps(method)
+    def wrapper(self: ChatterSourceBaseOperator, context: Any, *args: Any, **kwargs: Any) -> R:
+        with fail_fast(), quiet_cosmos_http_logging(self.config.cosmos_http_logging):
+            result: R = method(self, context, *args, **kwargs)
+            return result
+
+    return wrapper
 
 
 def source_config(source: SourceConfig | Mapping[str, Any]) -> SourceConfig:

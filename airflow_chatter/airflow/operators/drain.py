@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
-from airflow_chatter.airflow.operators.base import ChatterSourceBaseOperator, UnusedPublisher
+from airflow_chatter.airflow.operators.base import ChatterSourceBaseOperator, UnusedPublisher, task_scope
 from airflow_chatter.airflow.values import as_bool, as_datetime, as_float, as_int, as_list, is_unset
 from airflow_chatter.errors import ConfigurationError
 
@@ -55,6 +55,7 @@ class ChatterListLeasesOperator(ChatterSourceBaseOperator):
         self.plan_only = plan_only  # NOTE: not "dry_run", which is a BaseOperator method
         self.since = since
 
+    @task_scope
     def execute(self, context: Context) -> list[str]:
         from airflow_chatter.airflow.runtime import count_pending, lease_report, reset_leases
 
@@ -146,6 +147,7 @@ class ChatterDrainOperator(ChatterSourceBaseOperator):
         self.exclusive_with_scheduled = exclusive_with_scheduled
         self.since = since
 
+    @task_scope
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_chatter.airflow.runtime import BACKFILL_HOLD_MARGIN_SECONDS, exclusive_with
 
@@ -178,7 +180,10 @@ class ChatterDrainOperator(ChatterSourceBaseOperator):
                 summary = engine.drain_lease(self.lease_id, max_documents=max_documents, max_seconds=max_seconds)
         finally:
             publisher.close()
-        self.log.info("%s", summary.log_line())
+        if summary.lease_token is None:
+            # The engine logs the summary line of every drain that took its lease; one that did not (held by
+            # another drain, or the take failed) is logged here, so each task logs exactly one summary line.
+            self.log.info("%s", summary.log_line())
         result = summary.to_dict()
         if summary.failed:
             if context and context.get("ti") is not None:
@@ -231,6 +236,7 @@ class ChatterRequeueUndeliverableOperator(ChatterSourceBaseOperator):
         dag_run = context.get("dag_run") if context else None
         return str(getattr(dag_run, "triggering_user_name", None) or "unknown")
 
+    @task_scope
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_chatter.airflow.runtime import requeue_undeliverable, select_undeliverable
 
