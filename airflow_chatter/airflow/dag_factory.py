@@ -61,6 +61,51 @@ def build_drain_dag(source: SourceConfig) -> DAG:
     return dag
 
 
+#: An RFC 3339 date-time with an explicit offset (``Z`` or ``+hh:mm``). jsonschema checks ``format: date-time`` only
+#: when ``rfc3339-validator`` is installed (it is not, with Airflow 3.3), so the pattern is what refuses
+#: "yesterday" when the run is created.
+DATE_TIME_PATTERN = (
+    r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]"
+    r"(:[0-5][0-9](\.[0-9]{1,6})?)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"
+)
+BACKFILL_PARAMS = ("source", "start", "feed_ranges", "document_budget", "dry_run")
+
+
+def backfill_params(names: list[str]) -> dict[str, Param]:
+    """The backfill trigger form; the server validates every field when the run is created (400/422 otherwise).
+
+    ``start`` is ``beginning``, ``resume`` or a UTC timestamp, one field, so "from a point in time, but no time" cannot
+    be said. The default is a dry run: a run whose conf the form did not fill in changes nothing.
+    """
+    return {
+        "source": Param(names[0], type="string", enum=names, description="The source to re-drain."),
+        "start": Param(
+            "beginning",
+            type="string",
+            anyOf=[{"enum": ["beginning", "resume"]}, {"format": "date-time", "pattern": DATE_TIME_PATTERN}],
+            examples=["beginning", "resume"],
+            description="beginning: reset the backfill leases and read the whole change feed; "
+            "a UTC timestamp such as 2026-11-29T00:00:00Z: the same, but the new backfill leases start reading the "
+            "change feed there; resume: continue the previous backfill from its checkpoints.",
+        ),
+        "feed_ranges": Param(
+            [],
+            type=["null", "array"],
+            items={"type": "string", "minLength": 1},
+            description="Only these feed range tokens or lease ids (empty: all).",
+        ),
+        "document_budget": Param(
+            10000, type="integer", minimum=1, maximum=1_000_000, description="Documents per lease, at most."
+        ),
+        "dry_run": Param(
+            True,
+            type="boolean",
+            description="On by default: count pending documents and list ranges, drain nothing. Turn it off to "
+            "backfill.",
+        ),
+    }
+
+
 def build_backfill_dag(config: SourcesFile) -> DAG:
     """``chatter_backfill``: a manual re-drain of one source with its own lease set.
 
@@ -76,45 +121,15 @@ def build_backfill_dag(config: SourcesFile) -> DAG:
         start_date=START_DATE,
         catchup=False,
         max_active_runs=1,
+        is_paused_upon_creation=False,  # manual only: unpaused, so a trigger runs at once instead of sitting queued
         default_args=DEFAULT_ARGS,
         tags=["chatter", "outbox", "backfill"],
-        doc_md="Re-drain one source's outbox from the beginning or a point in time, with its own lease set.",
-        params={
-            "source": Param(names[0], type="string", enum=names, description="The source to re-drain."),
-            "start": Param(
-                "beginning",
-                type="string",
-                enum=["beginning", "point_in_time", "resume"],
-                description="beginning: reset the backfill leases and read the whole change feed; "
-                "point_in_time: the same, but the new backfill leases start reading the change feed at point_in_time; "
-                "resume: continue the previous backfill from its checkpoints.",
-            ),
-            "point_in_time": Param(
-                None,
-                type=["null", "string"],
-                format="date-time",
-                description="UTC timestamp; required when start is point_in_time.",
-            ),
-            "feed_ranges": Param(
-                [],
-                type="array",
-                items={"type": "string"},
-                description="Only these feed range tokens or lease ids (empty: all).",
-            ),
-            "document_budget": Param(
-                10000, type="integer", minimum=1, maximum=1_000_000, description="Documents per lease, at most."
-            ),
-            "dry_run": Param(
-                False, type="boolean", description="Count pending documents and list ranges; drain nothing."
-            ),
-        },
+        doc_md="Re-drain one source's outbox from the beginning or a point in time, with its own lease set. "
+        "A dry run unless `dry_run` is false.",
+        params=backfill_params(names),
     ) as dag:
-        # The point in time goes to the leases the list task creates (their start_from), not to the drains as a
+        # A point in time goes to the leases the list task creates (their start_from), not to the drains as a
         # _ts filter: older changes are not read at all, and "resume" keeps it because the leases do.
-        since = (
-            "{{ (params.point_in_time or 'missing: point_in_time is required when start is point_in_time') "
-            "if params.start == 'point_in_time' else 'beginning' }}"
-        )
         leases = ChatterListLeasesOperator(
             task_id="list_backfill_leases",
             source_name="{{ params.source }}",
@@ -123,7 +138,8 @@ def build_backfill_dag(config: SourcesFile) -> DAG:
             reset="{{ params.start != 'resume' }}",
             feed_ranges="{{ params.feed_ranges | tojson }}",
             plan_only="{{ params.dry_run }}",
-            since=since,
+            since="{{ params.start if params.start not in ('beginning', 'resume') else '' }}",
+            allowed_conf=sorted(BACKFILL_PARAMS),
         )
         ChatterDrainOperator.partial(
             task_id="backfill_drain",

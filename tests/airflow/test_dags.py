@@ -54,11 +54,12 @@ def test_backfill_dag_offers_a_typed_form(sources_file: Any) -> None:
     dag = dagbag().dags["chatter_backfill"]
     params = dag.params
     assert params.get_param("source").schema["enum"] == ["orders", "payments"]
-    assert params.get_param("start").schema["enum"] == ["beginning", "point_in_time", "resume"]
-    assert params.get_param("point_in_time").schema["format"] == "date-time"
+    assert params.get_param("start").schema["examples"] == ["beginning", "resume"]
     assert params.get_param("document_budget").schema["type"] == "integer"
     assert params.get_param("dry_run").schema["type"] == "boolean"
-    assert dag.schedule is None if hasattr(dag, "schedule") else True
+    assert "null" in params.get_param("feed_ranges").schema["type"], "the form must not mark feed_ranges required"
+    assert params.validate()["dry_run"] is True, "a run nobody filled in is a dry run"
+    assert dag.is_paused_upon_creation is False, "a manual DAG that starts paused leaves every trigger queued"
 
 
 @pytest.mark.parametrize(
@@ -98,15 +99,104 @@ def test_missing_config_file_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path:
         {"document_budget": "lots"},
         {"source": "nope"},
         {"start": "yesterday"},
+        {"start": "point_in_time"},
+        {"start": "2026-13-01T00:00:00Z"},
+        {"start": "2026-11-29T00:00:00"},
         {"dry_run": "maybe"},
         {"feed_ranges": "all"},
     ],
 )
-def test_backfill_params_refuse_bad_input(sources_file: Any, conf: dict[str, Any]) -> None:
+def test_backfill_params_refuse_bad_input_naming_the_field(sources_file: Any, conf: dict[str, Any]) -> None:
     from airflow.sdk.exceptions import ParamValidationError
 
     sources_file({"sources": [valid()]})
     params = copy.deepcopy(dagbag().dags["chatter_backfill"].params)
-    with pytest.raises(ParamValidationError):  # what the server answers a bad trigger form with (400)
+    [field] = conf
+    with pytest.raises(ParamValidationError, match=f"Invalid input for param {field}"):  # the server's 400
         params.update(conf)
         params.validate()
+
+
+@pytest.mark.parametrize("start", ["beginning", "resume", "2026-11-29T00:00:00Z", "2026-11-29T00:00:00.5+01:00"])
+def test_backfill_start_takes_beginning_resume_or_a_utc_timestamp(sources_file: Any, start: str) -> None:
+    sources_file({"sources": [valid()]})
+    params = copy.deepcopy(dagbag().dags["chatter_backfill"].params)
+    params.update({"start": start})
+    assert params.validate()["start"] == start
+
+
+# -- dag.test(): what the server does when a run is created, and what the first task refuses --------------------
+
+
+def _backfill_world(sources_file: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    from tests.airflow._support import PK_PATH, install_world
+
+    sources_file({"sources": [valid(partition_key_paths=PK_PATH, pool=None)]})
+    world = install_world(monkeypatch)
+    world.write(tenants=2, per_tenant=3)
+    return world, dagbag().dags["chatter_backfill"]
+
+
+def _task_states(run: Any) -> dict[str, list[tuple[str | None, int]]]:
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.scalars(
+            select(TaskInstance).where(TaskInstance.dag_id == run.dag_id, TaskInstance.run_id == run.run_id)
+        ).all()
+        states: dict[str, list[tuple[str | None, int]]] = {}
+        for ti in rows:
+            states.setdefault(ti.task_id, []).append((ti.state, ti.try_number))
+        return states
+
+
+@pytest.mark.airflow
+@pytest.mark.parametrize(
+    ("conf", "field"),
+    [
+        ({"start": "yesterday"}, "start"),
+        ({"start": "point_in_time"}, "start"),
+        ({"document_budget": 0}, "document_budget"),
+        ({"source": "nope"}, "source"),
+    ],
+)
+def test_a_bad_backfill_conf_is_refused_when_the_run_is_created(
+    airflow_db: Any, sources_file: Any, monkeypatch: pytest.MonkeyPatch, conf: dict[str, Any], field: str
+) -> None:
+    from airflow.sdk.exceptions import ParamValidationError
+
+    world, dag = _backfill_world(sources_file, monkeypatch)
+    with pytest.raises(ParamValidationError, match=f"Invalid input for param {field}"):
+        dag.test(run_conf=conf)
+    assert world.statuses() == {"pending": 6} and world.publisher.sent == [], "no task ran"
+
+
+@pytest.mark.airflow
+def test_a_backfill_triggered_without_conf_is_a_dry_run(
+    airflow_db: Any, sources_file: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.airflow._support import xcoms
+
+    world, dag = _backfill_world(sources_file, monkeypatch)
+    run = dag.test()
+    assert run.state == "success"
+    [plan] = xcoms(run, "list_backfill_leases", key="plan")
+    assert plan["pending"] == 6 and plan["reset"] is True
+    assert world.publisher.sent == [] and world.statuses() == {"pending": 6}, "a dry run drains nothing"
+    assert list(world.leases.query("SELECT * FROM c")) == [], "and creates no lease"
+
+
+@pytest.mark.airflow
+@pytest.mark.parametrize("conf", [{"colour": "red"}, {"dryrun": False}])
+def test_an_unknown_conf_key_fails_the_first_task_at_once_and_nothing_is_drained(
+    airflow_db: Any, sources_file: Any, monkeypatch: pytest.MonkeyPatch, conf: dict[str, Any]
+) -> None:
+    world, dag = _backfill_world(sources_file, monkeypatch)
+    run = dag.test(run_conf={**conf, "dry_run": False})
+    assert run.state == "failed"
+    states = _task_states(run)
+    assert states["list_backfill_leases"] == [("failed", 1)], "failed at once: one try, no retry"
+    assert all(state != "success" for state, _ in states.get("backfill_drain", []))
+    assert world.publisher.sent == [] and world.statuses() == {"pending": 6}

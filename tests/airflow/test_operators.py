@@ -433,3 +433,19 @@ def test_backfill_point_in_time_that_is_not_a_timestamp_is_named(monkeypatch: py
     install_world(monkeypatch)
     with pytest.raises(AirflowFailException, match="since"):
         list_leases(lease_set="backfill", reset=True, since="missing: point_in_time is required").execute(context={})
+
+
+def test_a_run_conf_key_that_is_no_parameter_is_named_and_fails_before_any_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    world = install_world(monkeypatch)
+    op = list_leases(allowed_conf=["dry_run", "source"])
+    context: Any = {"dag_run": SimpleNamespace(conf={"dryrun": True, "source": "orders"})}
+    with pytest.raises(AirflowFailException, match=r"conf=\['dryrun'\] names no parameter of this DAG"):
+        op.execute(context=context)
+    assert list(world.leases.query("SELECT * FROM c")) == [], "refused before the containers were touched"
+    assert list_leases(allowed_conf=["dry_run", "source"]).execute(
+        context={"dag_run": SimpleNamespace(conf={"dry_run": True})}  # type: ignore[typeddict-item]
+    )

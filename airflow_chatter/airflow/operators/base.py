@@ -63,6 +63,7 @@ def task_scope(method: Callable[..., R]) -> Callable[..., R]:
     @functools.wraps(method)
     def wrapper(self: ChatterSourceBaseOperator, context: Any, *args: Any, **kwargs: Any) -> R:
         with fail_fast(), quiet_cosmos_http_logging(self.config.cosmos_http_logging):
+            self.check_conf(context)
             result: R = method(self, context, *args, **kwargs)
             return result
 
@@ -85,7 +86,8 @@ class ChatterSourceBaseOperator(BaseOperator):
     Give ``source`` (a ``SourceConfig`` or its dict form), or ``source_name`` (templated) with the
     ``sources`` catalog it is looked up in (how the backfill DAG lets its trigger form pick one).
     ``lease_set`` is ``"scheduled"`` (the source's ``lease_prefix``) or ``"backfill"`` (its
-    ``backfill_lease_prefix``); ``lease_prefix`` overrides both.
+    ``backfill_lease_prefix``); ``lease_prefix`` overrides both. ``allowed_conf``: the DAG's parameter names; a
+    run conf with any other key fails the task at once.
     """
 
     ui_color = "#cfe8fc"
@@ -100,6 +102,7 @@ class ChatterSourceBaseOperator(BaseOperator):
         kafka_conn_id: str | None = None,
         lease_set: str = "scheduled",
         lease_prefix: str | None = None,
+        allowed_conf: Sequence[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -122,6 +125,22 @@ class ChatterSourceBaseOperator(BaseOperator):
         self.kafka_conn_id = kafka_conn_id
         self.lease_set = lease_set
         self._lease_prefix = lease_prefix
+        self.allowed_conf = list(allowed_conf) if allowed_conf is not None else None
+
+    def check_conf(self, context: Context | Mapping[str, Any]) -> None:
+        """Refuse a DAG run conf with keys that are no parameter of the DAG (``allowed_conf``), before any I/O.
+
+        Airflow validates each param's value when the run is created but keeps unknown keys; a misspelt
+        ``"dryrun": true`` would otherwise be ignored silently.
+        """
+        if self.allowed_conf is None or not context:
+            return
+        conf = getattr(context.get("dag_run"), "conf", None) or {}
+        unknown = sorted(set(conf) - set(self.allowed_conf))
+        if unknown:
+            raise ConfigurationError(
+                "conf", unknown, f"names no parameter of this DAG; its parameters are {sorted(self.allowed_conf)}"
+            )
 
     @property
     def config(self) -> SourceConfig:
