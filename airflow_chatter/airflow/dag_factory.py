@@ -1,5 +1,6 @@
 """Build the drain DAGs from the sources config file: one scheduled drain DAG per source, one manual
-backfill DAG for all of them. ``dags/chatter_drains.py`` and ``dags/chatter_backfill.py`` call this.
+backfill DAG and one manual requeue DAG for all of them. ``dags/chatter_drains.py``, ``dags/chatter_backfill.py``
+and ``dags/chatter_requeue.py`` call this.
 
 The file is ``$CHATTER_SOURCES_FILE``, or ``chatter_sources.yaml`` beside the DAG file. A bad file
 raises ``SourcesConfigError`` while the DAG file is parsed, so the DAG processor reports an import
@@ -16,10 +17,15 @@ from airflow.sdk import DAG, Param
 
 from airflow_chatter.airflow.config import SourceConfig, SourcesFile, load_sources
 from airflow_chatter.airflow.local_env import SOURCES_FILE_ENV
-from airflow_chatter.airflow.operators.drain import ChatterDrainOperator, ChatterListLeasesOperator
+from airflow_chatter.airflow.operators.drain import (
+    ChatterDrainOperator,
+    ChatterListLeasesOperator,
+    ChatterRequeueUndeliverableOperator,
+)
 
 START_DATE = datetime(2026, 1, 1, tzinfo=UTC)
 BACKFILL_DAG_ID = "chatter_backfill"
+REQUEUE_DAG_ID = "chatter_requeue"
 #: A drain task stops itself at ``max_seconds``; Airflow kills it only well after that.
 EXECUTION_TIMEOUT_MARGIN = timedelta(minutes=5)
 DEFAULT_ARGS = {"owner": "chatter", "retries": 2, "retry_delay": timedelta(seconds=30)}
@@ -156,6 +162,67 @@ def build_backfill_dag(config: SourcesFile) -> DAG:
     return dag
 
 
+REQUEUE_PARAMS = ("source", "message_ids", "all_undeliverable", "limit", "dry_run")
+
+
+def requeue_params(names: list[str]) -> dict[str, Param]:
+    """The requeue trigger form: every field validated when the run is created; a dry run by default."""
+    return {
+        "source": Param(names[0], type="string", enum=names, description="The source whose outbox to requeue."),
+        "message_ids": Param(
+            None,
+            type=["null", "array"],
+            items={"type": "string", "minLength": 1},
+            minItems=1,
+            description="Message ids of undeliverable outbox documents to set back to pending.",
+        ),
+        "all_undeliverable": Param(
+            False, type="boolean", description="Requeue every undeliverable document (up to limit) instead."
+        ),
+        "limit": Param(1000, type="integer", minimum=1, maximum=100_000, description="Documents per run, at most."),
+        "dry_run": Param(
+            True,
+            type="boolean",
+            description="On by default: list what would be requeued, change nothing. Turn it off to requeue.",
+        ),
+    }
+
+
+def build_requeue_dag(config: SourcesFile) -> DAG:
+    """``chatter_requeue``: set undeliverable outbox documents of one source back to pending, on demand.
+
+    For after the cause is fixed (a resolver bug, a missing topic): the next scheduled drain publishes them again.
+    Who triggered it and what it changed are logged and returned as XCom.
+    """
+    names = [s.name for s in config.sources]
+    # [START chatter_requeue_dag]
+    with DAG(
+        dag_id=REQUEUE_DAG_ID,
+        schedule=None,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        is_paused_upon_creation=False,  # manual only: a trigger runs at once
+        default_args=DEFAULT_ARGS,
+        tags=["chatter", "outbox", "requeue"],
+        doc_md="Set undeliverable outbox documents back to pending (by message id, or all of them). "
+        "A dry run unless `dry_run` is false.",
+        params=requeue_params(names),
+    ) as dag:
+        ChatterRequeueUndeliverableOperator(
+            task_id="requeue",
+            source_name="{{ params.source }}",
+            sources=config,
+            message_ids="{{ params.message_ids | tojson }}",
+            all_undeliverable="{{ params.all_undeliverable }}",
+            limit="{{ params.limit }}",
+            plan_only="{{ params.dry_run }}",
+            allowed_conf=sorted(REQUEUE_PARAMS),
+        )
+    # [END chatter_requeue_dag]
+    return dag
+
+
 def build_wait_and_drain_dag(source: SourceConfig, *, poll_interval: float = 60.0) -> DAG:
     """``chatter_wait_<name>``: an unscheduled DAG that waits (deferred, in the triggerer) for pending
     outbox documents, then drains every lease once. Trigger it, or give it a schedule, when documents
@@ -196,6 +263,10 @@ def drain_dags(default_dir: str | Path) -> dict[str, DAG]:
 
 def backfill_dag(default_dir: str | Path) -> DAG:
     return build_backfill_dag(load_sources(sources_file(default_dir)))
+
+
+def requeue_dag(default_dir: str | Path) -> DAG:
+    return build_requeue_dag(load_sources(sources_file(default_dir)))
 
 
 def wait_and_drain_dags(default_dir: str | Path) -> dict[str, DAG]:

@@ -33,7 +33,7 @@ def valid(**changes: Any) -> dict[str, Any]:
 def test_example_config_imports_without_errors() -> None:
     bag = dagbag()
     assert bag.import_errors == {}, bag.import_errors
-    assert {"chatter_drain_orders", "chatter_backfill"} <= set(bag.dag_ids)
+    assert {"chatter_drain_orders", "chatter_backfill", "chatter_requeue"} <= set(bag.dag_ids)
 
 
 def test_drain_dag_shape(sources_file: Any) -> None:
@@ -200,3 +200,81 @@ def test_an_unknown_conf_key_fails_the_first_task_at_once_and_nothing_is_drained
     assert states["list_backfill_leases"] == [("failed", 1)], "failed at once: one try, no retry"
     assert all(state != "success" for state, _ in states.get("backfill_drain", []))
     assert world.publisher.sent == [] and world.statuses() == {"pending": 6}
+
+
+# -- the requeue DAG ------------------------------------------------------------------------------------------
+
+
+def _requeue_world(sources_file: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    from tests.airflow._support import PK_PATH, install_world
+
+    sources_file({"sources": [valid(partition_key_paths=PK_PATH, pool=None)]})
+    world = install_world(monkeypatch)
+    stuck = world.write(tenants=1, per_tenant=3, status="undeliverable")
+    world.write(tenants=1, per_tenant=1)
+    return world, stuck, dagbag().dags["chatter_requeue"]
+
+
+@pytest.mark.parametrize(
+    ("conf", "field"),
+    [
+        ({"message_ids": "msg-1"}, "message_ids"),
+        ({"message_ids": []}, "message_ids"),
+        ({"message_ids": [""]}, "message_ids"),
+        ({"limit": 0}, "limit"),
+        ({"all_undeliverable": "yes please"}, "all_undeliverable"),
+        ({"source": "nope"}, "source"),
+    ],
+)
+def test_requeue_params_refuse_bad_input_naming_the_field(sources_file: Any, conf: dict[str, Any], field: str) -> None:
+    from airflow.sdk.exceptions import ParamValidationError
+
+    sources_file({"sources": [valid()]})
+    dag = dagbag().dags["chatter_requeue"]
+    assert dag.is_paused_upon_creation is False
+    params = copy.deepcopy(dag.params)
+    assert params.validate()["dry_run"] is True, "a requeue nobody filled in changes nothing"
+    with pytest.raises(ParamValidationError, match=f"Invalid input for param {field}"):
+        params.update(conf)
+        params.validate()
+
+
+@pytest.mark.airflow
+def test_requeue_dag_sets_the_named_messages_back_to_pending_and_dry_runs_by_default(
+    airflow_db: Any, sources_file: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.airflow._support import xcoms
+
+    world, stuck, dag = _requeue_world(sources_file, monkeypatch)
+    wanted = [stuck[0]["MessageId"], stuck[1]["MessageId"]]
+    dry = dag.test(run_conf={"message_ids": wanted})
+    assert dry.state == "success"
+    [plan] = xcoms(dry, "requeue")
+    assert plan["dry_run"] is True and sorted(plan["would_requeue"]) == sorted(d["id"] for d in stuck[:2])
+    assert world.statuses() == {"undeliverable": 3, "pending": 1}, "the default is a dry run"
+    real = dag.test(run_conf={"message_ids": wanted, "dry_run": False})
+    assert real.state == "success"
+    [result] = xcoms(real, "requeue")
+    assert sorted(result["requeued"]) == sorted(d["id"] for d in stuck[:2])
+    assert world.statuses() == {"undeliverable": 1, "pending": 3}
+
+
+@pytest.mark.airflow
+def test_requeue_dag_all_undeliverable_requeues_every_one(
+    airflow_db: Any, sources_file: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world, _, dag = _requeue_world(sources_file, monkeypatch)
+    run = dag.test(run_conf={"all_undeliverable": True, "dry_run": False, "message_ids": None})
+    assert run.state == "success"
+    assert world.statuses() == {"pending": 4}
+
+
+@pytest.mark.airflow
+def test_requeue_dag_without_a_selection_fails_at_once(
+    airflow_db: Any, sources_file: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world, _, dag = _requeue_world(sources_file, monkeypatch)
+    run = dag.test(run_conf={"dry_run": False, "all_undeliverable": False, "message_ids": None})
+    assert run.state == "failed"
+    assert _task_states(run)["requeue"] == [("failed", 1)], "a refusal no retry can cure is not retried"
+    assert world.statuses() == {"undeliverable": 3, "pending": 1}

@@ -345,7 +345,7 @@ def test_requeue_by_id_logs_who_and_what(monkeypatch: pytest.MonkeyPatch, capsys
 
 def test_requeue_needs_a_selection(monkeypatch: pytest.MonkeyPatch) -> None:
     install_world(monkeypatch)
-    with pytest.raises(AirflowFailException, match="document_ids/where"):
+    with pytest.raises(AirflowFailException, match="select documents by message id"):
         ChatterRequeueUndeliverableOperator(task_id="requeue", source=source()).execute(context={})
 
 

@@ -197,11 +197,15 @@ class ChatterDrainOperator(ChatterSourceBaseOperator):
 class ChatterRequeueUndeliverableOperator(ChatterSourceBaseOperator):
     """Set undeliverable outbox documents back to pending once their writer is fixed; log who and what.
 
-    Select by ``document_ids`` (outbox item ids), by ``where`` (a Cosmos SQL condition on ``c``, with
-    ``parameters``), or both. Each document is patched conditionally on the ETag it was read with.
-    The next scheduled drain verifies and publishes them again.
+    Select by ``message_ids`` (the outbox messages' ids) or ``document_ids`` (outbox item ids), by ``where`` (a
+    Cosmos SQL condition on ``c``, with ``parameters``), by both, or every one with ``all_undeliverable``. Each
+    document is patched conditionally on the ETag it was read with. The next scheduled drain verifies and publishes
+    them again.
 
+    :param message_ids: (templated) message ids; a list, a JSON list or a comma-separated string.
     :param document_ids: (templated) item ids; a list, a JSON list or a comma-separated string.
+    :param all_undeliverable: (templated) select every undeliverable document (up to ``limit``); refused together
+        with a selection by id or ``where``.
     :param where: (templated) e.g. ``"c.Destination = @topic"``; combined with the undeliverable filter.
     :param parameters: query parameters for ``where``, e.g. ``{"@topic": "orders"}``.
     :param limit: (templated) most documents to requeue in one run; default 1000.
@@ -209,12 +213,23 @@ class ChatterRequeueUndeliverableOperator(ChatterSourceBaseOperator):
     :param plan_only: (templated) a dry run: select and log, change nothing.
     """
 
-    template_fields: Sequence[str] = ("document_ids", "where", "limit", "requested_by", "plan_only")
+    template_fields: Sequence[str] = (
+        "source_name",
+        "message_ids",
+        "document_ids",
+        "all_undeliverable",
+        "where",
+        "limit",
+        "requested_by",
+        "plan_only",
+    )
 
     def __init__(
         self,
         *,
+        message_ids: Any = None,
         document_ids: Any = None,
+        all_undeliverable: Any = False,
         where: str | None = None,
         parameters: Mapping[str, Any] | None = None,
         limit: Any = 1000,
@@ -223,7 +238,9 @@ class ChatterRequeueUndeliverableOperator(ChatterSourceBaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.message_ids = message_ids
         self.document_ids = document_ids
+        self.all_undeliverable = all_undeliverable
         self.where = where
         self.parameters = dict(parameters or {})
         self.limit = limit
@@ -239,12 +256,22 @@ class ChatterRequeueUndeliverableOperator(ChatterSourceBaseOperator):
     @task_scope
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_chatter.airflow.runtime import requeue_undeliverable, select_undeliverable
+        from airflow_chatter.outbox.item_ids import build_item_id
 
         ids = as_list(self.document_ids, "document_ids")
+        ids += [build_item_id("outbox", m) for m in as_list(self.message_ids, "message_ids")]
         where = (self.where or "").strip() or None
+        if as_bool(self.all_undeliverable, "all_undeliverable"):
+            if ids or where:
+                raise ConfigurationError(
+                    "all_undeliverable", True, "cannot be combined with message_ids, document_ids or where"
+                )
+            where = "IS_DEFINED(c.id)"  # every document; the undeliverable filter is always added
         if not ids and not where:
             raise ConfigurationError(
-                "document_ids/where", None, "select documents by id, by a where condition, or both"
+                "message_ids/document_ids/where",
+                None,
+                "select documents by message id, by item id, by a where condition, or all_undeliverable",
             )
         limit = as_int(self.limit, "limit")
         who = self._who(context)
