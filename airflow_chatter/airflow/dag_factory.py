@@ -2,26 +2,38 @@
 backfill DAG and one manual requeue DAG for all of them. ``dags/chatter_drains.py``, ``dags/chatter_backfill.py``
 and ``dags/chatter_requeue.py`` call this.
 
-The file is ``$CHATTER_SOURCES_FILE``, or ``chatter_sources.yaml`` beside the DAG file. A bad file
-raises ``SourcesConfigError`` while the DAG file is parsed, so the DAG processor reports an import
-error naming the file, the source and the field, and no half-configured DAG is ever scheduled.
+The file is ``$CHATTER_SOURCES_FILE``, or ``chatter_sources.yaml`` beside the DAG file. A file that cannot be
+read (or whose top level is wrong) raises ``SourcesConfigError`` while each DAG file is parsed. A broken *entry*
+breaks only its own DAG: ``chatter_drain_<name>`` becomes a stand-in that drains nothing and names the problem,
+``dags/chatter_sources_check.py`` shows it as an import error naming the file, the source and the field, and the
+other sources keep their DAGs. No half-configured DAG is ever scheduled.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from airflow.sdk import DAG, Param
 
-from airflow_chatter.airflow.config import SourceConfig, SourcesFile, load_sources
+from airflow_chatter.airflow.config import (
+    BrokenSource,
+    LoadedSources,
+    SourceConfig,
+    SourcesFile,
+    load_sources_isolated,
+)
 from airflow_chatter.airflow.local_env import SOURCES_FILE_ENV
 from airflow_chatter.airflow.operators.drain import (
     ChatterDrainOperator,
     ChatterListLeasesOperator,
     ChatterRequeueUndeliverableOperator,
 )
+from airflow_chatter.airflow.operators.invalid import ChatterInvalidSourceOperator
+
+log = logging.getLogger(__name__)
 
 START_DATE = datetime(2026, 1, 1, tzinfo=UTC)
 BACKFILL_DAG_ID = "chatter_backfill"
@@ -255,20 +267,67 @@ def build_wait_and_drain_dag(source: SourceConfig, *, poll_interval: float = 60.
     return dag
 
 
+def build_broken_source_dag(broken: BrokenSource, path: str) -> DAG:
+    """``chatter_drain_<name>`` for an entry that does not validate: no schedule, its description and its one task
+    name the problems, so the DAG id stays visible with the reason while the other sources keep draining."""
+    assert broken.dag_id is not None
+    reason = f"{path}: {'; '.join(broken.problems)}"
+    with DAG(
+        dag_id=broken.dag_id,
+        schedule=None,
+        start_date=START_DATE,
+        catchup=False,
+        description=f"NOT DRAINING, invalid source config: {reason}"[:1000],
+        doc_md=f"**This source is not drained**: its entry in the sources file is invalid.\n\n```\n{reason}\n```",
+        tags=["chatter", "outbox", "invalid-config"],
+    ) as dag:
+        ChatterInvalidSourceOperator(task_id="invalid_source_config", path=path, problems=broken.problems, retries=0)
+    return dag
+
+
+def _loaded(default_dir: str | Path) -> LoadedSources:
+    loaded = load_sources_isolated(sources_file(default_dir))
+    for broken in loaded.broken:
+        log.error("Sources file %s: entry %d is not loaded: %s", loaded.path, broken.index, "; ".join(broken.problems))
+    return loaded
+
+
 def drain_dags(default_dir: str | Path) -> dict[str, DAG]:
-    """Every scheduled drain DAG of the sources file, by DAG id (for a DAG file's ``globals()``)."""
-    config = load_sources(sources_file(default_dir))
-    return {source.dag_id: build_drain_dag(source) for source in config.sources}
+    """Every scheduled drain DAG of the sources file, by DAG id (for a DAG file's ``globals()``).
+
+    A broken entry breaks only its own DAG: it becomes ``build_broken_source_dag``'s stand-in (when it has a usable
+    name), and ``dags/chatter_sources_check.py`` reports it as an import error; the other sources are built as usual.
+    A file that cannot be read or whose top level is wrong raises here, and no drain DAG is built.
+    """
+    loaded = _loaded(default_dir)
+    dags = {s.dag_id: build_drain_dag(s) for s in (loaded.config.sources if loaded.config else [])}
+    for broken in loaded.broken:
+        if broken.dag_id is not None and broken.dag_id not in dags:
+            dags[broken.dag_id] = build_broken_source_dag(broken, loaded.path)
+    return dags
+
+
+def check_sources(default_dir: str | Path) -> None:
+    """Raise ``SourcesConfigError`` naming every broken entry (for ``dags/chatter_sources_check.py``).
+
+    Airflow records an import error per DAG file and marks every DAG of a file with one stale, so a broken entry is
+    reported by this DAG-less file, not by the file that builds the drains of the good ones.
+    """
+    loaded = _loaded(default_dir)
+    if loaded.broken:
+        raise loaded.error()
 
 
 def backfill_dag(default_dir: str | Path) -> DAG:
-    return build_backfill_dag(load_sources(sources_file(default_dir)))
+    """The backfill DAG over the valid sources (a broken one is not offered)."""
+    return build_backfill_dag(_loaded(default_dir).require_config())
 
 
 def requeue_dag(default_dir: str | Path) -> DAG:
-    return build_requeue_dag(load_sources(sources_file(default_dir)))
+    """The requeue DAG over the valid sources (a broken one is not offered)."""
+    return build_requeue_dag(_loaded(default_dir).require_config())
 
 
 def wait_and_drain_dags(default_dir: str | Path) -> dict[str, DAG]:
-    config = load_sources(sources_file(default_dir))
-    return {f"chatter_wait_{s.name}": build_wait_and_drain_dag(s) for s in config.sources}
+    config = _loaded(default_dir).config
+    return {f"chatter_wait_{s.name}": build_wait_and_drain_dag(s) for s in (config.sources if config else [])}

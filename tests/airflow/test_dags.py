@@ -84,6 +84,86 @@ def test_bad_config_fails_at_parse_naming_the_field(sources_file: Any, change: d
     assert "chatter_sources.yaml" in message, "the message names the file"
 
 
+def test_a_broken_entry_breaks_only_its_own_dag(sources_file: Any) -> None:
+    sources_file({"sources": [valid(), valid(name="payments", monitored_container="payments", max_batch_size=5000)]})
+    bag = dagbag()
+    [(failed_file, message)] = bag.import_errors.items()
+    assert failed_file.endswith("chatter_sources_check.py"), "reported by the DAG-less check file, not the drains"
+    assert "chatter_sources.yaml: sources[1] (payments).max_batch_size" in message, message
+    assert bag.dags["chatter_drain_orders"].get_task("drain"), "the good source keeps its drain DAG"
+    stand_in = bag.dags["chatter_drain_payments"]
+    assert stand_in.timetable.can_be_scheduled is False, "the broken source's DAG never runs on a schedule"
+    assert [t.task_id for t in stand_in.tasks] == ["invalid_source_config"]
+    assert "sources[1] (payments).max_batch_size" in (stand_in.description or "")
+    assert bag.dags["chatter_backfill"].params.get_param("source").schema["enum"] == ["orders"]
+    assert bag.dags["chatter_requeue"].params.get_param("source").schema["enum"] == ["orders"]
+
+
+def test_a_second_entry_with_a_used_name_is_the_broken_one(sources_file: Any) -> None:
+    sources_file({"sources": [valid(), valid(monitored_container="elsewhere")]})
+    bag = dagbag()
+    message = "\n".join(bag.import_errors.values())
+    assert "sources[1].name 'orders' is used twice" in message, message
+    assert bag.dags["chatter_drain_orders"].get_task("drain"), "the first entry keeps the name and its DAG"
+
+
+def test_the_stand_in_task_fails_at_once_naming_the_problem() -> None:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from airflow_chatter.airflow.operators.invalid import ChatterInvalidSourceOperator
+
+    op = ChatterInvalidSourceOperator(
+        task_id="invalid_source_config", path="chatter_sources.yaml", problems=["sources[1] (payments).schedule: x"]
+    )
+    with pytest.raises(AirflowFailException, match=r"chatter_sources.yaml: sources\[1\] \(payments\).schedule"):
+        op.execute(context={})  # type: ignore[arg-type]
+
+
+@pytest.mark.airflow
+def test_a_broken_entry_leaves_the_other_drains_schedulable_in_the_metadata_db(
+    airflow_db: Any, sources_file: Any
+) -> None:
+    """What the DAG processor writes: Airflow marks *every* DAG of a file with an import error stale, so the error
+    must come from a file that defines no drain DAG."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
+    from airflow.models.dag import DagModel
+    from airflow.models.errors import ParseImportError
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    from airflow_chatter.airflow.local_env import BUNDLE_NAME
+
+    DagBundlesManager().sync_bundles_to_db()
+    sources_file({"sources": [valid(), valid(name="payments", monitored_container="payments", schedule="sometimes")]})
+    bag = BundleDagBag(dag_folder=str(DAGS), bundle_path=DAGS, bundle_name=BUNDLE_NAME)
+    sync_bag_to_db(bag, BUNDLE_NAME, None)
+    with create_session() as session:
+        orders = session.scalars(select(DagModel).where(DagModel.dag_id == "chatter_drain_orders")).one()
+        assert (orders.is_stale, orders.has_import_errors) == (False, False), "the good source keeps being scheduled"
+        errors = {e.filename: e.stacktrace for e in session.scalars(select(ParseImportError)).all()}
+    assert list(errors) == ["chatter_sources_check.py"], errors
+    assert "sources[1] (payments).schedule" in errors["chatter_sources_check.py"]
+
+
+@pytest.mark.parametrize(
+    ("config", "named"),
+    [
+        ({"sources": [valid()], "colour": "blue"}, "colour: Extra inputs are not permitted"),
+        ({"sources": []}, "sources: List should have at least 1 item"),
+        ({"sources": "orders"}, "sources: Input should be a valid list"),
+    ],
+)
+def test_a_file_whose_top_level_is_wrong_fails_every_chatter_dag_file(
+    sources_file: Any, config: dict[str, Any], named: str
+) -> None:
+    sources_file(config)
+    errors = dagbag().import_errors
+    failed = {Path(name).name for name in errors}
+    assert {"chatter_drains.py", "chatter_backfill.py", "chatter_requeue.py", "chatter_sources_check.py"} <= failed
+    assert all(named in message for message in errors.values()), errors
+
+
 def test_missing_config_file_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from airflow_chatter.airflow.local_env import SOURCES_FILE_ENV
 
