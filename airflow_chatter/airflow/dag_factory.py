@@ -26,6 +26,7 @@ from airflow_chatter.airflow.config import (
     load_sources_isolated,
 )
 from airflow_chatter.airflow.local_env import SOURCES_FILE_ENV
+from airflow_chatter.airflow.operators.assets import topics_alias
 from airflow_chatter.airflow.operators.drain import (
     ChatterDrainOperator,
     ChatterListLeasesOperator,
@@ -40,6 +41,8 @@ BACKFILL_DAG_ID = "chatter_backfill"
 REQUEUE_DAG_ID = "chatter_requeue"
 #: A drain task stops itself at ``max_seconds``; Airflow kills it only well after that.
 EXECUTION_TIMEOUT_MARGIN = timedelta(minutes=5)
+#: A mapped drain is labelled by its lease id in the UI (rendered once the templates are).
+MAP_INDEX_TEMPLATE = "{{ task.lease_id }}"
 DEFAULT_ARGS = {"owner": "chatter", "retries": 2, "retry_delay": timedelta(seconds=30)}
 
 
@@ -74,6 +77,8 @@ def build_drain_dag(source: SourceConfig) -> DAG:
             pool_slots=source.pool_slots,
             max_active_tis_per_dagrun=source.max_parallel_drains,
             execution_timeout=timedelta(seconds=source.max_seconds) + EXECUTION_TIMEOUT_MARGIN,
+            map_index_template=MAP_INDEX_TEMPLATE,  # "drain [<lease id>]", not "drain [0]"
+            outlets=[topics_alias(source.name)],  # an asset event per topic delivered to
         ).expand(lease_id=leases.output)
     # [END chatter_drain_dag]
     return dag
@@ -167,6 +172,8 @@ def build_backfill_dag(config: SourcesFile) -> DAG:
             exclusive_with_scheduled=True,
             max_documents="{{ params.document_budget }}",
             pool=config.backfill_pool or "default_pool",
+            map_index_template=MAP_INDEX_TEMPLATE,
+            outlets=[topics_alias("backfill")],
             retries=5,  # a range the scheduled drain holds right now is retried, not skipped
             retry_delay=timedelta(minutes=1),
         ).expand(lease_id=leases.output)
@@ -260,7 +267,11 @@ def build_wait_and_drain_dag(source: SourceConfig, *, poll_interval: float = 60.
         )
         leases = ChatterListLeasesOperator(task_id="list_leases", source=source)
         drains = ChatterDrainOperator.partial(
-            task_id="drain", source=source, pool=source.pool or "default_pool"
+            task_id="drain",
+            source=source,
+            pool=source.pool or "default_pool",
+            map_index_template=MAP_INDEX_TEMPLATE,
+            outlets=[topics_alias(source.name)],
         ).expand(lease_id=leases.output)
         wait >> leases >> drains
     # [END chatter_wait_dag]

@@ -47,6 +47,7 @@ def test_drain_dag_shape(sources_file: Any) -> None:
     assert drain.pool == "chatter_cosmos", "the pool caps how many drains spend Cosmos RU at once"
     assert [t.task_id for t in drain.upstream_list] == ["list_leases"]
     assert drain.expand_input.value["lease_id"].operator.task_id == "list_leases", "one drain per lease"
+    assert [o.name for o in drain.outlets] == ["chatter-topics-payments"], "the alias its asset events go through"
 
 
 def test_backfill_dag_offers_a_typed_form(sources_file: Any) -> None:
@@ -358,3 +359,43 @@ def test_requeue_dag_without_a_selection_fails_at_once(
     assert run.state == "failed"
     assert _task_states(run)["requeue"] == [("failed", 1)], "a refusal no retry can cure is not retried"
     assert world.statuses() == {"undeliverable": 3, "pending": 1}
+
+
+# -- mapped drains: labelled by lease, one asset event per topic -----------------------------------------------
+
+
+@pytest.mark.airflow
+def test_mapped_drains_are_labelled_by_lease_and_emit_an_asset_event_per_topic(
+    airflow_db: Any, sources_file: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    from tests.airflow._support import PK_PATH, install_world, xcoms
+
+    sources_file({"sources": [valid(partition_key_paths=PK_PATH, pool=None, topics={"pay.events": "payments.v1"})]})
+    world = install_world(monkeypatch, feed_ranges=2)
+    world.write(tenants=3, per_tenant=2)  # destination orders.events (unmapped: the topic itself)
+    world.write(tenants=1, per_tenant=3, destination="pay.events")
+    dag = dagbag().dags["chatter_drain_orders"]
+    run = dag.test()
+    assert run.state == "success"
+    lease_ids = xcoms(run, "list_leases")[0]
+    with create_session() as session:
+        labels = session.scalars(
+            select(TaskInstance.rendered_map_index).where(
+                TaskInstance.run_id == run.run_id, TaskInstance.task_id == "drain"
+            )
+        ).all()
+        events = session.execute(
+            select(AssetModel.uri, AssetEvent.extra)
+            .join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+            .where(AssetEvent.source_run_id == run.run_id)
+        ).all()
+    assert sorted(labels) == sorted(lease_ids), "each mapped drain is shown by its lease id, not [0], [1]"
+    published: dict[str, int] = {}
+    for uri, extra in events:
+        published[uri] = published.get(uri, 0) + extra["published"]
+    assert published == {"chatter://orders/orders.events": 6, "chatter://orders/payments.v1": 3}, events

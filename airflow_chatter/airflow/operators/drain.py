@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
+from airflow_chatter.airflow.operators.assets import ConfirmedTopics, emit_topic_events
 from airflow_chatter.airflow.operators.base import ChatterSourceBaseOperator, UnusedPublisher, task_scope
 from airflow_chatter.airflow.values import as_bool, as_datetime, as_float, as_int, as_list, is_unset
 from airflow_chatter.errors import ConfigurationError
@@ -115,6 +116,9 @@ class ChatterDrainOperator(ChatterSourceBaseOperator):
     :param lease_set: ``"scheduled"`` (default) or ``"backfill"`` (the source's backfill prefix).
     :param exclusive_with_scheduled: also hold the scheduled lease of the same range while draining
         (backfills), so a backfill and the scheduled drain never own a range together.
+    :param outlets: give an ``AssetAlias`` (the DAG factory does: ``chatter-topics-<source>``) and the task emits
+        through it one asset event ``chatter://<source>/<topic>`` per topic it delivered to (``extra``:
+        ``published``, ``lease``).
     :param since: (templated) only publish documents modified at or after this ISO timestamp: a ``_ts``
         filter over what the lease reads. A backfill from a point in time does not use it: its leases start
         there (``ChatterListLeasesOperator(since=...)``), so older changes are not read at all.
@@ -159,7 +163,7 @@ class ChatterDrainOperator(ChatterSourceBaseOperator):
         max_seconds = as_float(config.max_seconds if is_unset(self.max_seconds) else self.max_seconds, "max_seconds")
         if not isinstance(self.lease_id, str) or not self.lease_id:
             raise ConfigurationError("lease_id", self.lease_id, "must be a lease id")
-        publisher = self.publisher()
+        publisher = ConfirmedTopics(self.publisher())
         try:
             engine = self.engine(context, publisher, since=as_datetime(self.since, "since"))
             if self.exclusive_with_scheduled and self.lease_prefix == config.lease_prefix:
@@ -189,6 +193,7 @@ class ChatterDrainOperator(ChatterSourceBaseOperator):
             if context and context.get("ti") is not None:
                 context["ti"].xcom_push(key="summary", value=result)
             summary.raise_for_error()
+        emit_topic_events(context, self.outlets, config.name, publisher.confirmed, self.lease_id)
         if summary.split_into:
             self.log.info("Lease %s split into %s; the next run drains them", self.lease_id, summary.split_into)
         return result
