@@ -18,6 +18,7 @@ import importlib
 import json
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -59,7 +60,8 @@ class SourceConfig(BaseModel):
     ``chatter_kafka_default``; ``key_strategy`` ``partition_key``; ``max_batch_size`` 100;
     ``max_documents`` 5000 and ``max_seconds`` 240 per drain task; ``schedule`` every 5 minutes;
     no pool; no topic mapping; ``lease_prefix`` empty and ``backfill_lease_prefix`` ``backfill-``;
-    ``delivered_ttl_seconds`` 86400; ``lease_duration_seconds`` 60.
+    ``delivered_ttl_seconds`` 86400; ``lease_duration_seconds`` 60; ``cosmos_http_logging`` false
+    (the Azure SDK's request/response header lines are kept out of task logs).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -91,6 +93,9 @@ class SourceConfig(BaseModel):
     monitored_source_identity: str | None = None
     lease_source_identity: str | None = None
     tags: list[str] = Field(default_factory=list)
+    cosmos_http_logging: bool = Field(
+        default=False, description="Log the Azure SDK's per-request HTTP lines (headers) in task logs."
+    )
 
     @field_validator("name")
     @classmethod
@@ -240,8 +245,7 @@ def parse_sources(raw: Any, *, path: str = "<config>") -> SourcesFile:
     try:
         config = SourcesFile.model_validate(raw)
     except ValidationError as error:
-        problems = [f"{_location(e['loc'], raw)}: {e['msg'].removeprefix('Value error, ')}" for e in error.errors()]
-        raise SourcesConfigError(path, problems) from None
+        raise SourcesConfigError(path, _problems(error, raw)) from None
     for index, source in enumerate(config.sources):
         try:
             _check_partition_paths(source.to_options().partition_key_paths)
@@ -265,22 +269,110 @@ def _check_partition_paths(paths: Sequence[str]) -> None:
 
 
 def load_sources(path: str | Path) -> SourcesFile:
-    """Read and validate a YAML (``.yaml``/``.yml``) or JSON sources file."""
+    """Read and validate a YAML (``.yaml``/``.yml``) or JSON sources file; any bad entry fails the whole file."""
     path = Path(path)
+    return parse_sources(_read(path), path=path.name)
+
+
+@dataclass(frozen=True)
+class BrokenSource:
+    """A sources-file entry that failed validation: its index, its name (when it has a usable one), the problems."""
+
+    index: int
+    name: str | None
+    problems: tuple[str, ...]
+
+    @property
+    def dag_id(self) -> str | None:
+        return f"chatter_drain_{self.name}" if self.name else None
+
+
+@dataclass(frozen=True)
+class LoadedSources:
+    """The valid entries of a sources file (``config``, None when none is valid) and the broken ones."""
+
+    path: str
+    config: SourcesFile | None
+    broken: tuple[BrokenSource, ...]
+
+    def error(self) -> SourcesConfigError:
+        """One error naming every problem of every broken entry (or "no valid source")."""
+        problems = [p for b in self.broken for p in b.problems] or ["sources: no valid source"]
+        return SourcesConfigError(self.path, problems)
+
+    def require_config(self) -> SourcesFile:
+        if self.config is None:
+            raise self.error()
+        return self.config
+
+
+def load_sources_isolated(path: str | Path) -> LoadedSources:
+    """Read a sources file, keeping the valid entries when others are broken.
+
+    A file that cannot be read, is not YAML/JSON, or whose top level is wrong (not a mapping, no ``sources`` list,
+    an unknown key, a bad ``backfill_pool``) raises ``SourcesConfigError``: nothing in it can be trusted. An entry
+    that fails validation, or that clashes with an earlier valid one (same name, same containers), is returned in
+    ``broken`` with its problems named as ``load_sources`` names them; the others are validated as usual.
+    """
+    path = Path(path)
+    raw = _read(path)
+    entries = raw.get("sources") if isinstance(raw, dict) else None
+    if not isinstance(entries, list) or not entries:
+        parse_sources(raw, path=path.name)  # raises, naming the top-level problem
+        raise SourcesConfigError(path.name, ["sources: must be a non-empty list"])  # pragma: no cover - defensive
+    try:
+        top = SourcesFile.model_validate({**raw, "sources": [_PLACEHOLDER_SOURCE]})
+    except ValidationError as error:
+        raise SourcesConfigError(path.name, _problems(error, raw)) from None
+    good: list[SourceConfig] = []
+    broken: list[BrokenSource] = []
+    for index, entry in enumerate(entries):
+        name = entry.get("name") if isinstance(entry, dict) else None
+        usable_name = name if isinstance(name, str) and _NAME.match(name) else None
+        try:
+            source = parse_sources({"sources": [*good, entry]}, path=path.name).sources[-1]
+        except SourcesConfigError as error:
+            problems = tuple(_renumber(problem, len(good), index) for problem in error.problems)
+            broken.append(BrokenSource(index, usable_name, problems))
+            continue
+        good.append(source)
+    config = SourcesFile(sources=good, backfill_pool=top.backfill_pool) if good else None
+    return LoadedSources(path.name, config, tuple(broken))
+
+
+#: Stands in for the entries while the top level of a file is validated on its own.
+_PLACEHOLDER_SOURCE = {
+    "name": "placeholder",
+    "database": "d",
+    "monitored_container": "m",
+    "lease_container": "l",
+    "partition_key_paths": "/id",
+}
+
+
+def _renumber(problem: str, validated_index: int, file_index: int) -> str:
+    """Entry ``validated_index`` of the partial file is entry ``file_index`` of the real one."""
+    return problem.replace(f"sources[{validated_index}]", f"sources[{file_index}]")
+
+
+def _problems(error: ValidationError, raw: Any) -> list[str]:
+    return [f"{_location(e['loc'], raw)}: {e['msg'].removeprefix('Value error, ')}" for e in error.errors()]
+
+
+def _read(path: Path) -> Any:
+    """The parsed document of a YAML or JSON file; ``SourcesConfigError`` if it cannot be read or parsed."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise SourcesConfigError(str(path), [f"cannot be read ({error.strerror})"]) from None
     if path.suffix.lower() == ".json":
         try:
-            raw = json.loads(text)
+            return json.loads(text)
         except ValueError as error:
             raise SourcesConfigError(path.name, [f"is not valid JSON ({error})"]) from None
-    else:
-        import yaml
+    import yaml
 
-        try:
-            raw = yaml.safe_load(text)
-        except yaml.YAMLError as error:
-            raise SourcesConfigError(path.name, [f"is not valid YAML ({error})"]) from None
-    return parse_sources(raw, path=path.name)
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise SourcesConfigError(path.name, [f"is not valid YAML ({error})"]) from None

@@ -1,27 +1,48 @@
 """Build the drain DAGs from the sources config file: one scheduled drain DAG per source, one manual
-backfill DAG for all of them. ``dags/chatter_drains.py`` and ``dags/chatter_backfill.py`` call this.
+backfill DAG and one manual requeue DAG for all of them. ``dags/chatter_drains.py``, ``dags/chatter_backfill.py``
+and ``dags/chatter_requeue.py`` call this.
 
-The file is ``$CHATTER_SOURCES_FILE``, or ``chatter_sources.yaml`` beside the DAG file. A bad file
-raises ``SourcesConfigError`` while the DAG file is parsed, so the DAG processor reports an import
-error naming the file, the source and the field, and no half-configured DAG is ever scheduled.
+The file is ``$CHATTER_SOURCES_FILE``, or ``chatter_sources.yaml`` beside the DAG file. A file that cannot be
+read (or whose top level is wrong) raises ``SourcesConfigError`` while each DAG file is parsed. A broken *entry*
+breaks only its own DAG: ``chatter_drain_<name>`` becomes a stand-in that drains nothing and names the problem,
+``dags/chatter_sources_check.py`` shows it as an import error naming the file, the source and the field, and the
+other sources keep their DAGs. No half-configured DAG is ever scheduled.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from airflow.sdk import DAG, Param
 
-from airflow_chatter.airflow.config import SourceConfig, SourcesFile, load_sources
+from airflow_chatter.airflow.config import (
+    BrokenSource,
+    LoadedSources,
+    SourceConfig,
+    SourcesFile,
+    load_sources_isolated,
+)
 from airflow_chatter.airflow.local_env import SOURCES_FILE_ENV
-from airflow_chatter.airflow.operators.drain import ChatterDrainOperator, ChatterListLeasesOperator
+from airflow_chatter.airflow.operators.assets import topics_alias
+from airflow_chatter.airflow.operators.drain import (
+    ChatterDrainOperator,
+    ChatterListLeasesOperator,
+    ChatterRequeueUndeliverableOperator,
+)
+from airflow_chatter.airflow.operators.invalid import ChatterInvalidSourceOperator
+
+log = logging.getLogger(__name__)
 
 START_DATE = datetime(2026, 1, 1, tzinfo=UTC)
 BACKFILL_DAG_ID = "chatter_backfill"
+REQUEUE_DAG_ID = "chatter_requeue"
 #: A drain task stops itself at ``max_seconds``; Airflow kills it only well after that.
 EXECUTION_TIMEOUT_MARGIN = timedelta(minutes=5)
+#: A mapped drain is labelled by its lease id in the UI (rendered once the templates are).
+MAP_INDEX_TEMPLATE = "{{ task.lease_id }}"
 DEFAULT_ARGS = {"owner": "chatter", "retries": 2, "retry_delay": timedelta(seconds=30)}
 
 
@@ -56,9 +77,56 @@ def build_drain_dag(source: SourceConfig) -> DAG:
             pool_slots=source.pool_slots,
             max_active_tis_per_dagrun=source.max_parallel_drains,
             execution_timeout=timedelta(seconds=source.max_seconds) + EXECUTION_TIMEOUT_MARGIN,
+            map_index_template=MAP_INDEX_TEMPLATE,  # "drain [<lease id>]", not "drain [0]"
+            outlets=[topics_alias(source.name)],  # an asset event per topic delivered to
         ).expand(lease_id=leases.output)
     # [END chatter_drain_dag]
     return dag
+
+
+#: An RFC 3339 date-time with an explicit offset (``Z`` or ``+hh:mm``). jsonschema checks ``format: date-time`` only
+#: when ``rfc3339-validator`` is installed (it is not, with Airflow 3.3), so the pattern is what refuses
+#: "yesterday" when the run is created.
+DATE_TIME_PATTERN = (
+    r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]"
+    r"(:[0-5][0-9](\.[0-9]{1,6})?)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"
+)
+BACKFILL_PARAMS = ("source", "start", "feed_ranges", "document_budget", "dry_run")
+
+
+def backfill_params(names: list[str]) -> dict[str, Param]:
+    """The backfill trigger form; the server validates every field when the run is created (400/422 otherwise).
+
+    ``start`` is ``beginning``, ``resume`` or a UTC timestamp, one field, so "from a point in time, but no time" cannot
+    be said. The default is a dry run: a run whose conf the form did not fill in changes nothing.
+    """
+    return {
+        "source": Param(names[0], type="string", enum=names, description="The source to re-drain."),
+        "start": Param(
+            "beginning",
+            type="string",
+            anyOf=[{"enum": ["beginning", "resume"]}, {"format": "date-time", "pattern": DATE_TIME_PATTERN}],
+            examples=["beginning", "resume"],
+            description="beginning: reset the backfill leases and read the whole change feed; "
+            "a UTC timestamp such as 2026-11-29T00:00:00Z: the same, but the new backfill leases start reading the "
+            "change feed there; resume: continue the previous backfill from its checkpoints.",
+        ),
+        "feed_ranges": Param(
+            [],
+            type=["null", "array"],
+            items={"type": "string", "minLength": 1},
+            description="Only these feed range tokens or lease ids (empty: all).",
+        ),
+        "document_budget": Param(
+            10000, type="integer", minimum=1, maximum=1_000_000, description="Documents per lease, at most."
+        ),
+        "dry_run": Param(
+            True,
+            type="boolean",
+            description="On by default: count pending documents and list ranges, drain nothing. Turn it off to "
+            "backfill.",
+        ),
+    }
 
 
 def build_backfill_dag(config: SourcesFile) -> DAG:
@@ -76,45 +144,15 @@ def build_backfill_dag(config: SourcesFile) -> DAG:
         start_date=START_DATE,
         catchup=False,
         max_active_runs=1,
+        is_paused_upon_creation=False,  # manual only: unpaused, so a trigger runs at once instead of sitting queued
         default_args=DEFAULT_ARGS,
         tags=["chatter", "outbox", "backfill"],
-        doc_md="Re-drain one source's outbox from the beginning or a point in time, with its own lease set.",
-        params={
-            "source": Param(names[0], type="string", enum=names, description="The source to re-drain."),
-            "start": Param(
-                "beginning",
-                type="string",
-                enum=["beginning", "point_in_time", "resume"],
-                description="beginning: reset the backfill leases and read the whole change feed; "
-                "point_in_time: the same, but the new backfill leases start reading the change feed at point_in_time; "
-                "resume: continue the previous backfill from its checkpoints.",
-            ),
-            "point_in_time": Param(
-                None,
-                type=["null", "string"],
-                format="date-time",
-                description="UTC timestamp; required when start is point_in_time.",
-            ),
-            "feed_ranges": Param(
-                [],
-                type="array",
-                items={"type": "string"},
-                description="Only these feed range tokens or lease ids (empty: all).",
-            ),
-            "document_budget": Param(
-                10000, type="integer", minimum=1, maximum=1_000_000, description="Documents per lease, at most."
-            ),
-            "dry_run": Param(
-                False, type="boolean", description="Count pending documents and list ranges; drain nothing."
-            ),
-        },
+        doc_md="Re-drain one source's outbox from the beginning or a point in time, with its own lease set. "
+        "A dry run unless `dry_run` is false.",
+        params=backfill_params(names),
     ) as dag:
-        # The point in time goes to the leases the list task creates (their start_from), not to the drains as a
+        # A point in time goes to the leases the list task creates (their start_from), not to the drains as a
         # _ts filter: older changes are not read at all, and "resume" keeps it because the leases do.
-        since = (
-            "{{ (params.point_in_time or 'missing: point_in_time is required when start is point_in_time') "
-            "if params.start == 'point_in_time' else 'beginning' }}"
-        )
         leases = ChatterListLeasesOperator(
             task_id="list_backfill_leases",
             source_name="{{ params.source }}",
@@ -123,7 +161,8 @@ def build_backfill_dag(config: SourcesFile) -> DAG:
             reset="{{ params.start != 'resume' }}",
             feed_ranges="{{ params.feed_ranges | tojson }}",
             plan_only="{{ params.dry_run }}",
-            since=since,
+            since="{{ params.start if params.start not in ('beginning', 'resume') else '' }}",
+            allowed_conf=sorted(BACKFILL_PARAMS),
         )
         ChatterDrainOperator.partial(
             task_id="backfill_drain",
@@ -133,10 +172,73 @@ def build_backfill_dag(config: SourcesFile) -> DAG:
             exclusive_with_scheduled=True,
             max_documents="{{ params.document_budget }}",
             pool=config.backfill_pool or "default_pool",
+            map_index_template=MAP_INDEX_TEMPLATE,
+            outlets=[topics_alias("backfill")],
             retries=5,  # a range the scheduled drain holds right now is retried, not skipped
             retry_delay=timedelta(minutes=1),
         ).expand(lease_id=leases.output)
     # [END chatter_backfill_dag]
+    return dag
+
+
+REQUEUE_PARAMS = ("source", "message_ids", "all_undeliverable", "limit", "dry_run")
+
+
+def requeue_params(names: list[str]) -> dict[str, Param]:
+    """The requeue trigger form: every field validated when the run is created; a dry run by default."""
+    return {
+        "source": Param(names[0], type="string", enum=names, description="The source whose outbox to requeue."),
+        "message_ids": Param(
+            None,
+            type=["null", "array"],
+            items={"type": "string", "minLength": 1},
+            minItems=1,
+            description="Message ids of undeliverable outbox documents to set back to pending.",
+        ),
+        "all_undeliverable": Param(
+            False, type="boolean", description="Requeue every undeliverable document (up to limit) instead."
+        ),
+        "limit": Param(1000, type="integer", minimum=1, maximum=100_000, description="Documents per run, at most."),
+        "dry_run": Param(
+            True,
+            type="boolean",
+            description="On by default: list what would be requeued, change nothing. Turn it off to requeue.",
+        ),
+    }
+
+
+def build_requeue_dag(config: SourcesFile) -> DAG:
+    """``chatter_requeue``: set undeliverable outbox documents of one source back to pending, on demand.
+
+    For after the cause is fixed (a resolver bug, a missing topic): the next scheduled drain publishes them again.
+    Who triggered it and what it changed are logged and returned as XCom.
+    """
+    names = [s.name for s in config.sources]
+    # [START chatter_requeue_dag]
+    with DAG(
+        dag_id=REQUEUE_DAG_ID,
+        schedule=None,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        is_paused_upon_creation=False,  # manual only: a trigger runs at once
+        default_args=DEFAULT_ARGS,
+        tags=["chatter", "outbox", "requeue"],
+        doc_md="Set undeliverable outbox documents back to pending (by message id, or all of them). "
+        "A dry run unless `dry_run` is false.",
+        params=requeue_params(names),
+    ) as dag:
+        ChatterRequeueUndeliverableOperator(
+            task_id="requeue",
+            source_name="{{ params.source }}",
+            sources=config,
+            message_ids="{{ params.message_ids | tojson }}",
+            all_undeliverable="{{ params.all_undeliverable }}",
+            limit="{{ params.limit }}",
+            plan_only="{{ params.dry_run }}",
+            allowed_conf=sorted(REQUEUE_PARAMS),
+        )
+    # [END chatter_requeue_dag]
     return dag
 
 
@@ -165,23 +267,78 @@ def build_wait_and_drain_dag(source: SourceConfig, *, poll_interval: float = 60.
         )
         leases = ChatterListLeasesOperator(task_id="list_leases", source=source)
         drains = ChatterDrainOperator.partial(
-            task_id="drain", source=source, pool=source.pool or "default_pool"
+            task_id="drain",
+            source=source,
+            pool=source.pool or "default_pool",
+            map_index_template=MAP_INDEX_TEMPLATE,
+            outlets=[topics_alias(source.name)],
         ).expand(lease_id=leases.output)
         wait >> leases >> drains
     # [END chatter_wait_dag]
     return dag
 
 
+def build_broken_source_dag(broken: BrokenSource, path: str) -> DAG:
+    """``chatter_drain_<name>`` for an entry that does not validate: no schedule, its description and its one task
+    name the problems, so the DAG id stays visible with the reason while the other sources keep draining."""
+    assert broken.dag_id is not None
+    reason = f"{path}: {'; '.join(broken.problems)}"
+    with DAG(
+        dag_id=broken.dag_id,
+        schedule=None,
+        start_date=START_DATE,
+        catchup=False,
+        description=f"NOT DRAINING, invalid source config: {reason}"[:1000],
+        doc_md=f"**This source is not drained**: its entry in the sources file is invalid.\n\n```\n{reason}\n```",
+        tags=["chatter", "outbox", "invalid-config"],
+    ) as dag:
+        ChatterInvalidSourceOperator(task_id="invalid_source_config", path=path, problems=broken.problems, retries=0)
+    return dag
+
+
+def _loaded(default_dir: str | Path) -> LoadedSources:
+    loaded = load_sources_isolated(sources_file(default_dir))
+    for broken in loaded.broken:
+        log.error("Sources file %s: entry %d is not loaded: %s", loaded.path, broken.index, "; ".join(broken.problems))
+    return loaded
+
+
 def drain_dags(default_dir: str | Path) -> dict[str, DAG]:
-    """Every scheduled drain DAG of the sources file, by DAG id (for a DAG file's ``globals()``)."""
-    config = load_sources(sources_file(default_dir))
-    return {source.dag_id: build_drain_dag(source) for source in config.sources}
+    """Every scheduled drain DAG of the sources file, by DAG id (for a DAG file's ``globals()``).
+
+    A broken entry breaks only its own DAG: it becomes ``build_broken_source_dag``'s stand-in (when it has a usable
+    name), and ``dags/chatter_sources_check.py`` reports it as an import error; the other sources are built as usual.
+    A file that cannot be read or whose top level is wrong raises here, and no drain DAG is built.
+    """
+    loaded = _loaded(default_dir)
+    dags = {s.dag_id: build_drain_dag(s) for s in (loaded.config.sources if loaded.config else [])}
+    for broken in loaded.broken:
+        if broken.dag_id is not None and broken.dag_id not in dags:
+            dags[broken.dag_id] = build_broken_source_dag(broken, loaded.path)
+    return dags
+
+
+def check_sources(default_dir: str | Path) -> None:
+    """Raise ``SourcesConfigError`` naming every broken entry (for ``dags/chatter_sources_check.py``).
+
+    Airflow records an import error per DAG file and marks every DAG of a file with one stale, so a broken entry is
+    reported by this DAG-less file, not by the file that builds the drains of the good ones.
+    """
+    loaded = _loaded(default_dir)
+    if loaded.broken:
+        raise loaded.error()
 
 
 def backfill_dag(default_dir: str | Path) -> DAG:
-    return build_backfill_dag(load_sources(sources_file(default_dir)))
+    """The backfill DAG over the valid sources (a broken one is not offered)."""
+    return build_backfill_dag(_loaded(default_dir).require_config())
+
+
+def requeue_dag(default_dir: str | Path) -> DAG:
+    """The requeue DAG over the valid sources (a broken one is not offered)."""
+    return build_requeue_dag(_loaded(default_dir).require_config())
 
 
 def wait_and_drain_dags(default_dir: str | Path) -> dict[str, DAG]:
-    config = load_sources(sources_file(default_dir))
-    return {f"chatter_wait_{s.name}": build_wait_and_drain_dag(s) for s in config.sources}
+    config = _loaded(default_dir).config
+    return {f"chatter_wait_{s.name}": build_wait_and_drain_dag(s) for s in (config.sources if config else [])}

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_chatter.airflow.operators.drain import (
     ChatterDrainOperator,
@@ -34,20 +36,15 @@ def test_list_leases_creates_one_lease_per_feed_range(monkeypatch: pytest.Monkey
     assert len(list(world.leases.query("SELECT * FROM c"))) == 3
 
 
-def test_drain_publishes_stamps_and_checkpoints(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_drain_publishes_stamps_and_checkpoints(monkeypatch: pytest.MonkeyPatch) -> None:
     world = install_world(monkeypatch)
     world.write(tenants=4, per_tenant=5)
     [lease_id] = list_leases().execute(context={})
-    capsys.readouterr()
     summary = drain(lease_id).execute(context={})
     assert summary["published"] == 20 and summary["delivered"] == 20
     assert world.statuses() == {"delivered": 20}
     assert len(world.publisher.sent) == 20
     assert summary["continuation"] is not None, "the lease is checkpointed after the confirmed pages"
-    task_log = [line for line in capsys.readouterr().out.splitlines() if "ChatterDrainOperator" in line]
-    assert [line for line in task_log if "drain lease=" in line and "published=20" in line], "one-line summary"
     again = drain(lease_id).execute(context={})
     assert again["published"] == 0, "a second drain after the checkpoint publishes nothing"
 
@@ -63,8 +60,9 @@ def test_drain_respects_the_document_budget(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_templated_budget_that_is_not_a_number_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     install_world(monkeypatch)
-    with pytest.raises(ConfigurationError, match="max_documents"):
+    with pytest.raises(AirflowFailException, match="max_documents='lots' must be an integer") as failed:
         drain("x", max_documents="lots").execute(context={})
+    assert isinstance(failed.value.__cause__, ConfigurationError), "a bad option fails at once, without retries"
 
 
 def test_topic_mapping_renames_destinations(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -98,10 +96,103 @@ def test_failed_drain_raises_the_original_error(monkeypatch: pytest.MonkeyPatch)
     assert world.statuses() == {"pending": 2}, "nothing is stamped when nothing was confirmed"
 
 
-def test_misconfigured_container_fails_listing(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_misconfigured_container_fails_listing_at_once_without_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     install_world(monkeypatch)
-    with pytest.raises(ContainerContractError, match="partition-key path"):
+    with pytest.raises(AirflowFailException, match="ContainerContractError: .*partition-key path") as failed:
         list_leases(source=source(partition_key_paths="/customer")).execute(context={})
+    assert isinstance(failed.value.__cause__, ContainerContractError), "the refusal is kept as the cause"
+
+
+def test_a_drain_of_a_misconfigured_container_fails_at_once_without_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = install_world(monkeypatch)
+    world.write(tenants=1, per_tenant=2)
+    [lease_id] = list_leases().execute(context={})
+    with pytest.raises(AirflowFailException, match="ContainerContractError: .*partition-key path"):
+        drain(lease_id, source=source(partition_key_paths="/customer")).execute(context={})
+    assert world.statuses() == {"pending": 2}
+    assert world.publisher.sent == []
+
+
+def test_a_transient_metadata_read_failure_is_retried_not_failed_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_chatter.ports import Throttled
+
+    world = install_world(monkeypatch)
+    [lease_id] = list_leases().execute(context={})
+
+    def throttled() -> Any:
+        raise Throttled("429 request rate is large", retry_after_ms=100)
+
+    monkeypatch.setattr(world.monitored, "properties", throttled)
+    with pytest.raises(ContainerContractError, match="metadata could not be read") as raised:
+        drain(lease_id).execute(context={})
+    assert not isinstance(raised.value, AirflowFailException), "Airflow retries it: the next try may pass"
+
+
+def _sdk_logs_every_read(world: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fake what azure-cosmos does on every request: an INFO line of headers on its HTTP logging policy's loggers."""
+    read = world.monitored.read_change_feed
+
+    def logging_read(*args: Any, **kwargs: Any) -> Any:
+        logging.getLogger("azure.core.pipeline.policies.http_logging_policy").info("Request headers: 'x-ms-date'")
+        logging.getLogger("azure.cosmos._cosmos_http_logging_policy").info("Response headers: 'x-ms-etag'")
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(world.monitored, "read_change_feed", logging_read)
+
+
+def _task_log(caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """The task log's lines since the last call: stdlib records (the engine's, the SDK's) and the operator's own
+    lines (Airflow's task logger, written to stdout here)."""
+    lines = [record.getMessage() for record in caplog.records]
+    lines += [line for line in capsys.readouterr().out.splitlines() if "[airflow.task." in line]
+    caplog.clear()
+    return lines
+
+
+def test_the_sdk_http_header_lines_stay_out_of_the_task_log_and_the_summary_is_logged_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    world = install_world(monkeypatch)
+    world.write(tenants=2, per_tenant=3)
+    [lease_id] = list_leases().execute(context={})
+    _sdk_logs_every_read(world, monkeypatch)
+    caplog.set_level(logging.INFO)
+    _task_log(caplog, capsys)
+    drain(lease_id).execute(context={})
+    lines = _task_log(caplog, capsys)
+    assert not [line for line in lines if "headers" in line], "the SDK's per-request header dumps are quiet by default"
+    summaries = [line for line in lines if "drain lease=" in line]
+    assert len(summaries) == 1 and "published=6" in summaries[0], lines
+    assert logging.getLogger("azure.cosmos").level == logging.NOTSET, "the levels are restored after the task"
+
+
+def test_cosmos_http_logging_true_brings_the_sdk_lines_back(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    world = install_world(monkeypatch)
+    world.write(tenants=1, per_tenant=1)
+    [lease_id] = list_leases().execute(context={})
+    _sdk_logs_every_read(world, monkeypatch)
+    caplog.set_level(logging.INFO)
+    _task_log(caplog, capsys)
+    drain(lease_id, source=source(cosmos_http_logging=True)).execute(context={})
+    assert [line for line in _task_log(caplog, capsys) if "Request headers" in line]
+
+
+def test_a_lease_held_elsewhere_logs_its_summary_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from airflow_chatter.drain.operations import build_engine
+
+    world = install_world(monkeypatch)
+    [lease_id] = list_leases().execute(context={})
+    other = build_engine(source(), world.monitored, world.leases, world.publisher, owner="someone-else")
+    other.store.acquire(lease_id)
+    caplog.set_level(logging.INFO)
+    _task_log(caplog, capsys)
+    summary = drain(lease_id).execute(context={})
+    assert summary["lease_held_by"] == "someone-else"
+    assert len([line for line in _task_log(caplog, capsys) if "drain lease=" in line]) == 1
 
 
 def test_backfill_and_scheduled_drain_never_own_a_range_together(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -212,7 +303,7 @@ def test_f04_backfill_holds_a_scheduled_lease_that_reaches_across_the_edge_of_it
 
 def test_backfill_reset_is_refused_for_the_scheduled_lease_set(monkeypatch: pytest.MonkeyPatch) -> None:
     install_world(monkeypatch)
-    with pytest.raises(ConfigurationError, match="reset"):
+    with pytest.raises(AirflowFailException, match="reset"):
         list_leases(reset=True).execute(context={})
 
 
@@ -254,7 +345,7 @@ def test_requeue_by_id_logs_who_and_what(monkeypatch: pytest.MonkeyPatch, capsys
 
 def test_requeue_needs_a_selection(monkeypatch: pytest.MonkeyPatch) -> None:
     install_world(monkeypatch)
-    with pytest.raises(ConfigurationError, match="document_ids/where"):
+    with pytest.raises(AirflowFailException, match="select documents by message id"):
         ChatterRequeueUndeliverableOperator(task_id="requeue", source=source()).execute(context={})
 
 
@@ -333,12 +424,28 @@ def test_backfill_from_the_beginning_after_a_point_in_time_reads_everything_agai
 
 def test_a_start_time_is_refused_for_the_scheduled_lease_set(monkeypatch: pytest.MonkeyPatch) -> None:
     world = install_world(monkeypatch)
-    with pytest.raises(ConfigurationError, match="since"):
+    with pytest.raises(AirflowFailException, match="since"):
         list_leases(since="2026-11-29T00:00:00Z").execute(context={})
     assert list(world.leases.query("SELECT * FROM c")) == [], "no scheduled lease may start late (RLY-08)"
 
 
 def test_backfill_point_in_time_that_is_not_a_timestamp_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     install_world(monkeypatch)
-    with pytest.raises(ConfigurationError, match="since"):
+    with pytest.raises(AirflowFailException, match="since"):
         list_leases(lease_set="backfill", reset=True, since="missing: point_in_time is required").execute(context={})
+
+
+def test_a_run_conf_key_that_is_no_parameter_is_named_and_fails_before_any_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    world = install_world(monkeypatch)
+    op = list_leases(allowed_conf=["dry_run", "source"])
+    context: Any = {"dag_run": SimpleNamespace(conf={"dryrun": True, "source": "orders"})}
+    with pytest.raises(AirflowFailException, match=r"conf=\['dryrun'\] names no parameter of this DAG"):
+        op.execute(context=context)
+    assert list(world.leases.query("SELECT * FROM c")) == [], "refused before the containers were touched"
+    assert list_leases(allowed_conf=["dry_run", "source"]).execute(
+        context={"dag_run": SimpleNamespace(conf={"dry_run": True})}  # type: ignore[typeddict-item]
+    )

@@ -22,6 +22,7 @@ TRIGGER_KWARGS: dict[str, Any] = {
     "poll_interval": 5.0,
     "page_size": 50,
     "max_pages": 3,
+    "cosmos_http_logging": True,
 }
 
 

@@ -21,6 +21,7 @@ from airflow.providers.microsoft.azure.hooks.cosmos import AzureCosmosDBHook
 from airflow.providers.microsoft.azure.utils import get_field
 
 from airflow_chatter.airflow.hooks._secrets import mask, scrub
+from airflow_chatter.airflow.values import as_bool
 from airflow_chatter.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -31,17 +32,6 @@ if TYPE_CHECKING:
 
 #: The connection type's first name (with ``_``, which Airflow warns about in every URI); still read.
 LEGACY_CONN_TYPE = "chatter_cosmos"
-
-
-def _as_bool(value: Any, *, option: str) -> bool:
-    if value is None or isinstance(value, bool):
-        return True if value is None else value
-    text = str(value).strip().lower()
-    if text in {"true", "1", "yes", "on"}:
-        return True
-    if text in {"false", "0", "no", "off"}:
-        return False
-    raise ConfigurationError(option, value, "is not a boolean")
 
 
 class ChatterCosmosHook(AzureCosmosDBHook):
@@ -118,8 +108,10 @@ class ChatterCosmosHook(AzureCosmosDBHook):
         extras = conn.extra_dejson
         endpoint, _ = self.endpoint()
         ca_cert_path = self._extra(extras, "ca_cert_path")
-        verify: bool | str = _as_bool(
-            self._extra(extras, "connection_verify"), option=f"connection {self.conn_id!r} extra connection_verify"
+        verify: bool | str = as_bool(
+            self._extra(extras, "connection_verify"),
+            f"connection {self.conn_id!r} extra connection_verify",
+            default=True,
         )
         if ca_cert_path and verify:
             verify = str(ca_cert_path)

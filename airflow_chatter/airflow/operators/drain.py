@@ -8,207 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator
-
-from airflow_chatter.airflow.config import SourceConfig, SourcesFile
+from airflow_chatter.airflow.operators.assets import ConfirmedTopics, emit_topic_events
+from airflow_chatter.airflow.operators.base import ChatterSourceBaseOperator, UnusedPublisher, task_scope
+from airflow_chatter.airflow.values import as_bool, as_datetime, as_float, as_int, as_list, is_unset
 from airflow_chatter.errors import ConfigurationError
-from airflow_chatter.ports import OutgoingMessage, Publisher, PublishOutcome
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
-
-    from airflow_chatter.drain.engine import DrainEngine
-    from airflow_chatter.ports import DocumentContainer
-
-
-def source_config(source: SourceConfig | Mapping[str, Any]) -> SourceConfig:
-    """Accept a ``SourceConfig`` or its dict form (validated: a bad one fails at DAG parse time)."""
-    if isinstance(source, SourceConfig):
-        return source
-    from airflow_chatter.airflow.config import parse_sources
-
-    return parse_sources({"sources": [dict(source)]}, path="source").sources[0]
-
-
-def as_int(value: Any, option: str, *, minimum: int = 1) -> int:
-    """A rendered template is a string: convert it, naming the option when it is not an integer."""
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise ConfigurationError(option, value, "must be an integer") from None
-    if number < minimum:
-        raise ConfigurationError(option, value, f"must be at least {minimum}")
-    return number
-
-
-def as_float(value: Any, option: str) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ConfigurationError(option, value, "must be a number of seconds") from None
-    if not number > 0:
-        raise ConfigurationError(option, value, "must be positive")
-    return number
-
-
-def as_bool(value: Any, option: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in {"true", "1", "yes"}:
-        return True
-    if text in {"false", "0", "no", "", "none"}:
-        return False
-    raise ConfigurationError(option, value, "must be true or false")
-
-
-def as_datetime(value: Any, option: str) -> datetime | None:
-    """``None``/empty/``beginning`` → ``None``; otherwise an ISO 8601 timestamp (naive means UTC)."""
-    if value is None or isinstance(value, datetime):
-        return value
-    text = str(value).strip()
-    if not text or text.lower() in {"none", "beginning"}:
-        return None
-    try:
-        parsed = datetime.fromisoformat(text)  # Python 3.11 reads a trailing "Z" too
-    except ValueError:
-        raise ConfigurationError(option, value, "must be an ISO 8601 timestamp such as 2026-01-31T00:00:00Z") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed
-
-
-def as_list(value: Any, option: str) -> list[str]:
-    """A list of strings from a list, a JSON list rendered to text, or a comma-separated string."""
-    if value is None or value == "":
-        return []
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith("["):
-            import json
-
-            try:
-                value = json.loads(text)
-            except ValueError:
-                raise ConfigurationError(option, value, "is not a JSON list") from None
-        else:
-            return [part.strip() for part in text.split(",") if part.strip()]
-    if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
-        raise ConfigurationError(option, value, "must be a list of strings")
-    return [v for v in value if v]
-
-
-class ChatterSourceBaseOperator(BaseOperator):
-    """Shared plumbing of the operators and the sensor: the source config, the connections, the lease
-    set, the engine.
-
-    Give ``source`` (a ``SourceConfig`` or its dict form), or ``source_name`` (templated) with the
-    ``sources`` catalog it is looked up in (how the backfill DAG lets its trigger form pick one).
-    ``lease_set`` is ``"scheduled"`` (the source's ``lease_prefix``) or ``"backfill"`` (its
-    ``backfill_lease_prefix``); ``lease_prefix`` overrides both.
-    """
-
-    ui_color = "#cfe8fc"
-
-    def __init__(
-        self,
-        *,
-        source: SourceConfig | Mapping[str, Any] | None = None,
-        source_name: str | None = None,
-        sources: SourcesFile | Mapping[str, Any] | None = None,
-        cosmos_conn_id: str | None = None,
-        kafka_conn_id: str | None = None,
-        lease_set: str = "scheduled",
-        lease_prefix: str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        if (source is None) == (source_name is None):
-            raise ConfigurationError("source/source_name", source_name, "give exactly one of source or source_name")
-        if lease_set not in ("scheduled", "backfill"):
-            raise ConfigurationError("lease_set", lease_set, "must be 'scheduled' or 'backfill'")
-        self.source = source_config(source).model_dump(mode="json") if source is not None else None
-        self.source_name = source_name
-        if source_name is not None and sources is None:
-            raise ConfigurationError("sources", None, "is required with source_name")
-        self.sources = (
-            (sources if isinstance(sources, SourcesFile) else SourcesFile.model_validate(sources)).model_dump(
-                mode="json"
-            )
-            if sources is not None
-            else None
-        )
-        self.cosmos_conn_id = cosmos_conn_id
-        self.kafka_conn_id = kafka_conn_id
-        self.lease_set = lease_set
-        self._lease_prefix = lease_prefix
-
-    @property
-    def config(self) -> SourceConfig:
-        if self.source is not None:
-            return SourceConfig.model_validate(self.source)
-        return SourcesFile.model_validate(self.sources).get(str(self.source_name))
-
-    @property
-    def lease_prefix(self) -> str:
-        if self._lease_prefix is not None:
-            return self._lease_prefix
-        config = self.config
-        return config.backfill_lease_prefix if self.lease_set == "backfill" else config.lease_prefix
-
-    def _owner(self, context: Context | Mapping[str, Any]) -> str:
-        from airflow_chatter.drain.identity import instance_name
-
-        ti = context.get("ti") if context else None
-        if ti is None:
-            return instance_name()
-        return f"airflow:{ti.dag_id}.{ti.task_id}[{getattr(ti, 'map_index', -1)}]@{instance_name()}"
-
-    def containers(self) -> tuple[DocumentContainer, DocumentContainer]:
-        """The monitored and lease containers (lazy adapters: no I/O yet)."""
-        from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
-
-        config = self.config
-        hook = ChatterCosmosHook(self.cosmos_conn_id or config.cosmos_conn_id, database_name=config.database)
-        return hook.get_container(config.monitored_container), hook.get_container(config.lease_container)
-
-    def publisher(self) -> Publisher:
-        from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
-
-        return ChatterKafkaHook(self.kafka_conn_id or self.config.kafka_conn_id).get_publisher()
-
-    def engine(
-        self,
-        context: Context | Mapping[str, Any],
-        publisher: Publisher,
-        *,
-        since: datetime | None = None,
-        start_from: datetime | None = None,
-    ) -> DrainEngine:
-        """``since`` filters what a lease reads by ``_ts``; ``start_from`` is where the leases it creates start."""
-        from airflow_chatter.drain.operations import build_engine, modified_since
-
-        monitored, leases = self.containers()
-        return build_engine(
-            self.config,
-            monitored,
-            leases,
-            publisher,
-            lease_prefix=self.lease_prefix,
-            extra_filter=modified_since(since) if since is not None else None,
-            owner=self._owner(context),
-            start_from=start_from,
-        )
-
-
-class UnusedPublisher(Publisher):
-    """Listing leases builds an engine but publishes nothing; this fails loudly if that changes."""
-
-    def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
-        raise RuntimeError("listing leases must not publish")
 
 
 class ChatterListLeasesOperator(ChatterSourceBaseOperator):
@@ -248,6 +56,7 @@ class ChatterListLeasesOperator(ChatterSourceBaseOperator):
         self.plan_only = plan_only  # NOTE: not "dry_run", which is a BaseOperator method
         self.since = since
 
+    @task_scope
     def execute(self, context: Context) -> list[str]:
         from airflow_chatter.drain.operations import count_pending, lease_report, reset_leases
 
@@ -307,6 +116,9 @@ class ChatterDrainOperator(ChatterSourceBaseOperator):
     :param lease_set: ``"scheduled"`` (default) or ``"backfill"`` (the source's backfill prefix).
     :param exclusive_with_scheduled: also hold the scheduled lease of the same range while draining
         (backfills), so a backfill and the scheduled drain never own a range together.
+    :param outlets: give an ``AssetAlias`` (the DAG factory does: ``chatter-topics-<source>``) and the task emits
+        through it one asset event ``chatter://<source>/<topic>`` per topic it delivered to (``extra``:
+        ``published``, ``lease``).
     :param since: (templated) only publish documents modified at or after this ISO timestamp: a ``_ts``
         filter over what the lease reads. A backfill from a point in time does not use it: its leases start
         there (``ChatterListLeasesOperator(since=...)``), so older changes are not read at all.
@@ -339,20 +151,19 @@ class ChatterDrainOperator(ChatterSourceBaseOperator):
         self.exclusive_with_scheduled = exclusive_with_scheduled
         self.since = since
 
+    @task_scope
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_chatter.drain.operations import BACKFILL_HOLD_MARGIN_SECONDS, exclusive_with
 
         config = self.config
         max_documents = as_int(
-            config.max_documents if self.max_documents in (None, "", "None") else self.max_documents,
+            config.max_documents if is_unset(self.max_documents) else self.max_documents,
             "max_documents",
         )
-        max_seconds = as_float(
-            config.max_seconds if self.max_seconds in (None, "", "None") else self.max_seconds, "max_seconds"
-        )
+        max_seconds = as_float(config.max_seconds if is_unset(self.max_seconds) else self.max_seconds, "max_seconds")
         if not isinstance(self.lease_id, str) or not self.lease_id:
             raise ConfigurationError("lease_id", self.lease_id, "must be a lease id")
-        publisher = self.publisher()
+        publisher = ConfirmedTopics(self.publisher())
         try:
             engine = self.engine(context, publisher, since=as_datetime(self.since, "since"))
             if self.exclusive_with_scheduled and self.lease_prefix == config.lease_prefix:
@@ -373,12 +184,16 @@ class ChatterDrainOperator(ChatterSourceBaseOperator):
                 summary = engine.drain_lease(self.lease_id, max_documents=max_documents, max_seconds=max_seconds)
         finally:
             publisher.close()
-        self.log.info("%s", summary.log_line())
+        if summary.lease_token is None:
+            # The engine logs the summary line of every drain that took its lease; one that did not (held by
+            # another drain, or the take failed) is logged here, so each task logs exactly one summary line.
+            self.log.info("%s", summary.log_line())
         result = summary.to_dict()
         if summary.failed:
             if context and context.get("ti") is not None:
                 context["ti"].xcom_push(key="summary", value=result)
             summary.raise_for_error()
+        emit_topic_events(context, self.outlets, config.name, publisher.confirmed, self.lease_id)
         if summary.split_into:
             self.log.info("Lease %s split into %s; the next run drains them", self.lease_id, summary.split_into)
         return result
@@ -387,11 +202,15 @@ class ChatterDrainOperator(ChatterSourceBaseOperator):
 class ChatterRequeueUndeliverableOperator(ChatterSourceBaseOperator):
     """Set undeliverable outbox documents back to pending once their writer is fixed; log who and what.
 
-    Select by ``document_ids`` (outbox item ids), by ``where`` (a Cosmos SQL condition on ``c``, with
-    ``parameters``), or both. Each document is patched conditionally on the ETag it was read with.
-    The next scheduled drain verifies and publishes them again.
+    Select by ``message_ids`` (the outbox messages' ids) or ``document_ids`` (outbox item ids), by ``where`` (a
+    Cosmos SQL condition on ``c``, with ``parameters``), by both, or every one with ``all_undeliverable``. Each
+    document is patched conditionally on the ETag it was read with. The next scheduled drain verifies and publishes
+    them again.
 
+    :param message_ids: (templated) message ids; a list, a JSON list or a comma-separated string.
     :param document_ids: (templated) item ids; a list, a JSON list or a comma-separated string.
+    :param all_undeliverable: (templated) select every undeliverable document (up to ``limit``); refused together
+        with a selection by id or ``where``.
     :param where: (templated) e.g. ``"c.Destination = @topic"``; combined with the undeliverable filter.
     :param parameters: query parameters for ``where``, e.g. ``{"@topic": "orders"}``.
     :param limit: (templated) most documents to requeue in one run; default 1000.
@@ -399,12 +218,23 @@ class ChatterRequeueUndeliverableOperator(ChatterSourceBaseOperator):
     :param plan_only: (templated) a dry run: select and log, change nothing.
     """
 
-    template_fields: Sequence[str] = ("document_ids", "where", "limit", "requested_by", "plan_only")
+    template_fields: Sequence[str] = (
+        "source_name",
+        "message_ids",
+        "document_ids",
+        "all_undeliverable",
+        "where",
+        "limit",
+        "requested_by",
+        "plan_only",
+    )
 
     def __init__(
         self,
         *,
+        message_ids: Any = None,
         document_ids: Any = None,
+        all_undeliverable: Any = False,
         where: str | None = None,
         parameters: Mapping[str, Any] | None = None,
         limit: Any = 1000,
@@ -413,7 +243,9 @@ class ChatterRequeueUndeliverableOperator(ChatterSourceBaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.message_ids = message_ids
         self.document_ids = document_ids
+        self.all_undeliverable = all_undeliverable
         self.where = where
         self.parameters = dict(parameters or {})
         self.limit = limit
@@ -426,14 +258,25 @@ class ChatterRequeueUndeliverableOperator(ChatterSourceBaseOperator):
         dag_run = context.get("dag_run") if context else None
         return str(getattr(dag_run, "triggering_user_name", None) or "unknown")
 
+    @task_scope
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_chatter.drain.operations import requeue_undeliverable, select_undeliverable
+        from airflow_chatter.outbox.item_ids import build_item_id
 
         ids = as_list(self.document_ids, "document_ids")
+        ids += [build_item_id("outbox", m) for m in as_list(self.message_ids, "message_ids")]
         where = (self.where or "").strip() or None
+        if as_bool(self.all_undeliverable, "all_undeliverable"):
+            if ids or where:
+                raise ConfigurationError(
+                    "all_undeliverable", True, "cannot be combined with message_ids, document_ids or where"
+                )
+            where = "IS_DEFINED(c.id)"  # every document; the undeliverable filter is always added
         if not ids and not where:
             raise ConfigurationError(
-                "document_ids/where", None, "select documents by id, by a where condition, or both"
+                "message_ids/document_ids/where",
+                None,
+                "select documents by message id, by item id, by a where condition, or all_undeliverable",
             )
         limit = as_int(self.limit, "limit")
         who = self._who(context)

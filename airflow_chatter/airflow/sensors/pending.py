@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
-from airflow_chatter.airflow.operators.drain import ChatterSourceBaseOperator, UnusedPublisher, as_list
+from airflow_chatter.airflow.operators.base import ChatterSourceBaseOperator, UnusedPublisher, task_scope
 from airflow_chatter.airflow.triggers.pending import ChatterPendingOutboxTrigger, check_poll_interval
+from airflow_chatter.airflow.values import as_list
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -57,6 +58,7 @@ class ChatterPendingOutboxSensor(ChatterSourceBaseOperator, BaseSensorOperator):
         engine = self.engine(context, UnusedPublisher())
         return [lease.id for lease in engine.ensure_leases()]
 
+    @task_scope
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
             return super().execute(context)
@@ -72,6 +74,7 @@ class ChatterPendingOutboxSensor(ChatterSourceBaseOperator, BaseSensorOperator):
                 poll_interval=self.poll_interval,
                 page_size=self.page_size,
                 max_pages=self.max_pages,
+                cosmos_http_logging=config.cosmos_http_logging,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout),

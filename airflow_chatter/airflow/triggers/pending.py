@@ -8,6 +8,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_chatter.airflow.sdk_logging import quiet_cosmos_http_logging
 from airflow_chatter.errors import ConfigurationError
 
 #: Poll bounds: faster would spend RU on an idle feed for nothing; slower would make the sensor lag a
@@ -41,6 +42,7 @@ class ChatterPendingOutboxTrigger(BaseTrigger):
     :param poll_interval: seconds between polls (1 to 600).
     :param page_size: documents per change-feed page.
     :param max_pages: pages per lease per poll, at most.
+    :param cosmos_http_logging: keep the Azure SDK's per-request HTTP lines in the log (default: quiet).
     """
 
     def __init__(
@@ -54,6 +56,7 @@ class ChatterPendingOutboxTrigger(BaseTrigger):
         poll_interval: float = 60.0,
         page_size: int = 100,
         max_pages: int = 5,
+        cosmos_http_logging: bool = False,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.cosmos_conn_id = cosmos_conn_id
@@ -64,6 +67,7 @@ class ChatterPendingOutboxTrigger(BaseTrigger):
         self.poll_interval = check_poll_interval(poll_interval)
         self.page_size = page_size
         self.max_pages = max_pages
+        self.cosmos_http_logging = cosmos_http_logging
         self._hook: Any = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -78,6 +82,7 @@ class ChatterPendingOutboxTrigger(BaseTrigger):
                 "poll_interval": self.poll_interval,
                 "page_size": self.page_size,
                 "max_pages": self.max_pages,
+                "cosmos_http_logging": self.cosmos_http_logging,
             },
         )
 
@@ -90,6 +95,11 @@ class ChatterPendingOutboxTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from airflow_chatter.drain.operations import peek_pending
 
+        with quiet_cosmos_http_logging(self.cosmos_http_logging):
+            async for event in self._poll(peek_pending):
+                yield event
+
+    async def _poll(self, peek_pending: Any) -> AsyncIterator[TriggerEvent]:
         try:
             # The connection lookup and the SDK are blocking: keep them off the triggerer's event loop.
             monitored, leases = await asyncio.to_thread(self._containers)

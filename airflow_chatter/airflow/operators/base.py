@@ -1,0 +1,207 @@
+"""The base operator of the layer: a source's config, its two connections, its lease set, its engine.
+
+The list-leases, drain and requeue operators and the pending-outbox sensor share it. Values are coerced by
+``airflow_chatter.airflow.values``. Every ``execute`` runs in ``task_scope``: a refusal no retry can cure fails the
+task at once (``AirflowFailException``), and the Azure SDK's per-request HTTP lines stay out of the task log.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from airflow.sdk import BaseOperator
+
+from airflow_chatter.airflow.config import SourceConfig, SourcesFile
+from airflow_chatter.airflow.sdk_logging import quiet_cosmos_http_logging
+from airflow_chatter.errors import ConfigurationError, ContainerContractError
+from airflow_chatter.ports import NotFound, OutgoingMessage, Publisher, PublishOutcome
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_chatter.drain.engine import DrainEngine
+    from airflow_chatter.ports import DocumentContainer
+
+R = TypeVar("R")
+
+
+def is_permanent_refusal(error: BaseException) -> bool:
+    """A refusal no retry can cure: a bad option, or a container that violates the contract.
+
+    A ``ContainerContractError`` that wraps a failed metadata read is permanent only when the container is not
+    there (``NotFound``); a timeout or a throttled read may pass on the next try.
+    """
+    if isinstance(error, ConfigurationError):
+        return True
+    if isinstance(error, ContainerContractError):
+        return error.__cause__ is None or isinstance(error.__cause__, NotFound)
+    return False
+
+
+@contextmanager
+def fail_fast() -> Iterator[None]:
+    """Turn a permanent refusal into ``AirflowFailException`` (no retries); everything else propagates as is."""
+    try:
+        yield
+    except (ConfigurationError, ContainerContractError) as error:
+        if not is_permanent_refusal(error):
+            raise
+        from airflow.sdk.exceptions import AirflowFailException
+
+        raise AirflowFailException(f"{type(error).__name__}: {error} (not retried: a retry would meet it again)") from (
+            error
+        )
+
+
+def task_scope(method: Callable[..., R]) -> Callable[..., R]:
+    """Decorate ``execute``: ``fail_fast`` around it, the SDK's HTTP logging quiet inside it."""
+
+    @functools.wraps(method)
+    def wrapper(self: ChatterSourceBaseOperator, context: Any, *args: Any, **kwargs: Any) -> R:
+        with fail_fast(), quiet_cosmos_http_logging(self.config.cosmos_http_logging):
+            self.check_conf(context)
+            result: R = method(self, context, *args, **kwargs)
+            return result
+
+    return wrapper
+
+
+def source_config(source: SourceConfig | Mapping[str, Any]) -> SourceConfig:
+    """Accept a ``SourceConfig`` or its dict form (validated: a bad one fails at DAG parse time)."""
+    if isinstance(source, SourceConfig):
+        return source
+    from airflow_chatter.airflow.config import parse_sources
+
+    return parse_sources({"sources": [dict(source)]}, path="source").sources[0]
+
+
+class ChatterSourceBaseOperator(BaseOperator):
+    """Shared plumbing of the operators and the sensor: the source config, the connections, the lease
+    set, the engine.
+
+    Give ``source`` (a ``SourceConfig`` or its dict form), or ``source_name`` (templated) with the
+    ``sources`` catalog it is looked up in (how the backfill DAG lets its trigger form pick one).
+    ``lease_set`` is ``"scheduled"`` (the source's ``lease_prefix``) or ``"backfill"`` (its
+    ``backfill_lease_prefix``); ``lease_prefix`` overrides both. ``allowed_conf``: the DAG's parameter names; a
+    run conf with any other key fails the task at once.
+    """
+
+    ui_color = "#cfe8fc"
+
+    def __init__(
+        self,
+        *,
+        source: SourceConfig | Mapping[str, Any] | None = None,
+        source_name: str | None = None,
+        sources: SourcesFile | Mapping[str, Any] | None = None,
+        cosmos_conn_id: str | None = None,
+        kafka_conn_id: str | None = None,
+        lease_set: str = "scheduled",
+        lease_prefix: str | None = None,
+        allowed_conf: Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if (source is None) == (source_name is None):
+            raise ConfigurationError("source/source_name", source_name, "give exactly one of source or source_name")
+        if lease_set not in ("scheduled", "backfill"):
+            raise ConfigurationError("lease_set", lease_set, "must be 'scheduled' or 'backfill'")
+        self.source = source_config(source).model_dump(mode="json") if source is not None else None
+        self.source_name = source_name
+        if source_name is not None and sources is None:
+            raise ConfigurationError("sources", None, "is required with source_name")
+        self.sources = (
+            (sources if isinstance(sources, SourcesFile) else SourcesFile.model_validate(sources)).model_dump(
+                mode="json"
+            )
+            if sources is not None
+            else None
+        )
+        self.cosmos_conn_id = cosmos_conn_id
+        self.kafka_conn_id = kafka_conn_id
+        self.lease_set = lease_set
+        self._lease_prefix = lease_prefix
+        self.allowed_conf = list(allowed_conf) if allowed_conf is not None else None
+
+    def check_conf(self, context: Context | Mapping[str, Any]) -> None:
+        """Refuse a DAG run conf with keys that are no parameter of the DAG (``allowed_conf``), before any I/O.
+
+        Airflow validates each param's value when the run is created but keeps unknown keys; a misspelt
+        ``"dryrun": true`` would otherwise be ignored silently.
+        """
+        if self.allowed_conf is None or not context:
+            return
+        conf = getattr(context.get("dag_run"), "conf", None) or {}
+        unknown = sorted(set(conf) - set(self.allowed_conf))
+        if unknown:
+            raise ConfigurationError(
+                "conf", unknown, f"names no parameter of this DAG; its parameters are {sorted(self.allowed_conf)}"
+            )
+
+    @property
+    def config(self) -> SourceConfig:
+        if self.source is not None:
+            return SourceConfig.model_validate(self.source)
+        return SourcesFile.model_validate(self.sources).get(str(self.source_name))
+
+    @property
+    def lease_prefix(self) -> str:
+        if self._lease_prefix is not None:
+            return self._lease_prefix
+        config = self.config
+        return config.backfill_lease_prefix if self.lease_set == "backfill" else config.lease_prefix
+
+    def _owner(self, context: Context | Mapping[str, Any]) -> str:
+        from airflow_chatter.drain.identity import instance_name
+
+        ti = context.get("ti") if context else None
+        if ti is None:
+            return instance_name()
+        return f"airflow:{ti.dag_id}.{ti.task_id}[{getattr(ti, 'map_index', -1)}]@{instance_name()}"
+
+    def containers(self) -> tuple[DocumentContainer, DocumentContainer]:
+        """The monitored and lease containers (lazy adapters: no I/O yet)."""
+        from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
+
+        config = self.config
+        hook = ChatterCosmosHook(self.cosmos_conn_id or config.cosmos_conn_id, database_name=config.database)
+        return hook.get_container(config.monitored_container), hook.get_container(config.lease_container)
+
+    def publisher(self) -> Publisher:
+        from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
+
+        return ChatterKafkaHook(self.kafka_conn_id or self.config.kafka_conn_id).get_publisher()
+
+    def engine(
+        self,
+        context: Context | Mapping[str, Any],
+        publisher: Publisher,
+        *,
+        since: datetime | None = None,
+        start_from: datetime | None = None,
+    ) -> DrainEngine:
+        """``since`` filters what a lease reads by ``_ts``; ``start_from`` is where the leases it creates start."""
+        from airflow_chatter.drain.operations import build_engine, modified_since
+
+        monitored, leases = self.containers()
+        return build_engine(
+            self.config,
+            monitored,
+            leases,
+            publisher,
+            lease_prefix=self.lease_prefix,
+            extra_filter=modified_since(since) if since is not None else None,
+            owner=self._owner(context),
+            start_from=start_from,
+        )
+
+
+class UnusedPublisher(Publisher):
+    """Listing leases builds an engine but publishes nothing; this fails loudly if that changes."""
+
+    def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
+        raise RuntimeError("listing leases must not publish")
