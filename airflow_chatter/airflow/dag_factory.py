@@ -53,7 +53,7 @@ def sources_file(default_dir: str | Path) -> Path:
 
 def build_drain_dag(source: SourceConfig) -> DAG:
     """``chatter_drain_<name>``: list leases → one bounded drain per lease, never two runs at once."""
-    # [START chatter_drain_dag]
+    # --8<-- [start:chatter_drain_dag]
     with DAG(
         dag_id=source.dag_id,
         schedule=source.schedule,
@@ -80,7 +80,7 @@ def build_drain_dag(source: SourceConfig) -> DAG:
             map_index_template=MAP_INDEX_TEMPLATE,  # "drain [<lease id>]", not "drain [0]"
             outlets=[topics_alias(source.name)],  # an asset event per topic delivered to
         ).expand(lease_id=leases.output)
-    # [END chatter_drain_dag]
+    # --8<-- [end:chatter_drain_dag]
     return dag
 
 
@@ -137,7 +137,7 @@ def build_backfill_dag(config: SourcesFile) -> DAG:
     together. Delivered documents are skipped, so it re-publishes only what is still pending.
     """
     names = [s.name for s in config.sources]
-    # [START chatter_backfill_dag]
+    # --8<-- [start:chatter_backfill_dag]
     with DAG(
         dag_id=BACKFILL_DAG_ID,
         schedule=None,
@@ -177,7 +177,7 @@ def build_backfill_dag(config: SourcesFile) -> DAG:
             retries=5,  # a range the scheduled drain holds right now is retried, not skipped
             retry_delay=timedelta(minutes=1),
         ).expand(lease_id=leases.output)
-    # [END chatter_backfill_dag]
+    # --8<-- [end:chatter_backfill_dag]
     return dag
 
 
@@ -214,7 +214,7 @@ def build_requeue_dag(config: SourcesFile) -> DAG:
     Who triggered it and what it changed are logged and returned as XCom.
     """
     names = [s.name for s in config.sources]
-    # [START chatter_requeue_dag]
+    # --8<-- [start:chatter_requeue_dag]
     with DAG(
         dag_id=REQUEUE_DAG_ID,
         schedule=None,
@@ -238,7 +238,7 @@ def build_requeue_dag(config: SourcesFile) -> DAG:
             plan_only="{{ params.dry_run }}",
             allowed_conf=sorted(REQUEUE_PARAMS),
         )
-    # [END chatter_requeue_dag]
+    # --8<-- [end:chatter_requeue_dag]
     return dag
 
 
@@ -248,7 +248,7 @@ def build_wait_and_drain_dag(source: SourceConfig, *, poll_interval: float = 60.
     arrive rarely and an idle drain every few minutes would be wasted."""
     from airflow_chatter.airflow.sensors.pending import ChatterPendingOutboxSensor
 
-    # [START chatter_wait_dag]
+    # --8<-- [start:chatter_wait_dag]
     with DAG(
         dag_id=f"chatter_wait_{source.name}",
         schedule=None,
@@ -274,7 +274,7 @@ def build_wait_and_drain_dag(source: SourceConfig, *, poll_interval: float = 60.
             outlets=[topics_alias(source.name)],
         ).expand(lease_id=leases.output)
         wait >> leases >> drains
-    # [END chatter_wait_dag]
+    # --8<-- [end:chatter_wait_dag]
     return dag
 
 
