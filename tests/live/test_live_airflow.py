@@ -19,7 +19,8 @@ from airflow_chatter.outbox.document import OutboxMessage
 from tests.fixtures.kafka import consume_records
 from tests.fixtures.live_airflow import DESTINATION, PK_PATH, LiveAirflow, LiveSource, wait_until
 
-pytestmark = [pytest.mark.live, pytest.mark.kafka, pytest.mark.cosmos]
+# The first test also pays for the stack's start (about 40 s, at most the fixture's START_TIMEOUT_S).
+pytestmark = [pytest.mark.live, pytest.mark.kafka, pytest.mark.cosmos, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")
