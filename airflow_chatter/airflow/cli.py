@@ -113,18 +113,19 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The console script: ``run`` with the azure SDK's per-request HTTP logging (INFO) quieted for the whole
+    process, as its background threads log after the command is done too; the report is what this command says."""
+    logging.getLogger("azure").setLevel(logging.WARNING)
+    return run(argv)
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` and run the command; returns the exit status (0 ready, 1 not ready, 2 usage error)."""
     args = _parser().parse_args(argv)
     if not args.sources_file:
         print(f"airflow-chatter: give --sources-file or set {SOURCES_FILE_ENV}", file=sys.stderr)
         return 2
-    # The azure SDK logs every HTTP request and response at INFO; the report is what this command says.
-    azure = logging.getLogger("azure")
-    level = azure.level
-    azure.setLevel(logging.WARNING)
-    try:
-        return _provision(args.source, args.sources_file)
-    finally:
-        azure.setLevel(level)
+    return _provision(args.source, args.sources_file)
 
 
 def _provision(source: str, sources_file: str) -> int:

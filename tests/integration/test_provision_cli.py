@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from airflow_chatter.adapters.cosmos.container import create_container
-from airflow_chatter.airflow.cli import main
+from airflow_chatter.airflow.cli import run
 
 pytestmark = [pytest.mark.cosmos]
 
@@ -112,7 +112,7 @@ def test_cnt_provision_refuses_a_monitored_container_with_a_default_ttl_and_crea
     monitored = cosmos_container_factory(partition_key_paths=("/customerId",), default_ttl=3600)
     sources = _sources(tmp_path, cosmos_database.id, monitored.id, setup)
 
-    status = main(["provision", "--source", "orders", "--sources-file", str(sources)])
+    status = run(["provision", "--source", "orders", "--sources-file", str(sources)])
 
     assert status == 1
     err = capsys.readouterr().err
@@ -127,7 +127,7 @@ def test_provision_refuses_an_existing_lease_container_not_partitioned_on_id(
     create_container(cosmos_database, setup, ("/pk",))
     sources = _sources(tmp_path, cosmos_database.id, monitored.id, setup)
 
-    status = main(["provision", "--source", "orders", "--sources-file", str(sources)])
+    status = run(["provision", "--source", "orders", "--sources-file", str(sources)])
 
     assert status == 1
     err = capsys.readouterr().err
@@ -140,7 +140,7 @@ def test_provision_without_a_sources_file_is_a_usage_error(
 ) -> None:
     monkeypatch.delenv("CHATTER_SOURCES_FILE", raising=False)
 
-    status = main(["provision", "--source", "orders"])
+    status = run(["provision", "--source", "orders"])
 
     assert status == 2
     assert "--sources-file" in capsys.readouterr().err
