@@ -2,12 +2,14 @@
 separate processes, LocalExecutor, SQLite, SimpleAuthManager) against the real broker and the Cosmos emulator.
 
 Everything goes through the REST API a user (or the UI) uses. Every wait has a deadline. The tests run in file
-order; the one that rewrites the sources file runs last and puts it back. ``CHATTER_SKIP_LIVE_AIRFLOW=1`` skips them.
+order; the one that rewrites the sources file puts it back when it ends. ``CHATTER_SKIP_LIVE_AIRFLOW=1`` skips them.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 import uuid
 from typing import Any
 
@@ -236,3 +238,26 @@ def test_a_broken_source_entry_leaves_the_other_sources_dags_running(
         assert set(_statuses(source, documents).values()) == {"delivered"}
     finally:
         live_airflow.sources_file.write_text(original)
+
+
+def _stack_pids(live: LiveAirflow) -> set[int]:
+    """Every process of the stack: the members of each component's process group (pid files of the script)."""
+    pids: set[int] = set()
+    for pid_file in (live.home / "pids").glob("*.pid"):
+        group = pid_file.read_text().split()[0]
+        members = subprocess.run(["pgrep", "-g", group], capture_output=True, text=True, timeout=30).stdout.split()
+        pids.update(int(p) for p in members)
+    return pids
+
+
+def test_every_socket_the_stack_listens_on_is_bound_to_loopback(live_airflow: LiveAirflow) -> None:
+    pids = _stack_pids(live_airflow)
+    assert len(pids) >= 4, "the four components run"
+
+    listing = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, timeout=30, check=True).stdout
+    ours = [line.split() for line in listing.splitlines() if set(map(int, re.findall(r"pid=(\d+)", line))) & pids]
+
+    addresses = sorted(fields[3] for fields in ours)
+    assert addresses == [live_airflow.url.removeprefix("http://")], (
+        f"only the api-server listens, on 127.0.0.1: {addresses}"
+    )
