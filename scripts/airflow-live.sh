@@ -66,7 +66,14 @@ running_pid() {
   echo "$pid"
 }
 
-group_alive() { [ -n "$(pgrep -g "$1" 2>/dev/null || true)" ]; }
+# True while a process of group $1 is alive (zombies, already dead but not yet reaped by their parent, do not count).
+group_alive() {
+  local member
+  for member in $(pgrep -g "$1" 2>/dev/null || true); do
+    [ "$(stat_field "$member" 3)" = "Z" ] || return 0
+  done
+  return 1
+}
 
 stop_component() {
   local name="$1" pid waited=0
