@@ -20,7 +20,7 @@
 #                               workers, triggerer and api-server all need them
 #   KAFKA_BOOTSTRAP_SERVERS, COSMOS_ENDPOINT, COSMOS_KEY, COSMOS_VERIFY
 #                               when set (or in $CHATTER_STATE_DIR/services.env from scripts/services.sh start) and
-#                               AIRFLOW_CONN_CHATTER_KAFKA_LOCAL / AIRFLOW_CONN_CHATTER_COSMOS_LOCAL are not, those
+#                               AIRFLOW_CONN_CHATTER_KAFKA_DEFAULT / AIRFLOW_CONN_CHATTER_COSMOS_DEFAULT are not, those
 #                               two connections (the ids dags/chatter_sources.yaml uses) are made from them
 # Other AIRFLOW__SECTION__KEY settings in the environment pass through, except the ones this script sets.
 #
@@ -146,27 +146,27 @@ print(json.dumps({"admin": secrets.token_urlsafe(16), "viewer": secrets.token_ur
   umask 022
 }
 
-# AIRFLOW_CONN_CHATTER_{KAFKA,COSMOS}_LOCAL from the services' settings, unless given.
+# AIRFLOW_CONN_CHATTER_{KAFKA,COSMOS}_DEFAULT from the services' settings, unless given.
 local_connections() {
   if [ -z "${KAFKA_BOOTSTRAP_SERVERS:-}${COSMOS_ENDPOINT:-}" ] && [ -f "$state_root/services.env" ]; then
     # shellcheck disable=SC1091
     . "$state_root/services.env"
   fi
-  if [ -z "${AIRFLOW_CONN_CHATTER_KAFKA_LOCAL:-}" ] && [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
-    AIRFLOW_CONN_CHATTER_KAFKA_LOCAL="$("$python" -c 'import json, os
-print(json.dumps({"conn_type": "chatter_kafka", "host": os.environ["KAFKA_BOOTSTRAP_SERVERS"],
-                  "extra": {"bootstrap_servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "security_protocol": "PLAINTEXT"}}))')"
-    export AIRFLOW_CONN_CHATTER_KAFKA_LOCAL
+  if [ -z "${AIRFLOW_CONN_CHATTER_KAFKA_DEFAULT:-}" ] && [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
+    AIRFLOW_CONN_CHATTER_KAFKA_DEFAULT="$("$python" -c 'import json, os
+print(json.dumps({"conn_type": "chatterkafka", "host": os.environ["KAFKA_BOOTSTRAP_SERVERS"],
+                  "extra": {"security_protocol": "PLAINTEXT"}}))')"
+    export AIRFLOW_CONN_CHATTER_KAFKA_DEFAULT
   fi
-  if [ -z "${AIRFLOW_CONN_CHATTER_COSMOS_LOCAL:-}" ] && [ -n "${COSMOS_ENDPOINT:-}" ] && [ -n "${COSMOS_KEY:-}" ]; then
-    AIRFLOW_CONN_CHATTER_COSMOS_LOCAL="$("$python" -c 'import json, os
+  if [ -z "${AIRFLOW_CONN_CHATTER_COSMOS_DEFAULT:-}" ] && [ -n "${COSMOS_ENDPOINT:-}" ] && [ -n "${COSMOS_KEY:-}" ]; then
+    AIRFLOW_CONN_CHATTER_COSMOS_DEFAULT="$("$python" -c 'import json, os
 verify = os.environ.get("COSMOS_VERIFY", "true")
 extra = {"database_name": "chatter-demo", "connection_verify": verify.lower() not in ("0", "false", "no")}
 if verify.lower() not in ("", "0", "1", "true", "false", "yes", "no"):
     extra["ca_cert_path"] = verify
-print(json.dumps({"conn_type": "chatter_cosmos", "login": os.environ["COSMOS_ENDPOINT"],
+print(json.dumps({"conn_type": "chattercosmos", "host": os.environ["COSMOS_ENDPOINT"],
                   "password": os.environ["COSMOS_KEY"], "extra": extra}))')"
-    export AIRFLOW_CONN_CHATTER_COSMOS_LOCAL
+    export AIRFLOW_CONN_CHATTER_COSMOS_DEFAULT
   fi
 }
 
