@@ -165,7 +165,10 @@ class UnitOfWork:
     # -- framework-owned documents --------------------------------------------------------------------------
 
     def add_message(self, message: OutboxMessage) -> Document:
-        """Stage a pending Outbox Document for ``message`` (OBX-01/02) and return it; the drain publishes it."""
+        """Stage a pending Outbox Document for ``message`` (OBX-01/02); the drain publishes it after the commit.
+
+        Returns the staged document itself (the dict the batch will write), so a caller can log its id.
+        """
         document = message.to_document(self.partition_key_paths, self.partition_key)
         self._stage(BatchOperation.create(document), "outbox")
         return document
