@@ -450,6 +450,25 @@ class InboxContract(abc.ABC):
         rows = list(self.container().query("SELECT VALUE COUNT(1) FROM c", partition_key=self.tenant))
         assert rows == [3], "exactly one batch committed"
 
+    def test_dtw_04_a_409_on_an_application_write_is_an_error_not_a_duplicate(self) -> None:
+        identity = self.ids()
+        container = self.container()
+        container.create({"id": f"order-{identity}", "tenantId": self.tenant}, self.tenant)
+        with pytest.raises(CommitFailedError, match=r"operation 1 \(create of write 'order-.*status 409"):
+            self.receiver(CountingHandler()).handle_delivery(message(identity, key=self.tenant))
+        marker = marker_id(identity, "orders-group")
+        assert self.read_or_none(container, marker, self.tenant) is None, "DTW-04: not acknowledged, nothing committed"
+
+    def test_inb_10_an_over_long_identity_fails_before_the_handler_runs(self) -> None:
+        handler = CountingHandler()
+        with pytest.raises(ItemIdTooLongError, match="over the Cosmos DB id limit"):
+            self.receiver(handler).handle_delivery(message("x" * 1000, key=self.tenant))
+        assert handler.calls == 0
+
+    def test_dti_01_a_partition_path_rooted_at_a_marker_field_is_refused(self) -> None:
+        with pytest.raises(ValueError, match="rooted at the Inbox Marker field 'MessageId'"):
+            IdempotentReceiver(lambda d: None, name="r", container=self.container(), partition_key_paths="/MessageId")
+
     # -- the idempotent receiver, standalone tier ------------------------------------------------------------
 
     def test_standalone_tier_redelivery_skips_and_a_failed_attempt_is_taken_over(self) -> None:
@@ -469,6 +488,26 @@ class InboxContract(abc.ABC):
         assert receiver.handle_delivery(message(identity)) is DeliveryOutcome.PROCESSED
         assert receiver.handle_delivery(message(identity)) is DeliveryOutcome.DUPLICATE
         assert runs == [identity, identity], "ran for the failed attempt and the take-over, not for the duplicate"
+
+    def test_c_03_standalone_nested_dispatch_never_completes_the_delivery_so_an_outer_failure_reruns_it(self) -> None:
+        identity, effects = self.ids(), []
+
+        def nested(delivery: Delivery, command: str) -> None:
+            effects.append(command)
+
+        def outer(delivery: Delivery) -> None:
+            delivery.dispatch(nested, "nested")
+            if len(effects) == 1:
+                raise RuntimeError("outer failed after the nested command ran")
+
+        receiver = self.standalone(outer, claim_lease=timedelta(seconds=5))
+        with pytest.raises(RuntimeError, match="outer failed"):
+            receiver.handle_delivery(message(identity))
+        marker = self.container(INBOX_PATH, default_ttl=-1).read(marker_id(identity, "orders-group"), identity)
+        assert marker["Completed"] is False, "C-03: the nested command did not complete the delivery's marker"
+        self.clock.advance(6)
+        assert receiver.handle_delivery(message(identity)) is DeliveryOutcome.PROCESSED
+        assert effects == ["nested", "nested"], "C-04: the redelivery ran the nested command again, not skipped"
 
     def test_standalone_tier_two_receivers_both_process_one_message(self) -> None:
         identity, seen = self.ids(), []
