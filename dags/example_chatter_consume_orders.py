@@ -1,65 +1,35 @@
-"""Airflow DAG file (example): the downstream half. Consume the orders topic in bounded batches, at least once.
+"""Airflow DAG file (example): the downstream half. Receive the orders topic idempotently, in bounded runs.
 
 ``chatter_consume_orders`` reads the ``orders`` source of the sources config (``$CHATTER_SOURCES_FILE`` or
-``chatter_sources.yaml`` beside this file) for its Kafka connection and topic; without such a source this file
-defines no DAG. Each run consumes at most ``max_messages`` messages or ``max_seconds`` seconds (trigger-form
-``Param``s), stops early once it has caught up, calls ``handle_order_event`` once per message and commits the
-group's offsets only after every handler call of the batch returned. It returns a JSON summary as XCom.
+``chatter_sources.yaml`` beside this file) for its Kafka and Cosmos connections, its container and its topic;
+without such a source this file defines no DAG. Each run receives at most ``max_messages`` deliveries or
+``max_seconds`` seconds (trigger-form ``Param``s) and stops early once it has caught up.
 
-Delivery is at least once: a failed run commits nothing, so its whole batch is delivered again, and the drain
-itself may publish a message twice. The inbox (its own issue) makes the handler idempotent by deduplicating on
-the ``message-id`` header: it will wrap the one ``handle(message)`` call below in an Inbox Marker claim.
-A message without a ``message-id`` fails the run (spec F-07: no identity → not processed, not acknowledged).
-See docs/airflow.md.
+Per delivery, ``ChatterReceiveOperator`` opens one Unit of Work on the order's partition (the Kafka key), stages the
+Inbox Marker (scoped to the consumer group), runs ``airflow_chatter.examples.orders.record_order_receipt`` (one
+``receipt-<orderId>`` document per ``OrderPlaced``), commits the receipt and the marker in one transactional batch,
+and only then commits the offset. A redelivered event, from a failed run or from the drain publishing twice, finds
+its marker and writes nothing again. A message without a ``message-id`` fails the run (spec F-07: no identity → not
+processed, not acknowledged). See docs/inbox.md.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, Param
 
-from airflow_chatter.adapters.kafka.consumer import ConsumedMessage
 from airflow_chatter.airflow.config import load_sources_isolated
 from airflow_chatter.airflow.dag_factory import START_DATE, sources_file
-
-log = logging.getLogger("airflow_chatter.examples.consume_orders")
+from airflow_chatter.airflow.operators.receive import ChatterReceiveOperator
 
 SOURCE = "orders"
 DAG_ID = f"chatter_consume_{SOURCE}"
 #: The destination the demo's orders are written to; an unmapped destination is the topic itself.
 ORDERS_DESTINATION = "chatter-demo.orders"
 DEFAULT_GROUP_ID = "chatter-example-consume-orders"
-
-
-def handle_order_event(message: ConsumedMessage) -> None:
-    """The business logic of one order event: here, parse it and log one line.
-
-    ``message.message_id`` is the ``message-id`` header (never blank), ``message.key`` the Kafka key (the
-    partition key), ``message.value`` the body, ``message.headers`` every header (``content-type``, the
-    outbox message's context entries such as ``event-type``). Raising fails the batch: nothing of it is
-    committed and all of it is delivered again.
-    """
-    body = json.loads(message.value) if message.value else None
-    log.info(
-        "order event %s message-id=%s key=%s at %s[%d]@%d: %s",
-        message.header("event-type") or "unknown",
-        message.message_id,
-        message.key.decode("utf-8", errors="replace") if message.key else None,
-        message.topic,
-        message.partition,
-        message.offset,
-        body,
-    )
-
-
-def handle(message: ConsumedMessage) -> None:
-    """Per-message handling: the one seam the inbox issue wraps in an Inbox Marker claim on ``message_id``."""
-    handle_order_event(message)
+HANDLER = "airflow_chatter.examples.orders.record_order_receipt"
 
 
 def _orders_dag() -> DAG | None:
@@ -79,60 +49,34 @@ def _orders_dag() -> DAG | None:
         max_active_runs=1,  # one consumer of the group per run
         default_args={"owner": "chatter", "retries": 2, "retry_delay": timedelta(seconds=30)},
         tags=["chatter", "inbox", "example"],
-        doc_md=f"Consumes `{default_topic}` (connection `{source.kafka_conn_id}`) in bounded, at-least-once batches.",
+        doc_md=f"Receives `{default_topic}` (connection `{source.kafka_conn_id}`) idempotently into "
+        f"`{source.database}/{source.monitored_container}`.",
         params={
             "topic": Param(default_topic, type="string", minLength=1, description="The topic to consume."),
             "group_id": Param(
                 DEFAULT_GROUP_ID,
                 type="string",
                 minLength=1,
-                description="Consumer group; its offsets are the progress.",
+                description="Consumer group; its offsets are the progress and it names the receiver.",
             ),
             "max_messages": Param(1000, type="integer", minimum=1, maximum=100_000, description="Messages per run."),
             "max_seconds": Param(60, type="number", exclusiveMinimum=0, maximum=3600, description="Seconds per run."),
         },
     ) as dag:
-
-        @task(execution_timeout=timedelta(hours=1, minutes=5))
-        def consume() -> dict[str, Any]:
-            from airflow.sdk import get_current_context
-            from airflow.sdk.exceptions import AirflowFailException
-
-            from airflow_chatter.adapters.kafka.consumer import MissingMessageIdError, consume_batch
-            from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
-
-            params = get_current_context()["params"]
-            topic, group_id = str(params["topic"]), str(params["group_id"])
-            consumer = ChatterKafkaHook(source.kafka_conn_id).get_consumer([topic], group_id)
-            try:
-                # Offsets are committed only after handle() returned for every message of the batch
-                # (at least once; the inbox will deduplicate redeliveries on message-id).
-                summary = consume_batch(
-                    consumer,
-                    handle,
-                    max_messages=int(params["max_messages"]),
-                    max_seconds=float(params["max_seconds"]),
-                    topics=[topic],
-                    group_id=group_id,
-                )
-            except MissingMessageIdError as error:
-                # A retry would meet the same message: fail now, without retries, and commit nothing.
-                raise AirflowFailException(str(error)) from error
-            finally:
-                consumer.close(autocommit=False)
-            result = summary.to_dict()
-            log.info(
-                "consume topic=%s group=%s consumed=%d by_event_type=%s stopped_by=%s committed=%s",
-                topic,
-                group_id,
-                result["consumed"],
-                json.dumps(result["by_event_type"]),
-                result["stopped_by"],
-                result["committed"],
-            )
-            return result
-
-        consume()
+        ChatterReceiveOperator(
+            task_id="receive",
+            topic="{{ params.topic }}",
+            group_id="{{ params.group_id }}",
+            handler=HANDLER,
+            container=source.monitored_container,
+            partition_key_paths=source.partition_key_paths,
+            database_name=source.database,
+            max_messages="{{ params.max_messages }}",
+            max_seconds="{{ params.max_seconds }}",
+            chatter_kafka_conn_id=source.kafka_conn_id,
+            chatter_cosmos_conn_id=source.cosmos_conn_id,
+            execution_timeout=timedelta(hours=1, minutes=5),
+        )
     # [END chatter_consume_dag]
     return dag
 

@@ -157,9 +157,9 @@ MALFORMATIONS = (
 
 
 def write_orders(container: Any, orders: int, customers: int, malformed: int) -> list[dict[str, Any]]:
-    """Each order and its outbox document go into one transactional batch (one partition: the customer)."""
+    """Each order and its outbox document go into one Unit of Work: one transactional batch, one partition."""
     from airflow_chatter.outbox.document import OutboxMessage
-    from airflow_chatter.ports import BatchOperation
+    from airflow_chatter.outbox.unit_of_work import UnitOfWork
 
     rng = random.Random(7)
     bad = set(rng.sample(range(orders), k=min(malformed, orders)))
@@ -182,14 +182,16 @@ def write_orders(container: Any, orders: int, customers: int, malformed: int) ->
             content_type="application/json",
             context={"event-type": "OrderPlaced", "source": "demo"},
         )
-        document = message.to_document("/customerId", customer)
-        if n in bad:
-            field, value = MALFORMATIONS[len([b for b in bad if b < n]) % len(MALFORMATIONS)]
-            if value is None:
-                document.pop(field, None)
-            else:
-                document[field] = value
-        container.execute_batch(customer, [BatchOperation.create(order), BatchOperation.create(document)])
+        with UnitOfWork(container, "/customerId", customer) as unit:
+            unit.create(order)
+            document = unit.add_message(message)  # the staged document itself: the batch writes this dict
+            if n in bad:
+                # The demo corrupts a few on purpose, to show the drain stamping them undeliverable.
+                field, value = MALFORMATIONS[len([b for b in bad if b < n]) % len(MALFORMATIONS)]
+                if value is None:
+                    document.pop(field, None)
+                else:
+                    document[field] = value
         outbox.append(document)
     return outbox
 

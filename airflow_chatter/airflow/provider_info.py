@@ -163,10 +163,20 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_chatter.airflow.hooks.cosmos",
                     "airflow_chatter.airflow.hooks.kafka",
+                    "airflow_chatter.airflow.hooks.inbox",
+                    "airflow_chatter.airflow.hooks.idempotent_http",
                 ],
             }
         ],
-        "operators": [{"integration-name": "Chatter", "python-modules": ["airflow_chatter.airflow.operators.drain"]}],
+        "operators": [
+            {
+                "integration-name": "Chatter",
+                "python-modules": [
+                    "airflow_chatter.airflow.operators.drain",
+                    "airflow_chatter.airflow.operators.receive",
+                ],
+            }
+        ],
         "sensors": [{"integration-name": "Chatter", "python-modules": ["airflow_chatter.airflow.sensors.pending"]}],
         "triggers": [{"integration-name": "Chatter", "python-modules": ["airflow_chatter.airflow.triggers.pending"]}],
         "connection-types": [COSMOS_CONNECTION_TYPE, KAFKA_CONNECTION_TYPE, *LEGACY_CONNECTION_TYPES],

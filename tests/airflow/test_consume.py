@@ -1,8 +1,9 @@
 """The consuming half: ChatterKafkaHook.get_consumer, consume_batch, and the example consume DAG.
 
 The config and batch tests run without a broker or a metadata DB. The one dag.test() test walks the example
-DAG against the real broker in one process: consume a batch and commit, a second run consumes nothing new,
-a message without a ``message-id`` fails the run and stays uncommitted.
+DAG (the idempotent receiver) against the real broker and the emulator in one process: receive a batch and write
+its receipts once, a redelivered event writes nothing, a message without a ``message-id`` fails the run and stays
+uncommitted.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -252,26 +252,50 @@ def _end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
 
 
 @pytest.mark.kafka
+@pytest.mark.cosmos
 @pytest.mark.airflow
-def test_example_consume_dag_commits_after_handling_and_fails_on_a_message_without_identity(
-    airflow_db: Any, kafka_bootstrap: str, kafka_topic: str, sources_file: Any, monkeypatch: pytest.MonkeyPatch
+def test_example_consume_dag_writes_each_receipt_once_and_fails_on_a_message_without_identity(
+    airflow_db: Any,
+    kafka_bootstrap: str,
+    kafka_topic: str,
+    sources_file: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    cosmos_endpoint: Any,
+    cosmos_database: Any,
+    cosmos_container_factory: Any,
 ) -> None:
+    """DTI-02, F-07 through the example DAG: receipts are written once per order event, a redelivered event
+    writes nothing, and a message without identity fails the run and stays uncommitted."""
     from airflow.dag_processing.dagbag import DagBag
 
+    from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer
     from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings, ensure_topics
     from airflow_chatter.ports import OutgoingMessage
 
     settings = KafkaPublisherSettings(bootstrap_servers=kafka_bootstrap, api_version=(2, 8))
     ensure_topics(settings, [kafka_topic], partitions=3)
+    proxy = cosmos_container_factory(("/customerId",))
+    container = CosmosDocumentContainer(proxy)
     _conn(monkeypatch, "chatter_kafka_consume", conn_type="chatter_kafka", extra={"bootstrap_servers": kafka_bootstrap})
+    verify = cosmos_endpoint.verify
+    cosmos_extra = {"ca_cert_path": verify} if isinstance(verify, str) else {"connection_verify": verify}
+    _conn(
+        monkeypatch,
+        "chatter_cosmos_consume",
+        conn_type="chatter_cosmos",
+        login=cosmos_endpoint.url,
+        password=cosmos_endpoint.key,
+        extra=cosmos_extra,
+    )
     sources_file(
         {
             "sources": [
                 {
                     "name": "orders",
                     "kafka_conn_id": "chatter_kafka_consume",
-                    "database": "shop",
-                    "monitored_container": "orders",
+                    "cosmos_conn_id": "chatter_cosmos_consume",
+                    "database": cosmos_database.id,
+                    "monitored_container": proxy.id,
                     "lease_container": "leases",
                     "partition_key_paths": "/customerId",
                     "topics": {"chatter-demo.orders": kafka_topic},
@@ -286,43 +310,41 @@ def test_example_consume_dag_commits_after_handling_and_fails_on_a_message_witho
     group = f"chatter-test-consume-{uuid.uuid4().hex[:8]}"
     conf = {"topic": kafka_topic, "group_id": group, "max_messages": 1000, "max_seconds": 60}
 
-    # 1. N messages with message-id headers → one run handles them all and commits the end offsets.
-    kinds = ["OrderPlaced", "OrderPlaced", "OrderShipped"]
-    messages = [
-        OutgoingMessage(
+    def event(n: int, kind: str) -> OutgoingMessage:
+        return OutgoingMessage(
             topic=kafka_topic,
             key=f"cust-{n % 7}".encode(),
-            value=json.dumps({"order": n}).encode(),
-            headers=(("message-id", f"order-{n}".encode()), ("event-type", kinds[n % 3].encode())),
+            value=json.dumps({"event": kind, "orderId": f"order-{n}", "total": n}).encode(),
+            headers=(("message-id", f"event-{n}".encode()), ("event-type", kind.encode())),
         )
-        for n in range(30)
-    ]
-    with KafkaPublisher(settings) as publisher:
-        outcomes = publisher.send_batch(messages)
-    assert all(o.confirmation for o in outcomes), [o.error for o in outcomes if o.error]
-    offsets: dict[int, list[int]] = {}
-    for outcome in outcomes:
-        assert outcome.confirmation is not None
-        offsets.setdefault(outcome.confirmation.partition, []).append(outcome.confirmation.offset)
 
+    def receipts() -> int:
+        rows = container.query("SELECT VALUE COUNT(1) FROM c WHERE c.type = 'order-receipt'")
+        return int(next(iter(rows)))
+
+    # 1. 30 events (20 OrderPlaced) → one run receives them all, writes 20 receipts, commits the end offsets.
+    kinds = ["OrderPlaced", "OrderPlaced", "OrderShipped"]
+    with KafkaPublisher(settings) as publisher:
+        outcomes = publisher.send_batch([event(n, kinds[n % 3]) for n in range(30)])
+    assert all(o.confirmation for o in outcomes), [o.error for o in outcomes if o.error]
     run = dag.test(run_conf=conf)
     assert run.state == "success", run.state
-    [summary] = xcoms(run, "consume")
-    assert summary["consumed"] == 30
-    assert summary["by_event_type"] == dict(Counter(kinds[n % 3] for n in range(30)))
-    assert summary["partitions"] == {
-        f"{kafka_topic}:{p}": {"first_offset": min(o), "last_offset": max(o), "count": len(o)}
-        for p, o in offsets.items()
-    }
-    assert summary["committed"] is True and summary["stopped_by"] == "caught_up"
+    [summary] = xcoms(run, "receive")
+    assert (summary["received"], summary["processed"], summary["duplicates"]) == (30, 30, 0)
+    assert summary["stopped_by"] == "caught_up"
+    assert receipts() == 20
     ends = _end_offsets(kafka_bootstrap, kafka_topic)
     assert _committed(kafka_bootstrap, group, kafka_topic) == {p: e for p, e in ends.items() if e}
 
-    # 2. A second run consumes nothing new and commits nothing.
+    # 2. The drain publishes event 0 again: the redelivery is a duplicate and writes nothing.
+    with KafkaPublisher(settings) as publisher:
+        [again] = publisher.send_batch([event(0, "OrderPlaced")])
+    assert again.confirmation is not None
     run = dag.test(run_conf=conf)
     assert run.state == "success", run.state
-    [summary] = xcoms(run, "consume")
-    assert (summary["consumed"], summary["committed"], summary["stopped_by"]) == (0, False, "caught_up")
+    [summary] = xcoms(run, "receive")
+    assert (summary["received"], summary["processed"], summary["duplicates"]) == (1, 0, 1)
+    assert receipts() == 20, "exactly once: the duplicate's receipt was not written again"
 
     # 3. A message without a message-id fails the run (F-07) and its offset stays uncommitted.
     with KafkaPublisher(settings) as publisher:

@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -45,3 +46,28 @@ def test_benchmark_script_runs_and_prints_every_ratio(kafka_bootstrap: str) -> N
     ):
         assert re.search(re.escape(label) + r" += +\d+\.\d\d", out), (label, out)
     assert "emulator: skipped" in out
+
+
+def test_receiver_benchmark_runs_and_prints_its_ratio(kafka_bootstrap: str, cosmos_endpoint: Any) -> None:
+    """benchmarks/receiver_throughput.py stays runnable against the real broker and the emulator (not timed)."""
+    verify = cosmos_endpoint.verify
+    env = {
+        **os.environ,
+        "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "COSMOS_ENDPOINT": cosmos_endpoint.url,
+        "COSMOS_KEY": cosmos_endpoint.key,
+        "COSMOS_VERIFY": verify if isinstance(verify, str) else str(verify).lower(),
+    }
+    result = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "receiver_throughput.py"), "--n", "20", "--rounds", "1"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        cwd=REPO,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert re.search(r"round 1: receiver +[\d,]+ msg/s +no inbox +[\d,]+ msg/s +ratio \d+\.\d\d", out), out
+    assert re.search(r"receiver ÷ no inbox += \d+\.\d\d", out), out

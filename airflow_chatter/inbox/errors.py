@@ -1,0 +1,63 @@
+"""The inbox's exception classes (spec F-06): each says whether the delivery will come again and why."""
+
+from __future__ import annotations
+
+from airflow_chatter.adapters.kafka.consumer import MissingMessageIdError
+from airflow_chatter.errors import ChatterError
+
+
+class InboxIdentityError(ChatterError, ValueError):
+    """A blank identity was handed to the inbox (INB-09): nothing was written and the handler did not run."""
+
+
+class MissingIdentityError(MissingMessageIdError):
+    """A delivery has no identity to deduplicate on (F-07): it is neither processed nor acknowledged."""
+
+
+class ForeignDocumentError(ChatterError):
+    """The document under an Inbox Marker's id is not that marker (INB-04c, DTI-02).
+
+    Never taken for a duplicate: skipping on the strength of someone else's document would lose the delivery. The
+    delivery is not acknowledged, so it comes again once the collision is resolved.
+    """
+
+    def __init__(self, item_id: str, reason: str) -> None:
+        self.item_id = item_id
+        self.reason = reason
+        super().__init__(
+            f"the document under Inbox Marker id {item_id!r} is not this delivery's marker ({reason}); "
+            "the delivery was not acknowledged"
+        )
+
+
+class MarkerNotFoundError(ChatterError):
+    """Create said 409 but every read-back said 404 within the budget (INB-05): undecidable, so redeliver."""
+
+    def __init__(self, item_id: str, attempts: int) -> None:
+        self.item_id = item_id
+        self.attempts = attempts
+        super().__init__(
+            f"Inbox Marker {item_id!r} conflicted on create but was not found in {attempts} read(s); "
+            "the delivery was not acknowledged"
+        )
+
+
+class ClaimInFlightError(ChatterError):
+    """Another attempt holds a pending claim whose lease has not expired: retry later (the delivery is not acked)."""
+
+    def __init__(self, item_id: str, lease_expires_at: str) -> None:
+        self.item_id = item_id
+        self.lease_expires_at = lease_expires_at
+        super().__init__(
+            f"Inbox Marker {item_id!r} is claimed by another attempt until {lease_expires_at}; "
+            "the delivery was not acknowledged and will be taken over after that"
+        )
+
+
+__all__ = [
+    "ClaimInFlightError",
+    "ForeignDocumentError",
+    "InboxIdentityError",
+    "MarkerNotFoundError",
+    "MissingIdentityError",
+]

@@ -1,0 +1,137 @@
+"""Which identity a delivery is deduplicated on, and which partition its unit of work writes (F-07).
+
+**The decision.** Producers control ``message-id``: it may be reused, collide across producers, or be absent. So:
+
+* by default a delivery's identity is its ``message-id`` header (what the drain writes, F-02), and a user may supply
+  an identity function instead (for example ``topic/partition/offset``, or a business key in the body);
+* every Inbox Marker is **scoped to its receiver** (a consumer name, by default the consumer group), so two different
+  consumers of one message writing to one container never skip each other's work;
+* no identity means fail loud: the delivery is neither processed nor acknowledged (``MissingIdentityError``).
+
+Nothing here imports Airflow.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_chatter.inbox.errors import MissingIdentityError
+from airflow_chatter.outbox.mapping import MESSAGE_ID_HEADER
+from airflow_chatter.ports import PartitionKey
+
+
+@dataclass(frozen=True)
+class ReceivedMessage:
+    """One Kafka record as the receiver sees it, before any identity is decided."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    timestamp_ms: int | None = None
+
+    @classmethod
+    def from_record(cls, record: Any) -> ReceivedMessage:
+        """From a kafka-python ``ConsumerRecord``."""
+        return cls(
+            topic=record.topic,
+            partition=int(record.partition),
+            offset=int(record.offset),
+            key=record.key,
+            value=record.value,
+            headers=tuple((str(k), v) for k, v in (record.headers or ())),
+            timestamp_ms=getattr(record, "timestamp", None),
+        )
+
+    def header_bytes(self, name: str) -> bytes | None:
+        """The first header called ``name`` (case-insensitive) as bytes; ``None`` if absent."""
+        wanted = name.lower()
+        return next((v for k, v in self.headers if k.lower() == wanted), None)
+
+    def header(self, name: str) -> str | None:
+        """The first header called ``name`` (case-insensitive), decoded as UTF-8; ``None`` if absent."""
+        value = self.header_bytes(name)
+        return None if value is None else value.decode("utf-8", errors="replace")
+
+    @property
+    def where(self) -> str:
+        return f"{self.topic}[{self.partition}]@{self.offset}"
+
+
+#: A user identity function: the delivery's identity, or ``None``/blank when it has none.
+IdentityFunction = Callable[[ReceivedMessage], "str | None"]
+#: A partition-key resolver: which partition of the container the delivery's unit of work writes.
+PartitionKeyResolver = Callable[[ReceivedMessage], PartitionKey]
+
+
+def message_id_identity(message: ReceivedMessage) -> str | None:
+    """The default identity: the ``message-id`` header, strict UTF-8; ``None`` when absent or not UTF-8."""
+    raw = message.header_bytes(MESSAGE_ID_HEADER)
+    if raw is None:
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def topic_partition_offset_identity(message: ReceivedMessage) -> str:
+    """An identity for topics whose producers set no usable ``message-id``: where the record sits in the log.
+
+    It deduplicates redeliveries of one record, never a producer's retry that wrote the same event twice.
+    """
+    return f"{message.topic}/{message.partition}/{message.offset}"
+
+
+def delivery_identity(message: ReceivedMessage, identity: IdentityFunction = message_id_identity) -> str:
+    """The identity ``identity`` gives the delivery; ``MissingIdentityError`` for none, blank, or a non-string."""
+    value = identity(message)
+    if not isinstance(value, str) or not value.strip():
+        reason = (
+            f"has no usable {MESSAGE_ID_HEADER!r} header"
+            if identity is message_id_identity
+            else f"got identity {value!r} from {getattr(identity, '__qualname__', identity)!r}"
+        )
+        raise MissingIdentityError(message.topic, message.partition, message.offset, reason)
+    return value
+
+
+def kafka_key_partition_key(paths: Sequence[str]) -> PartitionKeyResolver:
+    """The default resolver: the Kafka key is the document's partition key (F-02), so the delivery's writes land
+    in the partition of the aggregate that produced it. One path: the key as a string; several: the key's compact
+    JSON array. A record without a key raises ``MissingIdentityError`` (not processed, not acknowledged).
+    """
+    hierarchical = len(tuple(paths)) > 1
+
+    def resolve(message: ReceivedMessage) -> PartitionKey:
+        if message.key is None:
+            raise MissingIdentityError(
+                message.topic, message.partition, message.offset, "has no Kafka key to resolve its partition key from"
+            )
+        text = message.key.decode("utf-8")
+        if not hierarchical:
+            return text
+        values = json.loads(text)
+        if not isinstance(values, list):
+            raise MissingIdentityError(
+                message.topic, message.partition, message.offset, f"has key {text!r}, not a JSON array of values"
+            )
+        return values
+
+    return resolve
+
+
+__all__ = [
+    "IdentityFunction",
+    "PartitionKeyResolver",
+    "ReceivedMessage",
+    "delivery_identity",
+    "kafka_key_partition_key",
+    "message_id_identity",
+    "topic_partition_offset_identity",
+]

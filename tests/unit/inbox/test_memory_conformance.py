@@ -1,0 +1,94 @@
+"""The downstream conformance suite against ``MemoryDocumentContainer``, plus what only the in-memory double shows
+(request counts and injected faults)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+
+import pytest
+
+from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
+from airflow_chatter.inbox.errors import MarkerNotFoundError
+from airflow_chatter.inbox.gate import Inbox, InboxOptions
+from airflow_chatter.inbox.markers import marker_id
+from airflow_chatter.outbox.unit_of_work import UnitOfWork
+from airflow_chatter.ports import Conflict, DocumentContainer, NotFound, ServiceUnavailable
+from airflow_chatter.testing.clock import ManualClock
+from airflow_chatter.testing.contracts.inbox import InboxContract
+
+
+class TestMemoryInbox(InboxContract):
+    def make_container(self, partition_key_paths: Sequence[str], default_ttl: int | None = None) -> DocumentContainer:
+        return MemoryDocumentContainer(partition_key_paths=tuple(partition_key_paths), default_ttl=default_ttl)
+
+
+def test_dtw_03_nothing_staged_makes_no_request() -> None:
+    container = MemoryDocumentContainer(partition_key_paths=("/tenantId",))
+    UnitOfWork(container, "/tenantId", "t1").commit()
+    assert container.calls["execute_batch"] == 0, "no execute call when nothing was staged"
+
+
+def test_inb_02_a_fresh_claim_makes_one_create_and_one_patch_and_no_read() -> None:
+    container = MemoryDocumentContainer(partition_key_paths=("/idempotencyKey",))
+    Inbox(container).handle("msg-1", lambda: None)
+    assert (container.calls["create"], container.calls["patch"], container.calls["read"]) == (1, 1, 0)
+
+
+def test_inb_03_a_failed_completion_raises_and_leaves_the_marker_pending() -> None:
+    container = MemoryDocumentContainer(partition_key_paths=("/idempotencyKey",))
+    container.faults.fail("patch", error=ServiceUnavailable("down"))
+    runs: list[int] = []
+    with pytest.raises(ServiceUnavailable):
+        Inbox(container).handle("msg-1", lambda: runs.append(1))
+    assert runs == [1]
+    assert container.read(marker_id("msg-1"), "msg-1")["Completed"] is False
+
+
+def test_inb_05_a_409_then_only_404s_reads_the_budget_waits_between_and_raises() -> None:
+    container = MemoryDocumentContainer(partition_key_paths=("/idempotencyKey",))
+    container.faults.fail("create", error=Conflict("exists"))
+    container.faults.fail("read", error=NotFound("gone"))
+    waits: list[float] = []
+    inbox = Inbox(container, InboxOptions(read_back_max_attempts=3), sleep=waits.append)
+    with pytest.raises(MarkerNotFoundError, match="not found in 3 read"):
+        inbox.begin("msg-1")
+    assert (container.calls["read"], waits) == (3, [0.05, 0.05]), "3 reads, 2 waits, none after the last"
+
+
+def test_inb_04c_a_failing_confirm_read_raises_and_the_work_does_not_run() -> None:
+    container = MemoryDocumentContainer(partition_key_paths=("/idempotencyKey",))
+    container.faults.fail("create", error=Conflict("exists"))
+    container.faults.fail("read", error=ServiceUnavailable("503"))
+    runs: list[int] = []
+    with pytest.raises(ServiceUnavailable):
+        Inbox(container).handle("msg-1", lambda: runs.append(1))
+    assert runs == []
+
+
+def test_inb_13_options_are_validated_naming_the_field() -> None:
+    with pytest.raises(ValueError, match="partition_key_path='/a/b' must be exactly one"):
+        InboxOptions(partition_key_path="/a/b")
+    with pytest.raises(ValueError, match="read_back_max_attempts=0 must be at least 1"):
+        InboxOptions(read_back_max_attempts=0)
+    with pytest.raises(ValueError, match="read_back_interval=.* must not be negative"):
+        InboxOptions(read_back_interval=timedelta(seconds=-1))
+    with pytest.raises(ValueError, match="cannot be /ttl"):
+        InboxOptions(partition_key_path="/ttl", marker_ttl=timedelta(days=1))
+
+
+def test_two_late_comers_take_over_an_expired_claim_only_once() -> None:
+    container = MemoryDocumentContainer(partition_key_paths=("/idempotencyKey",))
+    clock = ManualClock()
+    inbox = Inbox(container, InboxOptions(claim_lease=timedelta(seconds=5)), clock=clock)
+    inbox.begin("msg-1")
+    clock.advance(6)
+    first = inbox.begin("msg-1")
+    assert first.decision.value == "taken_over"
+    with pytest.raises(Exception, match="claimed by another attempt"):
+        inbox.begin("msg-1")  # the take-over renewed the lease
+
+
+def test_the_inbox_marker_vector_matches_the_contract() -> None:
+    assert marker_id("msg-1") == "inbox:bXNnLTE"
+    assert marker_id("msg-1", "g") == "inbox:Zw.bXNnLTE"
