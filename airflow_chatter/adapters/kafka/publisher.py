@@ -277,10 +277,12 @@ class KafkaPublisher(Publisher):
     def _send_each(
         self, producer: Any, messages: Sequence[OutgoingMessage], failures: ConnectionFailures
     ) -> list[_Sent]:
-        """Hand each message to the producer; after a failure that is not the record's own, send no more.
+        """Hand each message to the producer; after the first message it refuses, send no more.
 
-        Sending after an earlier message of the batch failed could only reorder a key, so the rest is reported
-        failed at once ("not sent").
+        The drain stamps nothing after a failed message (fail closed), so a later message sent anyway would be
+        acknowledged, stay pending and go out again on every run while the failed one blocks the lease; and a later
+        message with the same key would overtake it. The rest is reported failed at once ("not sent"). Only a
+        failure that is not the record's own (metadata, a closed producer) also rebuilds the producer.
         """
         partitions = self._partitions
         total = len(messages)
@@ -300,10 +302,10 @@ class KafkaPublisher(Publisher):
                 sent.append(_Sent(index, message, error=self._wrap(exc, index, total, message, failures)))
                 if not classify(exc).record_local:
                     self._needs_rebuild = True
-                    aborted = KafkaPublishError(
-                        f"not sent: message {index + 1} of {total} of this batch failed first ({describe(exc)})"
-                    )
-                    aborted.__cause__ = exc
+                aborted = KafkaPublishError(
+                    f"not sent: message {index + 1} of {total} of this batch failed first ({describe(exc)})"
+                )
+                aborted.__cause__ = exc
         return sent
 
     def _flush_timeout_s(self) -> float:

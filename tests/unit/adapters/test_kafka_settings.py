@@ -343,13 +343,17 @@ def test_a_failed_batch_rebuilds_the_producer_on_the_next_call(script: dict[byte
     assert len(FakeProducer.instances) == 2  # healthy producers are kept
 
 
-def test_a_record_local_error_keeps_the_producer(script: dict[bytes, Any]) -> None:
+def test_a_record_local_error_sends_nothing_after_it_and_keeps_the_producer(script: dict[bytes, Any]) -> None:
+    """RLY-07/F-10: the drain stamps nothing after the refused record, so a later one sent anyway would be
+    republished on every run, and one of the same key would overtake it."""
     script[b"huge"] = sync(ke.MessageSizeTooLargeError("too big"))
     publisher = make_publisher(script)
     outcomes = publisher.send_batch([msg(b"huge"), msg(b"next")])
-    assert [o.confirmed for o in outcomes] == [False, True]
+    assert [o.confirmed for o in outcomes] == [False, False]
     error = outcomes[0].error
     assert isinstance(error, KafkaPublishError) and not error.retriable
+    assert "not sent: message 1 of 2 of this batch failed first" in str(outcomes[1].error)
+    assert FakeProducer.instances[0].sent == []  # "next" never reached the producer
     publisher.send_batch([msg(b"more")])
     assert len(FakeProducer.instances) == 1
 
@@ -455,8 +459,10 @@ def test_headers_are_sent_as_a_list_of_tuples_even_when_given_otherwise(script: 
     # Headers that cannot be unpacked fail as unpacking them always did (ValueError / TypeError, not retriable).
     assert "too many values to unpack" in str(outcomes[3].error)
     assert isinstance(outcomes[3].error, KafkaPublishError) and not outcomes[3].error.retriable
-    assert "cannot unpack" in str(outcomes[4].error)
-    assert isinstance(outcomes[4].error, KafkaPublishError) and not outcomes[4].error.retriable
+    assert "not sent: message 4 of 5" in str(outcomes[4].error), "nothing is sent after a refused record"
+    (alone,) = publisher.send_batch([messages[4]])
+    assert "cannot unpack" in str(alone.error)
+    assert isinstance(alone.error, KafkaPublishError) and not alone.error.retriable
     assert len(FakeProducer.instances) == 1  # record-local: the producer is kept
 
 
