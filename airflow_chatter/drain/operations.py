@@ -35,6 +35,7 @@ from airflow_chatter.ports import (
     Document,
     DocumentContainer,
     FeedRange,
+    NotFound,
     OutgoingMessage,
     PatchOperation,
     PreconditionFailed,
@@ -353,10 +354,12 @@ def requeue_undeliverable(
 
     The patch is an update, so the document re-enters the change feed after every lease checkpoint and
     the next scheduled drain verifies and publishes it again. A document changed since it was read is
-    left alone and reported in ``changed_meanwhile``.
+    left alone and reported in ``changed_meanwhile``; one deleted since it was read (or expired) in ``not_found``,
+    and the others are still requeued.
     """
     requeued: list[str] = []
     changed: list[str] = []
+    gone: list[str] = []
     for document in documents:
         key = recover_partition_key(document, partition_key_paths)
         try:
@@ -369,5 +372,8 @@ def requeue_undeliverable(
             requeued.append(document["id"])
         except PreconditionFailed:
             changed.append(document["id"])
+        except NotFound:
+            gone.append(document["id"])
     found = {d["id"] for d in documents}
-    return RequeueResult(tuple(requeued), tuple(changed), tuple(i for i in requested if i not in found))
+    missing = [i for i in requested if i not in found]
+    return RequeueResult(tuple(requeued), tuple(changed), tuple(missing + [i for i in gone if i not in missing]))

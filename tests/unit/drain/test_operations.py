@@ -85,3 +85,21 @@ def test_lease_store_delete_keeps_a_lease_that_changed_since_it_was_read() -> No
     with pytest.raises(LeaseLostError, match=f"Lease '{lease_id}' was taken over by another drain before deleting it"):
         store.delete(stale)
     assert store.get(lease_id).continuation == "moved-on"
+
+
+def test_requeue_reports_a_document_deleted_since_it_was_read_and_still_requeues_the_others() -> None:
+    from airflow_chatter.drain.operations import requeue_undeliverable
+
+    clock = ManualClock(PAST)
+    container = memory_container(clock)
+    stored = [
+        container.create({"id": f"outbox:{n}", "tenantId": "t", "status": "undeliverable"}, "t")
+        for n in ("a", "b", "c")
+    ]
+    container.delete("outbox:b", "t")  # deleted between the selection and the requeue
+
+    result = requeue_undeliverable(container, ("/tenantId",), stored, requested=["outbox:a", "outbox:b", "outbox:c"])
+
+    assert result.requeued == ("outbox:a", "outbox:c")
+    assert result.not_found == ("outbox:b",) and result.changed_meanwhile == ()
+    assert [container.read(i, "t")["status"] for i in ("outbox:a", "outbox:c")] == ["pending", "pending"]
