@@ -32,7 +32,7 @@ import inspect
 import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Request, Response
@@ -44,7 +44,14 @@ from airflow_chatter.idempotency.errors import InvalidIdempotencyRequestError
 from airflow_chatter.idempotency.fingerprint import HEADER_NAME, parse_sf_string, request_fingerprint
 from airflow_chatter.idempotency.keys import validate_key, validate_scope
 from airflow_chatter.idempotency.store import IdempotencyStore
-from airflow_chatter.idempotency.values import AlreadyInFlight, BodyHashMismatch, Replay, Reserved, StoredResponse
+from airflow_chatter.idempotency.values import (
+    AlreadyInFlight,
+    BodyHashMismatch,
+    Replay,
+    Reserved,
+    StoredResponse,
+    should_store,
+)
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +82,7 @@ class HttpIdempotencyOptions:
     mismatch_status_code: int = 422
     include_set_cookie: bool = False
     additional_fingerprint_headers: tuple[str, ...] = ()
-    store_status: Callable[[int], bool] = field(default=lambda status: status < 500)
+    store_status: Callable[[int], bool] = should_store
 
     def __post_init__(self) -> None:
         for name in ("max_request_body_bytes", "max_response_body_bytes"):

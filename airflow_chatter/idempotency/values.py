@@ -157,3 +157,13 @@ __all__ = [
     "Reserved",
     "StoredResponse",
 ]
+
+
+#: Answers that say "try again later": replaying one would turn a passing condition into a permanent answer.
+RETRYABLE_STATUSES = frozenset({408, 425, 429})
+
+
+def should_store(status: int) -> bool:
+    """The default of both sides (the HTTP guard and the Airflow hook): record an answer the API would give again,
+    below 500 and not 408/425/429; anything else abandons the reservation, so a retry runs again."""
+    return status < 500 and status not in RETRYABLE_STATUSES

@@ -46,7 +46,7 @@ class FakeApi:
         return httpx.Response(
             self.status,
             json={"charge": len(self.requests)},
-            headers={"Location": f"/charges/{len(self.requests)}", "X-Multi": "a"},
+            headers={"Location": f"/charges/{len(self.requests)}", "X-Multi": "a", "Set-Cookie": "session=s3cr3t"},
         )
 
     def hook(self, store: MemoryIdempotencyStore, **kwargs: Any) -> IdempotentHttpHook:
@@ -75,6 +75,17 @@ def test_a_retry_with_the_same_key_gets_the_recorded_response_and_the_api_is_cal
     assert (first.replayed, retry.replayed) == (False, True)
     assert retry.status_code == 201 and retry.json() == {"charge": 1} and retry.header("location") == "/charges/1"
     assert retry.to_dict() == {"status_code": 201, "replayed": True, "key": "order-1", "text": '{"charge":1}'}
+
+
+def test_a_session_cookie_of_the_api_is_neither_stored_nor_replayed(store: MemoryIdempotencyStore) -> None:
+    api = FakeApi()
+    first = api.hook(store).post("/charges", json={"amount": 10}, key="order-c")
+    replay = api.hook(store).post("/charges", json={"amount": 10}, key="order-c")
+    assert api.requests and first.header("location") == "/charges/1"
+    assert first.header("set-cookie") is None, "the live answer has the shape a replay will have"
+    assert replay.replayed and replay.header("set-cookie") is None and replay.header("location") == "/charges/1"
+    (record,) = [entry for entry in store._entries.values()]  # noqa: SLF001 - what the store holds is the point
+    assert "s3cr3t" not in repr(record)
 
 
 def test_the_same_key_with_another_body_is_refused_without_calling(store: MemoryIdempotencyStore) -> None:

@@ -42,6 +42,7 @@ from airflow_chatter.idempotency.values import (
     IdempotencyOptions,
     Replay,
     StoredResponse,
+    should_store,
 )
 
 if TYPE_CHECKING:
@@ -55,13 +56,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_HOOK_OPTIONS = IdempotencyOptions(ttl=timedelta(days=7), reservation_timeout=timedelta(minutes=5))
 DEFAULT_TIMEOUT_SECONDS = 60.0
 DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024
-_RETRYABLE = frozenset({408, 425, 429})
-_NOT_STORED = frozenset({"content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive"})
-
-
-def should_store(status: int) -> bool:
-    """Default: record any answer the API will give again (below 500, and not 408/425/429)."""
-    return status < 500 and status not in _RETRYABLE
+#: Hop-by-hop headers, and ``set-cookie``: a session cookie of the API must not sit in the idempotency container for
+#: the ttl and be handed to every replay (the HTTP guard drops it too unless told otherwise, IDM-O06).
+_NOT_STORED = frozenset(
+    {"content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive", "set-cookie"}
+)
 
 
 class RequestInFlightError(ChatterError):
