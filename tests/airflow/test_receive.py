@@ -39,7 +39,12 @@ def test_bad_operator_arguments_are_refused_when_the_dag_is_built(change: dict[s
 
 @pytest.fixture
 def cosmos_conn(monkeypatch: pytest.MonkeyPatch) -> str:
-    conn = {"conn_type": "chatter_cosmos", "login": "https://127.0.0.1:1/", "password": "k", "extra": {}}
+    conn = {
+        "conn_type": "chattercosmos",
+        "host": "https://127.0.0.1:1/",
+        "password": "k",
+        "extra": {"connection_verify": False},
+    }
     monkeypatch.setenv("AIRFLOW_CONN_INBOX_COSMOS", json.dumps(conn))
     return "inbox_cosmos"
 
