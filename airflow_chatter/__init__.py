@@ -39,7 +39,7 @@ _EXPORTS: dict[str, str] = {
     "Delivery": "airflow_chatter.inbox",
     "ReceivedMessage": "airflow_chatter.inbox",
     "ReceiveSummary": "airflow_chatter.inbox",
-    "receive": "airflow_chatter.inbox",
+    "receive": "airflow_chatter.adapters.kafka.receive",
     "message_id_identity": "airflow_chatter.inbox",
     "topic_partition_offset_identity": "airflow_chatter.inbox",
     "MissingIdentityError": "airflow_chatter.inbox",
@@ -137,6 +137,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from airflow_chatter.adapters.kafka.receive import receive
     from airflow_chatter.clock import Clock, utc_now
     from airflow_chatter.drain.engine import DrainEngine, DrainSummary
     from airflow_chatter.drain.leases import Lease, LeaseStore
@@ -163,7 +164,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         ReceivedMessage,
         ReceiveSummary,
         message_id_identity,
-        receive,
         topic_partition_offset_identity,
     )
     from airflow_chatter.outbox.contract import Deliverable, Undeliverable, verify

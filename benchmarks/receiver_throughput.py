@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/receiver_throughput.py [--n 1000] [--rounds 3]
 
 Both variants consume the same N records (1 KB body, 16 partition keys, 4 partitions) from the real broker with the
-same loop (``airflow_chatter.inbox.receiver.receive``: poll, handle one delivery, commit its offset) and run the
+same loop (``airflow_chatter.adapters.kafka.receive.receive``: poll, handle one delivery, commit its offset) and run the
 same handler against the Cosmos emulator: one order document and one outbox message per delivery, committed as one
 transactional batch. The only difference is the Inbox Marker: the receiver stages it as operation 0 of that batch
 (DTI-01); the baseline commits the handler's unit of work without one. Target: receiver ÷ no inbox ≥ 0.8 (the marker
@@ -41,8 +41,9 @@ from airflow_chatter.adapters.cosmos.container import (  # noqa: E402
 )
 from airflow_chatter.adapters.kafka.consumer import consumer_config  # noqa: E402
 from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings, ensure_topics  # noqa: E402
+from airflow_chatter.adapters.kafka.receive import receive  # noqa: E402
 from airflow_chatter.inbox.identity import ReceivedMessage, delivery_identity  # noqa: E402
-from airflow_chatter.inbox.receiver import Delivery, DeliveryOutcome, IdempotentReceiver, receive  # noqa: E402
+from airflow_chatter.inbox.receiver import Delivery, DeliveryOutcome, IdempotentReceiver  # noqa: E402
 from airflow_chatter.outbox.document import OutboxMessage  # noqa: E402
 from airflow_chatter.outbox.unit_of_work import UnitOfWork  # noqa: E402
 from airflow_chatter.ports import DocumentContainer, OutgoingMessage  # noqa: E402

@@ -16,7 +16,6 @@ from airflow_chatter.idempotency.errors import (
 )
 from airflow_chatter.idempotency.keys import MAX_ITEM_ID_BYTES, MAX_KEY_LENGTH, encode_item_id, validate_key
 from airflow_chatter.idempotency.memory import MemoryIdempotencyStore
-from airflow_chatter.idempotency.provisioning import provision_container
 from airflow_chatter.idempotency.store import IdempotencyStore
 from airflow_chatter.idempotency.values import (
     AlreadyInFlight,
@@ -47,6 +46,5 @@ __all__ = [
     "Reserved",
     "StoredResponse",
     "encode_item_id",
-    "provision_container",
     "validate_key",
 ]

@@ -14,8 +14,9 @@ Why it is correct (IDM-C04..C10):
 * **Session consistency suffices**: a stale read after a 409 can only make the follow-up conditional write fail
   (412/404) and retry, or yield a spurious ``AlreadyInFlight``; never a double grant.
 
-The store only addresses its container; :func:`~airflow_chatter.idempotency.provisioning.provision_container`
-creates one (``/scope``-partitioned, ``defaultTtl = -1``).
+The store only addresses its container;
+:func:`~airflow_chatter.adapters.cosmos.provision.provision_idempotency_container` creates one
+(``/scope``-partitioned, ``defaultTtl = -1``).
 """
 
 from __future__ import annotations

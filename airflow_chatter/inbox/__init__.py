@@ -20,7 +20,7 @@ from airflow_chatter.inbox.identity import (
     topic_partition_offset_identity,
 )
 from airflow_chatter.inbox.markers import marker_id
-from airflow_chatter.inbox.receiver import Delivery, DeliveryOutcome, IdempotentReceiver, ReceiveSummary, receive
+from airflow_chatter.inbox.receiver import Delivery, DeliveryOutcome, IdempotentReceiver, ReceiveSummary
 
 __all__ = [
     "Claim",
@@ -40,6 +40,5 @@ __all__ = [
     "kafka_key_partition_key",
     "marker_id",
     "message_id_identity",
-    "receive",
     "topic_partition_offset_identity",
 ]

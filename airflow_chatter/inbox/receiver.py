@@ -20,7 +20,6 @@ Nothing here imports Airflow.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -48,7 +47,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Tier = Literal["document", "standalone"]
 #: A poll never waits longer than this, so the time budget is checked often.
-_MAX_POLL_WAIT_S = 1.0
 #: Read-back budget for the confirm read after a 409 on the marker (DTI-02), as the standalone default (INB-05).
 _READ_BACK_ATTEMPTS = 5
 _READ_BACK_INTERVAL_S = 0.05
@@ -213,85 +211,6 @@ class ReceiveSummary:
         }
 
 
-def _caught_up(consumer: Any, timeout_ms: int) -> bool:
-    """True when the consumer has partitions and its position is at the end of every one of them."""
-    from kafka import errors as ke
-
-    assigned = consumer.assignment()
-    if not assigned:
-        return False
-    try:
-        ends = consumer.end_offsets(list(assigned), timeout_ms=timeout_ms)
-        for tp, end in ends.items():
-            position = consumer.position(tp, timeout_ms=timeout_ms)
-            if end is None or position is None or position < end:
-                return False
-    except (ke.KafkaTimeoutError, ke.IllegalStateError):
-        return False
-    return True
-
-
-def receive(
-    consumer: Any,
-    receiver: IdempotentReceiver,
-    *,
-    max_messages: int,
-    max_seconds: float,
-    topics: Sequence[str] = (),
-    group_id: str = "",
-    clock: Callable[[], float] = time.monotonic,
-) -> ReceiveSummary:
-    """Receive at most ``max_messages`` deliveries within about ``max_seconds``, stopping early once caught up.
-
-    ``consumer`` is a ``KafkaConsumer`` subscribed with ``enable_auto_commit=False``. Each delivery's offset is
-    committed right after its unit of work committed (or it was found a duplicate). The first delivery that raises
-    stops the loop: its offset and every later one stay uncommitted, so they come again; the error propagates. The
-    caller closes the consumer (``close(autocommit=False)``).
-    """
-    from kafka import TopicPartition
-    from kafka.structs import OffsetAndMetadata
-
-    if max_messages < 1:
-        raise ConfigurationError("max_messages", max_messages, "must be at least 1")
-    if max_seconds <= 0:
-        raise ConfigurationError("max_seconds", max_seconds, "must be positive")
-    summary = ReceiveSummary(receiver=receiver.name, group_id=group_id, topics=tuple(topics))
-    started = clock()
-    deadline = started + max_seconds
-    while True:
-        if summary.received >= max_messages:
-            summary.stopped_by = "max_messages"
-            break
-        left = deadline - clock()
-        if left <= 0:
-            summary.stopped_by = "max_seconds"
-            break
-        batch = consumer.poll(
-            timeout_ms=int(min(left, _MAX_POLL_WAIT_S) * 1000), max_records=max_messages - summary.received
-        )
-        if not batch:
-            if _caught_up(consumer, timeout_ms=max(100, int((deadline - clock()) * 1000))):
-                summary.stopped_by = "caught_up"
-                break
-            continue
-        for records in batch.values():
-            for record in records:
-                message = ReceivedMessage.from_record(record)
-                outcome = receiver.handle_delivery(message)
-                # Only now is the delivery acknowledged: its writes and marker are committed.
-                consumer.commit(
-                    {TopicPartition(message.topic, message.partition): OffsetAndMetadata(message.offset + 1, "", -1)}
-                )
-                summary.received += 1
-                if outcome is DeliveryOutcome.DUPLICATE:
-                    summary.duplicates += 1
-                else:
-                    summary.processed += 1
-                summary.committed_offsets[f"{message.topic}:{message.partition}"] = message.offset + 1
-    summary.seconds = clock() - started
-    return summary
-
-
 __all__ = [
     "Delivery",
     "DeliveryOutcome",
@@ -299,5 +218,4 @@ __all__ = [
     "IdempotentReceiver",
     "ReceiveSummary",
     "Tier",
-    "receive",
 ]

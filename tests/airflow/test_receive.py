@@ -62,7 +62,12 @@ def test_the_hook_builds_a_standalone_receiver_whose_inbox_is_scoped_to_its_name
     assert receiver.inbox is not None and receiver.inbox.options.receiver == "billing"
 
 
-def test_the_operator_refuses_a_rendered_max_messages_that_is_not_a_positive_integer(cosmos_conn: str) -> None:
+def test_the_operator_fails_at_once_without_retries_on_a_rendered_max_messages_that_is_not_a_positive_integer(
+    cosmos_conn: str,
+) -> None:
+    from airflow.sdk.exceptions import AirflowFailException
+
     operator = ChatterReceiveOperator(**{**BASE, "max_messages": "zero"}, chatter_cosmos_conn_id=cosmos_conn)
-    with pytest.raises(ConfigurationError, match="max_messages='zero' must be a positive int"):
+    with pytest.raises(AirflowFailException, match="max_messages='zero' must be a positive int") as caught:
         operator.execute({})  # type: ignore[arg-type]
+    assert isinstance(caught.value.__cause__, ConfigurationError), "a retry would meet the same refusal"

@@ -17,8 +17,9 @@ from typing import Any
 from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer, make_cosmos_client
 from airflow_chatter.adapters.kafka.consumer import consumer_config
 from airflow_chatter.adapters.kafka.publisher import KafkaPublisherSettings
+from airflow_chatter.adapters.kafka.receive import receive
 from airflow_chatter.inbox.gate import Inbox, InboxOptions
-from airflow_chatter.inbox.receiver import Delivery, IdempotentReceiver, receive
+from airflow_chatter.inbox.receiver import Delivery, IdempotentReceiver
 from airflow_chatter.outbox.document import OutboxMessage
 from airflow_chatter.outbox.unit_of_work import UnitOfWork
 from airflow_chatter.ports import DocumentContainer, PatchOperation

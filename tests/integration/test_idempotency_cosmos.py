@@ -12,6 +12,7 @@ from datetime import timedelta
 import pytest
 from azure.cosmos import DatabaseProxy
 
+from airflow_chatter.adapters.cosmos.provision import provision_idempotency_container as provision_container
 from airflow_chatter.clock import Clock
 from airflow_chatter.idempotency import (
     IdempotencyContainerError,
@@ -22,7 +23,6 @@ from airflow_chatter.idempotency import (
 )
 from airflow_chatter.idempotency.cosmos import CosmosIdempotencyStore
 from airflow_chatter.idempotency.keys import encode_item_id
-from airflow_chatter.idempotency.provisioning import provision_container
 from airflow_chatter.ports import DocumentContainer
 from airflow_chatter.testing.clock import ManualClock
 from airflow_chatter.testing.contracts.idempotency import IdempotencyStoreContract

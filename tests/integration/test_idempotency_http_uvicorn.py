@@ -19,9 +19,9 @@ import pytest
 import uvicorn
 from azure.cosmos import DatabaseProxy
 
+from airflow_chatter.adapters.cosmos.provision import provision_idempotency_container as provision_container
 from airflow_chatter.idempotency import IdempotencyStore, MemoryIdempotencyStore
 from airflow_chatter.idempotency.cosmos import CosmosIdempotencyStore
-from airflow_chatter.idempotency.provisioning import provision_container
 from airflow_chatter.testing.contracts.idempotency import in_parallel
 from tests.unit.idempotency._http_app import Calls, make_app
 

@@ -23,10 +23,11 @@ from azure.cosmos import DatabaseProxy
 from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer
 from airflow_chatter.adapters.kafka.consumer import consumer_config
 from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings, ensure_topics
+from airflow_chatter.adapters.kafka.receive import receive
 from airflow_chatter.inbox.errors import MissingIdentityError
 from airflow_chatter.inbox.gate import Inbox, InboxOptions
 from airflow_chatter.inbox.markers import marker_id
-from airflow_chatter.inbox.receiver import IdempotentReceiver, ReceiveSummary, receive
+from airflow_chatter.inbox.receiver import IdempotentReceiver, ReceiveSummary
 from airflow_chatter.ports import DocumentContainer, OutgoingMessage
 from airflow_chatter.testing.clock import ManualClock
 from tests.fixtures.cosmos import ContainerFactory, CosmosEndpoint

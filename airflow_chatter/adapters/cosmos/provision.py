@@ -1,4 +1,5 @@
-"""Create the containers a source needs, once, before its first drain (``airflow-chatter provision``).
+"""Create the containers the library owns: a source's lease container, once, before its first drain
+(``airflow-chatter provision``), and the idempotency-key container (IDM-C01).
 
 Only the lease container is created: its shape is the library's own (one logical partition per lease, so
 partitioned on ``/id``; no default TTL, which would purge leases and their checkpoints). The monitored container and
@@ -9,11 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from azure.cosmos import DatabaseProxy
+from azure.cosmos import DatabaseProxy, PartitionKey
 
-from airflow_chatter.adapters.cosmos.container import create_container, translated_errors
+from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer, create_container, translated_errors
 from airflow_chatter.errors import ConfigurationError
-from airflow_chatter.ports import Conflict, NotFound
+from airflow_chatter.idempotency.errors import IdempotencyContainerError
+from airflow_chatter.idempotency.provisioning import DEFAULT_CONTAINER_ID as IDEMPOTENCY_CONTAINER_ID
+from airflow_chatter.idempotency.provisioning import DEFAULT_TTL as IDEMPOTENCY_DEFAULT_TTL
+from airflow_chatter.idempotency.provisioning import PARTITION_KEY_PATH as IDEMPOTENCY_PARTITION_KEY_PATH
+from airflow_chatter.idempotency.provisioning import container_differences
+from airflow_chatter.ports import Conflict, DocumentContainer, NotFound
 
 #: The lease container's partition-key path (drain/leases.py: every lease is its own logical partition). The drain's
 #: start-time check refuses any other, so a container made with a different path here would fail at once.
@@ -51,3 +57,35 @@ def ensure_lease_container(database: DatabaseProxy, container_id: str) -> LeaseC
             "database", database.id, "does not exist; create it with the monitored container first"
         ) from None
     return LeaseContainerResult(database.id, container_id, created=True)
+
+
+def provision_idempotency_container(
+    database: DatabaseProxy,
+    container_id: str = IDEMPOTENCY_CONTAINER_ID,
+    *,
+    throughput: int | None = None,
+) -> DocumentContainer:
+    """Create the idempotency container if it does not exist, and return it as a ``DocumentContainer``.
+
+    An existing container (or one a concurrent caller just created) is verified instead: one that differs raises
+    :class:`IdempotencyContainerError` naming every difference. ``throughput`` (RU/s) applies only on creation.
+    """
+    container = CosmosDocumentContainer(database.get_container_client(container_id))
+    try:
+        properties = container.properties()
+    except NotFound:
+        try:
+            with translated_errors():
+                database.create_container(
+                    id=container_id,
+                    partition_key=PartitionKey(path=IDEMPOTENCY_PARTITION_KEY_PATH),
+                    default_ttl=IDEMPOTENCY_DEFAULT_TTL,
+                    offer_throughput=throughput,
+                )
+        except Conflict:
+            pass  # created meanwhile by someone else: verify it like any existing container
+        properties = container.properties()
+    differences = container_differences(properties)
+    if differences:
+        raise IdempotencyContainerError(properties.container_id, properties.database_id, differences)
+    return container

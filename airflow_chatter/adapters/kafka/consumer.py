@@ -50,7 +50,7 @@ EVENT_TYPE_HEADER = "event-type"
 #: kafka-python's default is 45 s; a task that died should give its partitions back sooner.
 DEFAULT_SESSION_TIMEOUT_MS = 6_000
 #: A consumer poll never waits longer than this, so the time budget is checked often.
-_MAX_POLL_WAIT_S = 1.0
+MAX_POLL_WAIT_S = 1.0
 
 
 class MissingMessageIdError(ValueError):
@@ -186,7 +186,7 @@ class BatchSummary:
         entry["count"] += 1
 
 
-def _caught_up(consumer: Any, timeout_ms: int) -> bool:
+def caught_up(consumer: Any, timeout_ms: int) -> bool:
     """True when the consumer has partitions and its position is at the end of every one of them.
 
     Each broker round trip is bounded by ``timeout_ms``; a timeout or an unknown offset means "not yet".
@@ -246,10 +246,10 @@ def consume_batch(
             summary.stopped_by = "max_seconds"
             break
         batch = consumer.poll(
-            timeout_ms=int(min(left, _MAX_POLL_WAIT_S) * 1000), max_records=max_messages - summary.consumed
+            timeout_ms=int(min(left, MAX_POLL_WAIT_S) * 1000), max_records=max_messages - summary.consumed
         )
         if not batch:
-            if _caught_up(consumer, timeout_ms=max(100, int((deadline - clock()) * 1000))):
+            if caught_up(consumer, timeout_ms=max(100, int((deadline - clock()) * 1000))):
                 summary.stopped_by = "caught_up"
                 break
             continue

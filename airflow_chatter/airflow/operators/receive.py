@@ -1,6 +1,6 @@
 """``ChatterReceiveOperator``: consume a topic with a consumer group through the idempotent receiver.
 
-The operator builds the hooks and calls one core function, ``airflow_chatter.inbox.receiver.receive``: a bounded
+The operator builds the hooks and calls one core function, ``airflow_chatter.adapters.kafka.receive.receive``: a bounded
 run (``max_messages`` or ``max_seconds``, or until caught up) where each delivery's writes, outbox messages and Inbox
 Marker commit together before its offset is committed. See docs/inbox.md.
 """
@@ -100,13 +100,20 @@ class ChatterReceiveOperator(BaseOperator):
         self.database_name = database_name
 
     def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_chatter.airflow.operators.base import fail_fast
+
+        # A bad option or a refused container fails at once: a retry would meet it again.
+        with fail_fast():
+            return self._receive()
+
+    def _receive(self) -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowFailException
 
+        from airflow_chatter.adapters.kafka.receive import receive
         from airflow_chatter.airflow.config import import_callable
         from airflow_chatter.airflow.hooks.inbox import ChatterInboxHook
         from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
         from airflow_chatter.inbox.errors import ForeignDocumentError, MissingIdentityError
-        from airflow_chatter.inbox.receiver import receive
 
         max_messages = _positive(self.max_messages, "max_messages", int)
         max_seconds = _positive(self.max_seconds, "max_seconds", float)

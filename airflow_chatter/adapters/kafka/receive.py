@@ -1,0 +1,82 @@
+"""The idempotent receiver's Kafka loop: poll a bounded number of deliveries, hand each to the core
+``IdempotentReceiver`` and commit its offset only after its unit of work committed.
+
+It lives in the kafka adapter because it drives a kafka-python ``KafkaConsumer``; the core receiver
+(``airflow_chatter.inbox.receiver``) sees only ``ReceivedMessage`` values. The poll bound and the caught-up check are
+the at-least-once consumer's (``consumer.py``), so both loops stop the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kafka import TopicPartition
+from kafka.structs import OffsetAndMetadata
+
+from airflow_chatter.adapters.kafka.consumer import MAX_POLL_WAIT_S, caught_up
+from airflow_chatter.errors import ConfigurationError
+from airflow_chatter.inbox.identity import ReceivedMessage
+from airflow_chatter.inbox.receiver import DeliveryOutcome, IdempotentReceiver, ReceiveSummary
+
+
+def receive(
+    consumer: Any,
+    receiver: IdempotentReceiver,
+    *,
+    max_messages: int,
+    max_seconds: float,
+    topics: Sequence[str] = (),
+    group_id: str = "",
+    clock: Callable[[], float] = time.monotonic,
+) -> ReceiveSummary:
+    """Receive at most ``max_messages`` deliveries within about ``max_seconds``, stopping early once caught up.
+
+    ``consumer`` is a ``KafkaConsumer`` subscribed with ``enable_auto_commit=False``. Each delivery's offset is
+    committed right after its unit of work committed (or it was found a duplicate). The first delivery that raises
+    stops the loop: its offset and every later one stay uncommitted, so they come again; the error propagates. The
+    caller closes the consumer (``close(autocommit=False)``).
+    """
+    if max_messages < 1:
+        raise ConfigurationError("max_messages", max_messages, "must be at least 1")
+    if max_seconds <= 0:
+        raise ConfigurationError("max_seconds", max_seconds, "must be positive")
+    summary = ReceiveSummary(receiver=receiver.name, group_id=group_id, topics=tuple(topics))
+    started = clock()
+    deadline = started + max_seconds
+    while True:
+        if summary.received >= max_messages:
+            summary.stopped_by = "max_messages"
+            break
+        left = deadline - clock()
+        if left <= 0:
+            summary.stopped_by = "max_seconds"
+            break
+        batch = consumer.poll(
+            timeout_ms=int(min(left, MAX_POLL_WAIT_S) * 1000), max_records=max_messages - summary.received
+        )
+        if not batch:
+            if caught_up(consumer, timeout_ms=max(100, int((deadline - clock()) * 1000))):
+                summary.stopped_by = "caught_up"
+                break
+            continue
+        for records in batch.values():
+            for record in records:
+                message = ReceivedMessage.from_record(record)
+                outcome = receiver.handle_delivery(message)
+                # Only now is the delivery acknowledged: its writes and marker are committed.
+                consumer.commit(
+                    {TopicPartition(message.topic, message.partition): OffsetAndMetadata(message.offset + 1, "", -1)}
+                )
+                summary.received += 1
+                if outcome is DeliveryOutcome.DUPLICATE:
+                    summary.duplicates += 1
+                else:
+                    summary.processed += 1
+                summary.committed_offsets[f"{message.topic}:{message.partition}"] = message.offset + 1
+    summary.seconds = clock() - started
+    return summary
+
+
+__all__ = ["receive"]
