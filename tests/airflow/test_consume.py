@@ -9,7 +9,6 @@ uncommitted.
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -89,22 +88,21 @@ def test_get_consumer_is_built_without_blocking_and_without_leaking_the_password
     from airflow.sdk._shared.secrets_masker import redact
     from kafka import KafkaConsumer
 
-    # A non-routable address: a constructor that tried to reach it would hang for the request timeout.
+    # A loopback port nothing listens on: a constructor that tried to reach it would leave a connection attempt
+    # behind in the client (only loopback addresses are ever a target of these tests).
     _conn(
         monkeypatch,
         "kafka_consume_down",
         conn_type="chatter_kafka",
         login="reader",
         password=SASL_PASSWORD,
-        extra={"bootstrap_servers": "10.255.255.1:9092", "security_protocol": "SASL_PLAINTEXT"},
+        extra={"bootstrap_servers": "127.0.0.1:1", "security_protocol": "SASL_PLAINTEXT"},
     )
     hook = ChatterKafkaHook("kafka_consume_down")
-    started = time.monotonic()
     consumer = hook.get_consumer("orders.events", "orders-group")
-    elapsed = time.monotonic() - started
     try:
         assert isinstance(consumer, KafkaConsumer)
-        assert elapsed < 2, f"the constructor must not wait for the broker, took {elapsed:.1f}s"
+        assert consumer._client._manager._conns == {}, "the constructor opened no connection to the broker"  # noqa: SLF001
         assert consumer.subscription() == {"orders.events"}
         assert consumer.config["enable_auto_commit"] is False
         assert consumer.config["auto_offset_reset"] == "earliest"
