@@ -113,10 +113,15 @@ def kafka_key_partition_key(paths: Sequence[str]) -> PartitionKeyResolver:
             raise MissingIdentityError(
                 message.topic, message.partition, message.offset, "has no Kafka key to resolve its partition key from"
             )
-        text = message.key.decode("utf-8")
+        try:
+            text = message.key.decode("utf-8")
+            values = json.loads(text) if hierarchical else text
+        except ValueError as error:  # not UTF-8 (UnicodeDecodeError), or not JSON for a hierarchical key
+            raise MissingIdentityError(
+                message.topic, message.partition, message.offset, f"has a Kafka key it cannot read ({error})"
+            ) from None
         if not hierarchical:
             return text
-        values = json.loads(text)
         if not isinstance(values, list):
             raise MissingIdentityError(
                 message.topic, message.partition, message.offset, f"has key {text!r}, not a JSON array of values"

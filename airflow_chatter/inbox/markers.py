@@ -6,7 +6,7 @@ partition's primary replica, never a read-then-write race. It is **scoped to its
 blur), which lets two different downstream consumers of one message, writing to one container, each handle it once.
 Without a receiver scope the id is the contract's ``inbox:{b64url(identity)}`` (test vector ``inbox:bXNnLTE``).
 
-``is_marker_of`` is the confirm step after a 409: only a document this module could have minted for exactly this
+``foreign_reason`` is the confirm step after a 409: only a document this module could have minted for exactly this
 identity and receiver is a duplicate. Anything else under that id is a foreign document and must never be taken
 for one (INB-04c).
 """
@@ -143,11 +143,6 @@ def foreign_reason(document: object, identity: str, receiver: str | None) -> str
     return None
 
 
-def is_marker_of(document: object, identity: str, receiver: str | None = None) -> bool:
-    """Whether ``document`` is the marker of ``identity`` for ``receiver`` (the confirm step's test)."""
-    return foreign_reason(document, identity, receiver) is None
-
-
 __all__ = [
     "COMPLETED_FIELD",
     "DEFAULT_INBOX_PARTITION_PATH",
@@ -156,7 +151,6 @@ __all__ = [
     "document_tier_marker",
     "foreign_reason",
     "iso_utc",
-    "is_marker_of",
     "marker_id",
     "parse_iso_utc",
     "pending_marker",
