@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,6 +31,9 @@ from airflow_chatter.drain.identity import SourceIdentity, SourceRegistry, insta
 from airflow_chatter.drain.leases import ACTIVE, SPLIT, Lease, LeaseHeldError, LeaseStore
 from airflow_chatter.drain.monitored_container import verify_monitored_container
 from airflow_chatter.drain.options import STATUS_PATCH_PATH, TTL_PATCH_PATH, SourceOptions
+from airflow_chatter.drain.pacing import TokenBucket
+from airflow_chatter.drain.request_units import LEASES, MeteredContainer, RequestUnits, ThrottleLimits
+from airflow_chatter.drain.stamps import StampRequest, StampWriter
 from airflow_chatter.drain.suspension import ConfirmationReceipt, DrainGate
 from airflow_chatter.drain.telemetry import (
     OUTCOME_ADMITTED,
@@ -116,9 +119,20 @@ class DrainSummary:
     suspended: bool = False
     lease_held_by: str | None = None
     split_into: tuple[str, ...] = ()
+    #: F-11: the charges of this drain's requests, in RU, in all and by kind (feed, stamps, leases, other).
+    request_units: float = 0.0
+    request_units_by_kind: Mapping[str, float] = field(default_factory=dict)
+    #: 429s answered to this drain's requests (each retried after its retry-after, or the limit reached).
+    throttled: int = 0
+    throttle_limit_reached: bool = False
     error_type: str | None = None
     error_message: str | None = None
     error: BaseException | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def request_units_per_delivered(self) -> float | None:
+        """RU per delivered document (all of the drain's charges over its delivered stamps); ``None`` for none."""
+        return None if not self.delivered else self.request_units / self.delivered
 
     @property
     def failed(self) -> bool:
@@ -128,6 +142,8 @@ class DrainSummary:
         """JSON-able: plain numbers, strings, booleans, lists and ``None``."""
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "error"}
         data["split_into"] = list(self.split_into)
+        data["request_units_by_kind"] = dict(self.request_units_by_kind)
+        data["request_units_per_delivered"] = self.request_units_per_delivered
         return data
 
     def raise_for_error(self) -> None:
@@ -142,8 +158,14 @@ class DrainSummary:
             f"drain lease={self.lease} published={self.published} delivered={self.delivered} "
             f"undeliverable={self.undeliverable} skipped={self.skipped} dropped={self.dropped} "
             f"refused={self.refused_batches} confirmation_failures={self.confirmation_failures} "
-            f"pages={self.pages} max_lag={self.max_lag_seconds} suspended={self.suspended} {outcome}"
+            f"pages={self.pages} max_lag={self.max_lag_seconds} suspended={self.suspended} "
+            f"ru={self.request_units:.1f} ru_per_delivered={_rounded(self.request_units_per_delivered)} "
+            f"throttled={self.throttled} {outcome}"
         )
+
+
+def _rounded(value: float | None) -> str:
+    return "None" if value is None else f"{value:.2f}"
 
 
 @dataclass
@@ -226,7 +248,6 @@ class DrainEngine:
         start_from: datetime | None = None,
     ) -> None:
         self.source = source
-        self.monitored = monitored
         self._clock = clock
         # Seconds since the epoch, read once per admitted document (MET-01). For the default clock that is
         # ``time.time()``, the same reading without building an aware ``datetime`` (~1 µs) per document.
@@ -234,6 +255,14 @@ class DrainEngine:
         self._telemetry = telemetry if telemetry is not None else DrainTelemetry()
         self.properties: ContainerProperties = verify_monitored_container(monitored, source.partition_key_paths)
         lease_properties = _verify_lease_container(leases)
+        # F-11: every request of the drain is charged, paced under the source's cap and retried on 429 through these.
+        cap = source.max_request_units_per_second
+        self.request_units = RequestUnits(TokenBucket(cap) if cap is not None else None)
+        limits = ThrottleLimits(source.max_throttle_retries, source.max_throttle_wait_seconds)
+        self.monitored: DocumentContainer = MeteredContainer(monitored, self.request_units, limits)
+        leases = MeteredContainer(leases, self.request_units, limits, kind=LEASES)
+        # F-10: the page's delivered stamps, per partition key in batches (or one by one: ``stamp_mode``).
+        self._stamps = StampWriter(self.monitored, source.stamp_mode, source.stamp_concurrency)  # type: ignore[arg-type]
         self.identity = _source_identity(source, self.properties, lease_properties)
         self.source_identity = self.identity.processor_name
         if registry is not None:
@@ -298,15 +327,16 @@ class DrainEngine:
             self.ensure_leases()  # a current feed range with no lease yet gets one (from its parent, if split)
         tally = _Tally(lease_id, source_identity=self.source_identity)
         budget = _Budget(max_documents, max_seconds)
+        self.request_units.reset()
         try:
             current = self.store.acquire(lease_id)
         except LeaseHeldError as held:
             tally.lease_held_by = held.owner
             self._telemetry.log_info("Lease %s is held by %s; left alone", lease_id, held.owner)
-            return tally.freeze()
+            return self._charged(tally.freeze())
         except Exception as exc:  # noqa: BLE001 - reported with its original type (F-06)
             self._telemetry.record_failure(self.source_identity, lease_id, exc)
-            return tally.freeze(exc)
+            return self._charged(tally.freeze(exc))
         tally.lease_token = current.token
         holder = _LeaseHolder(current)
         error: BaseException | None = None
@@ -317,9 +347,22 @@ class DrainEngine:
             self._telemetry.record_failure(self.source_identity, holder.lease.token, exc)
         finally:
             self._finish(holder, tally)
-        summary = tally.freeze(error)
+        summary = self._charged(tally.freeze(error))
         self._telemetry.log_info("%s", summary.log_line())
         return summary
+
+    def _charged(self, summary: DrainSummary) -> DrainSummary:
+        """The summary with this drain's request units and 429s (F-11), also recorded as instruments."""
+        units = self.request_units
+        by_kind = {kind: round(charge, 2) for kind, charge in units.by_kind().items()}
+        self._telemetry.record_request_units(by_kind, units.throttled)
+        return replace(
+            summary,
+            request_units=round(sum(by_kind.values()), 2),
+            request_units_by_kind=by_kind,
+            throttled=units.throttled,
+            throttle_limit_reached=units.throttle_limit_reached,
+        )
 
     # ================================================================== the page loop
 
@@ -550,7 +593,10 @@ class DrainEngine:
             # range over meanwhile; lost already (LeaseLostError), nothing is stamped (the new owner publishes).
             if self.store.needs_renewal(holder.lease):
                 holder.lease = self.store.renew(holder.lease)
-            for planned, outcome, span in zip(run, outcomes, spans, strict=True):
+            batched = self._stamps.mode != "sequential"
+            if batched:
+                written = self._stamp_run_batched(run, outcomes, spans, tally)
+            for planned, outcome, span in zip(run, outcomes, spans, strict=True) if not batched else ():
                 if not outcome.confirmed:
                     failure = outcome.error or PublishError(f"message {planned.message_id!r} was not confirmed")
                     span.end(failure)
@@ -561,6 +607,45 @@ class DrainEngine:
         # SUS-08: one receipt per run is all the gate is shown (the page presents its last), so it is minted once,
         # from the last stamp that landed, not once per document.
         return None if written is None else ConfirmationReceipt.from_status_write(written, self._delivered_value)
+
+    def _stamp_run_batched(
+        self, run: list[_Planned], outcomes: Sequence[Any], spans: Sequence[SendSpan], tally: _Tally
+    ) -> Document | None:
+        """F-10: stamp the confirmed prefix of a run at once (per partition key, in batches); then fail as RLY-05/06.
+
+        The documents before the first unconfirmed publish are stamped together; each gets its own outcome. Any
+        failed stamp is one Confirmation Failure for the page (the first, in feed order, is the one reported), as
+        the one-by-one order counted it; stamps of later documents that landed stay (those are delivered). Then an
+        unconfirmed publish fails the page (no stamp for it, not a Confirmation Failure). Either way the page is not
+        checkpointed. Returns the last stamp that landed, in feed order, when all did.
+        """
+        confirmed: list[_Planned] = []
+        failure: BaseException | None = None
+        for planned, outcome, span in zip(run, outcomes, spans, strict=True):
+            if not outcome.confirmed:
+                failure = outcome.error or PublishError(f"message {planned.message_id!r} was not confirmed")
+                span.end(failure)
+                break
+            span.end()
+            confirmed.append(planned)
+        tally.published += len(confirmed)  # MET-02 ``admitted``: counted after publish, added per page
+        requests = [
+            StampRequest(p.document["id"], p.partition_key, self._delivered_ops, self._delivered_value)
+            for p in confirmed
+        ]
+        written: Document | None = None
+        stamp_failure: BaseException | None = None
+        for stamped in self._stamps.write(requests):
+            if stamped.landed:
+                tally.delivered += 1
+                written = stamped.written
+            elif stamp_failure is None:
+                stamp_failure = stamped.error
+        if stamp_failure is not None:
+            raise ConfirmationFailed(stamp_failure) from stamp_failure
+        if failure is not None:
+            raise failure  # RLY-05: no stamp; not a Confirmation Failure
+        return written
 
     def _stamp_delivered(self, planned: _Planned, tally: _Tally) -> Document:
         # The publish comes before the stamp so that a crash between them costs a duplicate message,
