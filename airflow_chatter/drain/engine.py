@@ -22,8 +22,9 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from airflow_chatter.clock import Clock, utc_now
@@ -92,13 +93,14 @@ class ResolveContext:
 BodyResolver = Callable[[ResolveContext], "OutgoingMessage | None"]
 
 
-@dataclass(frozen=True)
-class DrainSummary:
-    """What one drain of one lease did; ``to_dict()`` is its JSON (XCom) form (F-09).
+@dataclass
+class DrainCounts:
+    """Everything one drain of one lease counts and notes as it runs: the one definition of those fields.
 
+    The engine updates one ``DrainCounts`` while it drains (a plain mutable dataclass, no per-document
+    copying); ``DrainSummary`` is these fields plus the outcome, built once at the end (``DrainSummary.of``).
     ``continuation_age_seconds`` is how long ago the lease's continuation last advanced, as of the end
     of the run (near 0 after a successful pass, growing while a lease is refused or failing).
-    ``error`` keeps the original exception for ``raise_for_error``; it is not part of ``to_dict``.
     """
 
     lease: str
@@ -125,9 +127,33 @@ class DrainSummary:
     #: 429s answered to this drain's requests (each retried after its retry-after, or the limit reached).
     throttled: int = 0
     throttle_limit_reached: bool = False
+
+    def lag(self, seconds: float) -> None:
+        if self.max_lag_seconds is None or seconds > self.max_lag_seconds:
+            self.max_lag_seconds = seconds
+
+
+@dataclass
+class DrainSummary(DrainCounts):
+    """What one drain of one lease did: its ``DrainCounts`` and its outcome; ``to_dict()`` is its XCom form (F-09).
+
+    A value: the engine builds it once, at the end of a run, and never changes it afterwards.
+    ``error`` keeps the original exception for ``raise_for_error``; it is not part of ``to_dict``.
+    """
+
     error_type: str | None = None
     error_message: str | None = None
     error: BaseException | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def of(cls, counts: DrainCounts, error: BaseException | None = None) -> DrainSummary:
+        """The summary of a run that counted ``counts`` and ended with ``error`` (``None``: it succeeded)."""
+        return cls(
+            **{f.name: getattr(counts, f.name) for f in fields(DrainCounts)},
+            error_type=error_type(error) if error is not None else None,
+            error_message=str(error) if error is not None else None,
+            error=error,
+        )
 
     @property
     def request_units_per_delivered(self) -> float | None:
@@ -168,42 +194,6 @@ def _rounded(value: float | None) -> str:
     return "None" if value is None else f"{value:.2f}"
 
 
-@dataclass
-class _Tally:
-    """The mutable counters of a run, frozen into a ``DrainSummary`` at the end."""
-
-    lease: str
-    lease_token: str | None = None
-    source_identity: str | None = None
-    published: int = 0
-    delivered: int = 0
-    undeliverable: int = 0
-    skipped: int = 0
-    dropped: int = 0
-    refused_batches: int = 0
-    confirmation_failures: int = 0
-    documents: int = 0
-    pages: int = 0
-    max_lag_seconds: float | None = None
-    continuation_age_seconds: float | None = None
-    continuation: str | None = None
-    suspended: bool = False
-    lease_held_by: str | None = None
-    split_into: tuple[str, ...] = ()
-
-    def lag(self, seconds: float) -> None:
-        if self.max_lag_seconds is None or seconds > self.max_lag_seconds:
-            self.max_lag_seconds = seconds
-
-    def freeze(self, error: BaseException | None = None) -> DrainSummary:
-        return DrainSummary(
-            **asdict(self),
-            error_type=error_type(error) if error is not None else None,
-            error_message=str(error) if error is not None else None,
-            error=error,
-        )
-
-
 @dataclass(slots=True)
 class _Planned:
     """A document admitted for publishing, waiting for its publish batch."""
@@ -215,6 +205,51 @@ class _Planned:
     context: Mapping[str, Any]
     deliverable: Deliverable | None = None
     resolved: OutgoingMessage | None = None
+
+
+#: What ``_admit`` decides for one document: publish it with that publisher, write a stamp in place, or nothing.
+_Step = tuple[_Planned, Publisher] | Callable[[], ConfirmationReceipt] | None
+
+
+class _PublishRun:
+    """The documents of a page admitted since the last stamp, waiting for one ``send_batch`` to their publisher.
+
+    The one place that keeps feed order within a page: the pending run is published (and stamped) when the
+    publisher changes, before a stamp is written in place, when the page ends, and when an error leaves the
+    page (an earlier document is finished before a later one fails). Used as a context manager by the page,
+    so no path through the page can skip a flush. ``receipt`` is the page's last Confirmation Receipt.
+    """
+
+    def __init__(self, publish: Callable[[list[_Planned], Publisher], ConfirmationReceipt | None]) -> None:
+        self._publish = publish
+        self._run: list[_Planned] = []
+        self._publisher: Publisher | None = None
+        self.receipt: ConfirmationReceipt | None = None
+
+    def add(self, planned: _Planned, publisher: Publisher) -> None:
+        if self._publisher is not None and publisher is not self._publisher:
+            self.flush()
+        self._run.append(planned)
+        self._publisher = publisher
+
+    def stamp(self, write: Callable[[], ConfirmationReceipt]) -> None:
+        """Write a stamp in place, after everything admitted before it is published and stamped."""
+        self.flush()
+        self.receipt = write()
+
+    def flush(self) -> None:
+        run, publisher = self._run, self._publisher
+        self._run, self._publisher = [], None
+        if run:
+            assert publisher is not None
+            self.receipt = self._publish(run, publisher) or self.receipt
+
+    def __enter__(self) -> _PublishRun:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if exc is None or isinstance(exc, Exception):
+            self.flush()  # a flush that fails while an error leaves the page reports the earlier document's error
 
 
 class DrainEngine:
@@ -325,7 +360,7 @@ class DrainEngine:
         lease_id = lease if isinstance(lease, str) else self.store.lease_id(lease)
         if not isinstance(lease, str) and self.store.find(lease_id) is None:
             self.ensure_leases()  # a current feed range with no lease yet gets one (from its parent, if split)
-        tally = _Tally(lease_id, source_identity=self.source_identity)
+        tally = DrainCounts(lease_id, source_identity=self.source_identity)
         budget = _Budget(max_documents, max_seconds)
         self.request_units.reset()
         try:
@@ -333,10 +368,10 @@ class DrainEngine:
         except LeaseHeldError as held:
             tally.lease_held_by = held.owner
             self._telemetry.log_info("Lease %s is held by %s; left alone", lease_id, held.owner)
-            return self._charged(tally.freeze())
+            return DrainSummary.of(self._charged(tally))
         except Exception as exc:  # noqa: BLE001 - reported with its original type (F-06)
             self._telemetry.record_failure(self.source_identity, lease_id, exc)
-            return self._charged(tally.freeze(exc))
+            return DrainSummary.of(self._charged(tally), exc)
         tally.lease_token = current.token
         holder = _LeaseHolder(current)
         error: BaseException | None = None
@@ -347,26 +382,22 @@ class DrainEngine:
             self._telemetry.record_failure(self.source_identity, holder.lease.token, exc)
         finally:
             self._finish(holder, tally)
-        summary = self._charged(tally.freeze(error))
+        summary = DrainSummary.of(self._charged(tally), error)
         self._telemetry.log_info("%s", summary.log_line())
         return summary
 
-    def _charged(self, summary: DrainSummary) -> DrainSummary:
-        """The summary with this drain's request units and 429s (F-11), also recorded as instruments."""
+    def _charged(self, tally: DrainCounts) -> DrainCounts:
+        """``tally`` with this drain's request units and 429s (F-11), which are also recorded as instruments."""
         units = self.request_units
-        by_kind = {kind: round(charge, 2) for kind, charge in units.by_kind().items()}
-        self._telemetry.record_request_units(by_kind, units.throttled)
-        return replace(
-            summary,
-            request_units=round(sum(by_kind.values()), 2),
-            request_units_by_kind=by_kind,
-            throttled=units.throttled,
-            throttle_limit_reached=units.throttle_limit_reached,
-        )
+        tally.request_units_by_kind = {kind: round(charge, 2) for kind, charge in units.by_kind().items()}
+        tally.request_units = round(sum(tally.request_units_by_kind.values()), 2)
+        tally.throttled, tally.throttle_limit_reached = units.throttled, units.throttle_limit_reached
+        self._telemetry.record_request_units(tally.request_units_by_kind, units.throttled)
+        return tally
 
     # ================================================================== the page loop
 
-    def _drain_pages(self, holder: _LeaseHolder, tally: _Tally, budget: _Budget) -> None:
+    def _drain_pages(self, holder: _LeaseHolder, tally: DrainCounts, budget: _Budget) -> None:
         if holder.lease.state != ACTIVE:
             # Retired: split (its children carry on; report them so drain_all drains them) or merged into a range
             # whose own lease drains it. Either way there is nothing left to read on this lease.
@@ -411,7 +442,7 @@ class DrainEngine:
                 return  # caught up
 
     def _drain_page_or_count_failure(
-        self, holder: _LeaseHolder, documents: Sequence[Document], tally: _Tally
+        self, holder: _LeaseHolder, documents: Sequence[Document], tally: DrainCounts
     ) -> ConfirmationReceipt | None:
         try:
             return self._drain_page(holder, documents, tally)
@@ -426,7 +457,7 @@ class DrainEngine:
             # RLY-06: callers see the stamp's own error type, never the carrier.
             raise carrier.original from None
 
-    def _finish(self, holder: _LeaseHolder, tally: _Tally) -> None:
+    def _finish(self, holder: _LeaseHolder, tally: DrainCounts) -> None:
         lease = holder.lease
         tally.suspended = lease.suspension.suspended
         tally.continuation = lease.continuation
@@ -442,7 +473,7 @@ class DrainEngine:
     # ================================================================== one page
 
     def _drain_page(
-        self, holder: _LeaseHolder, documents: Sequence[Document], tally: _Tally
+        self, holder: _LeaseHolder, documents: Sequence[Document], tally: DrainCounts
     ) -> ConfirmationReceipt | None:
         """Process a page in feed order; return the last receipt, or raise at the first failure.
 
@@ -457,100 +488,60 @@ class DrainEngine:
             self._telemetry.record_document(OUTCOME_ADMITTED, tally.published - published)
 
     def _drain_page_documents(
-        self, holder: _LeaseHolder, documents: Sequence[Document], tally: _Tally
+        self, holder: _LeaseHolder, documents: Sequence[Document], tally: DrainCounts
     ) -> ConfirmationReceipt | None:
-        receipt: ConfirmationReceipt | None = None
-        run: list[_Planned] = []
-        run_publisher: Publisher | None = None
+        def publish(run: list[_Planned], publisher: Publisher) -> ConfirmationReceipt | None:
+            return self._publish_and_stamp(holder, run, publisher, tally)
 
-        def flush() -> None:
-            nonlocal receipt, run, run_publisher
-            if run:
-                assert run_publisher is not None
-                receipt = self._publish_and_stamp(holder, run, run_publisher, tally) or receipt
-            run, run_publisher = [], None
+        with _PublishRun(publish) as run:
+            for document in documents:
+                step = self._admit(document, tally)
+                if isinstance(step, tuple):
+                    run.add(*step)
+                elif step is not None:
+                    run.stamp(step)
+        return run.receipt
 
-        for document in documents:
-            planned, publisher = self._admit(document, tally, flush)
-            if planned is None:
-                continue
-            if isinstance(planned, ConfirmationReceipt):
-                receipt = planned
-                continue
-            if run_publisher is not None and publisher is not run_publisher:
-                flush()
-            run.append(planned)
-            run_publisher = publisher
-        flush()
-        return receipt
+    def _admit(self, document: Document, tally: DrainCounts) -> _Step:
+        """Gate one document: what to publish (with its publisher), a stamp to write in place, or nothing.
 
-    def _admit(
-        self, document: Document, tally: _Tally, flush: Callable[[], None]
-    ) -> tuple[_Planned | ConfirmationReceipt | None, Publisher | None]:
-        """Gate one document. Returns what to publish, a receipt (stamped in place), or nothing.
-
-        Anything that stamps or raises flushes the pending publish run first, so feed order holds:
-        an earlier document is always published and stamped before a later one is stamped or fails.
+        Runs no stamp and flushes nothing itself: ``_PublishRun`` publishes the pending run before a stamp
+        is written or an error leaves the page, so feed order holds (an earlier document is always published
+        and stamped before a later one is stamped or fails).
         """
         # BAT-04: the pre-gate is the pure pending predicate; it runs no user code.
         if not is_pending_outbox(document):
             tally.skipped += 1  # MET-02 ``skipped``: added per page by _drain_page
-            return None, None
+            return None
         pending_filter = self.source.additional_pending_filter
-        if pending_filter is not None:
-            try:
-                admitted = bool(pending_filter(document))  # PND-03: evaluated exactly once
-            except Exception:
-                flush()
-                raise
-            if not admitted:
-                tally.skipped += 1
-                return None, None
+        if pending_filter is not None and not bool(pending_filter(document)):  # PND-03: evaluated exactly once
+            tally.skipped += 1
+            return None
         self._record_lag(document, tally)
         partition_key = recover_partition_key(document, self.properties.partition_key_paths)
         message_id: str = document[MESSAGE_ID_FIELD]
         if self.source.body_resolver is not None:
-            return self._resolve(document, partition_key, message_id, tally, flush)
+            return self._resolve(document, partition_key, message_id, tally)
         verdict = verify(document)
         if isinstance(verdict, Undeliverable):
-            flush()
-            return self._stamp_undeliverable(document, partition_key, verdict, tally), None
-        try:
-            publisher = self._publisher_for(verdict)
-        except UnknownPublisherError:
-            flush()  # F-03: a host concern, not a contract violation: fail, retry next run
-            raise
+            return partial(self._stamp_undeliverable, document, partition_key, verdict, tally)
+        publisher = self._publisher_for(verdict)  # F-03 UnknownPublisherError: a host concern, retried next run
         planned = _Planned(
             document, partition_key, message_id, verdict.destination, verdict.context, deliverable=verdict
         )
         return planned, publisher
 
-    def _resolve(
-        self,
-        document: Document,
-        partition_key: PartitionKey,
-        message_id: str,
-        tally: _Tally,
-        flush: Callable[[], None],
-    ) -> tuple[_Planned | ConfirmationReceipt | None, Publisher | None]:
-        """RSV-01..06: the resolver replaces verbatim reconstruction; the contract is not evaluated."""
+    def _resolve(self, document: Document, partition_key: PartitionKey, message_id: str, tally: DrainCounts) -> _Step:
+        """RSV-01..06: the resolver replaces verbatim reconstruction; the contract is not evaluated.
+
+        A resolver that raises fails the page here, with no stamp (RSV-03); earlier documents are finished first.
+        """
         resolver = self.source.body_resolver
         assert resolver is not None
-        context = ResolveContext(message_id, partition_key, self.properties.partition_key_paths, document)
-        try:
-            resolved = resolver(context)
-        except Exception:
-            flush()  # RSV-03: no stamp, the page fails here; earlier documents are finished first
-            raise
+        resolved = resolver(ResolveContext(message_id, partition_key, self.properties.partition_key_paths, document))
         if resolved is None:
-            flush()
-            tally.dropped += 1
-            self._telemetry.record_document(OUTCOME_DROPPED)
-            # RSV-02: drop-and-acknowledge. A failure here is an ordinary drain failure (SUS-13).
-            written = self.monitored.patch(document["id"], partition_key, self._delivered_ops)
-            return ConfirmationReceipt.from_status_write(written, self._delivered_value), None
+            return partial(self._drop, document, partition_key, tally)
         if not isinstance(resolved, OutgoingMessage):
-            flush()
             raise ConfigurationError("body_resolver", type(resolved).__name__, "must return an OutgoingMessage or None")
         planned = _Planned(
             document,
@@ -562,8 +553,15 @@ class DrainEngine:
         )
         return planned, self._publishers[self._default_publisher]
 
+    def _drop(self, document: Document, partition_key: PartitionKey, tally: DrainCounts) -> ConfirmationReceipt:
+        """RSV-02: drop-and-acknowledge. A failure here is an ordinary drain failure (SUS-13)."""
+        tally.dropped += 1
+        self._telemetry.record_document(OUTCOME_DROPPED)
+        written = self.monitored.patch(document["id"], partition_key, self._delivered_ops)
+        return ConfirmationReceipt.from_status_write(written, self._delivered_value)
+
     def _stamp_undeliverable(
-        self, document: Document, partition_key: PartitionKey, verdict: Undeliverable, tally: _Tally
+        self, document: Document, partition_key: PartitionKey, verdict: Undeliverable, tally: DrainCounts
     ) -> ConfirmationReceipt:
         """CTR-04/05: stamp, then count, then log; a failed stamp reports nothing and propagates."""
         written = self.monitored.patch(document["id"], partition_key, self._undeliverable_ops)
@@ -572,7 +570,7 @@ class DrainEngine:
         return ConfirmationReceipt.from_status_write(written, UNDELIVERABLE)
 
     def _publish_and_stamp(
-        self, holder: _LeaseHolder, run: list[_Planned], publisher: Publisher, tally: _Tally
+        self, holder: _LeaseHolder, run: list[_Planned], publisher: Publisher, tally: DrainCounts
     ) -> ConfirmationReceipt | None:
         """Publish a run in one ``send_batch``, then stamp each confirmed message in feed order.
 
@@ -609,7 +607,7 @@ class DrainEngine:
         return None if written is None else ConfirmationReceipt.from_status_write(written, self._delivered_value)
 
     def _stamp_run_batched(
-        self, run: list[_Planned], outcomes: Sequence[Any], spans: Sequence[SendSpan], tally: _Tally
+        self, run: list[_Planned], outcomes: Sequence[Any], spans: Sequence[SendSpan], tally: DrainCounts
     ) -> Document | None:
         """F-10: stamp the confirmed prefix of a run at once (per partition key, in batches); then fail as RLY-05/06.
 
@@ -647,7 +645,7 @@ class DrainEngine:
             raise failure  # RLY-05: no stamp; not a Confirmation Failure
         return written
 
-    def _stamp_delivered(self, planned: _Planned, tally: _Tally) -> Document:
+    def _stamp_delivered(self, planned: _Planned, tally: DrainCounts) -> Document:
         # The publish comes before the stamp so that a crash between them costs a duplicate message,
         # never a lost one. A failed stamp here is a Confirmation Failure (RLY-06, SUS-02..13).
         try:
@@ -680,7 +678,7 @@ class DrainEngine:
             raise UnknownPublisherError(name, deliverable.message_id)
         return publisher
 
-    def _record_lag(self, document: Document, tally: _Tally) -> None:
+    def _record_lag(self, document: Document, tally: DrainCounts) -> None:
         """MET-01: at admission, ``max(0, now - _ts)`` for an integer ``_ts`` in range."""
         ts = document.get("_ts")
         if isinstance(ts, bool) or not isinstance(ts, int) or not 0 <= ts <= _LARGEST_TS:
@@ -770,4 +768,4 @@ def _publisher_table(publishers: Mapping[str, Publisher] | Publisher, default: s
     return table, default
 
 
-__all__ = ["DEFAULT_PUBLISHER", "BodyResolver", "DrainEngine", "DrainSummary", "ResolveContext"]
+__all__ = ["DEFAULT_PUBLISHER", "BodyResolver", "DrainCounts", "DrainEngine", "DrainSummary", "ResolveContext"]
