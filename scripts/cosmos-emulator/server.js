@@ -18,6 +18,9 @@ const path = require("path");
 
 const PKG = path.dirname(require.resolve("@vercel/cosmosdb-server/package.json"));
 const lib = (p) => require(path.join(PKG, "lib", p));
+const accountModel = require("./account-model.js");
+
+const { charges } = accountModel;
 
 const EXPECTED_VERSION = "1.0.1";
 const SWEEP_INTERVAL_MS = 250;
@@ -439,16 +442,21 @@ function fixAtomicTransactionalBatch(batchDocuments, documentOperations, patchOp
     const results = [];
     let failedAt = -1;
     for (let i = 0; i < ops.length && failedAt < 0; i += 1) {
-      const result = runBatchOperation(collection, ops[i] || {}, partitionKey, partition, documentOperations,
+      const op = ops[i] || {};
+      const before = op.operationType === "Delete" && op.id ? collection.document(op.id, partition).read() : undefined;
+      const result = runBatchOperation(collection, op, partitionKey, partition, documentOperations,
         patchOperations);
+      result.requestCharge = batchOperationCharge(op, result, before);
       results.push(result);
       if (result.statusCode >= 400) failedAt = i;
     }
+    // The batch's own charge is the sum of its operations' (the request listener reports it).
+    req.chatterCharge = Math.round(results.reduce((sum, r) => sum + r.requestCharge, 0) * 100) / 100;
     if (failedAt < 0) {
       res.statusCode = 200;
       return results.map((r) => ({
         statusCode: r.statusCode,
-        requestCharge: 1,
+        requestCharge: r.requestCharge,
         eTag: r.body ? r.body._etag : undefined,
         resourceBody: r.body,
       }));
@@ -459,9 +467,19 @@ function fixAtomicTransactionalBatch(batchDocuments, documentOperations, patchOp
     documents._lsnCounter = snapshot.lsn;
     res.statusCode = 207;
     return ops.map((_, i) => (i === failedAt
-      ? { statusCode: results[i].statusCode, requestCharge: 1, resourceBody: results[i].body }
+      ? { statusCode: results[i].statusCode, requestCharge: results[i].requestCharge, resourceBody: results[i].body }
       : { statusCode: 424, requestCharge: 0 }));
   };
+}
+
+/** One batch operation's modelled charge (account-model.js): reads and writes as their single-request kinds. */
+function batchOperationCharge(op, result, before) {
+  if (result.statusCode >= 400) return charges.error();
+  switch (op.operationType) {
+    case "Read": return charges.pointRead(charges.sizeOf(result.body));
+    case "Delete": return charges.write(charges.sizeOf(before));
+    default: return charges.write(charges.sizeOf(result.body));
+  }
 }
 
 function runBatchOperation(collection, op, partitionKey, partition, documentOperations, patchOperations) {
@@ -565,6 +583,58 @@ function fixEffectivePartitionKeyRangeScope() {
   });
 }
 
+/**
+ * Not a 1.0.1 defect but issue 12's account model: leave each document request's modelled charge in
+ * `req.chatterCharge` for the request listener (account-model.js), which reports it when request charges are on
+ * and spends it from the container's provisioned RU/s. Batches set their own (the sum of their operations).
+ */
+function modelRequestCharges(handlerModules) {
+  const kinds = {
+    "read-document": (req, res, body) => (res.statusCode === 200 ? charges.pointRead(charges.sizeOf(body)) : 1),
+    "read-documents": (req, res, body, ctx) => {
+      const docs = (body && body.Documents) || [];
+      if (ctx.changeFeed) return res.statusCode === 200 ? charges.changeFeedPage(docs) : charges.changeFeedPage([]);
+      return res.statusCode === 200 ? charges.queryPage(docs) : 1;
+    },
+    "query-documents": (req, res, body) => (res.statusCode === 200 ? charges.queryPage((body && body.Documents) || []) : 1),
+    "create-document": writeCharge,
+    "upsert-document": writeCharge,
+    "replace-document": writeCharge,
+    "patch-document": writeCharge,
+    "delete-document": (req, res, body, ctx) => (res.statusCode < 300 ? charges.write(charges.sizeOf(ctx.before)) : 1),
+  };
+  for (const [name, mod] of handlerModules) {
+    const kind = kinds[name];
+    if (!kind) continue;
+    const original = mod.default;
+    mod.default = async (account, req, res, params) => {
+      const ctx = { changeFeed: Boolean(headerOf(req, "a-im")) };
+      if (name === "delete-document") ctx.before = documentFor(account, req, params);
+      const body = await original(account, req, res, params);
+      req.chatterCharge = kind(req, res, body, ctx);
+      return body;
+    };
+  }
+}
+
+function writeCharge(req, res, body) {
+  return res.statusCode < 300 ? charges.write(charges.sizeOf(body)) : charges.error();
+}
+
+/** The stored document a point request addresses (undefined when absent or the key header is unusable). */
+function documentFor(account, req, { dbId, collId, docId }) {
+  const collection = collectionOf(account, dbId, collId);
+  if (!collection) return undefined;
+  try {
+    const partition = canonicalFromHeader(headerOf(req, "x-ms-documentdb-partitionkey"));
+    if (partition === undefined) return undefined;
+    const data = collection.document(docId, partition).read();
+    return data && data.id === docId ? data : undefined;
+  } catch (err) {
+    return undefined;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Installation: every override goes in before routes.js (required by index.js) captures the handlers.
 // ---------------------------------------------------------------------------------------------------------------
@@ -595,6 +665,9 @@ function installCompatibilityLayer() {
   fixPatchConditionCase(patchOperations);
   fixAtomicTransactionalBatch(h("batch-documents"), documentOperations, patchOperations, json);
   // Last: wraps the (already replaced) document handlers so that expiry is applied before each of them runs.
+  const chargedHandlers = ["read-document", "read-documents", "query-documents", "create-document",
+    "upsert-document", "replace-document", "delete-document", "patch-document"];
+  modelRequestCharges(chargedHandlers.map((name) => [name, h(name)]));
   fixTtlExpiry(["read-document", "read-documents", "query-documents", "batch-documents", "create-document",
     "upsert-document", "replace-document", "delete-document", "patch-document"].map(h));
 }
@@ -614,6 +687,13 @@ function main() {
   const args = parseArgs(process.argv.slice(2));
   const compat = process.env.CHATTER_EMULATOR_COMPAT !== "0";
   if (compat) installCompatibilityLayer();
+  let settings;
+  try {
+    settings = accountModel.configureFromEnv(process.env);
+  } catch (err) {
+    console.error(`cosmos-emulator: ${err.message}`); // eslint-disable-line no-console
+    process.exit(2);
+  }
   const { createHttpsServer } = lib("index.js");
   const server = createHttpsServer({
     cert: fs.readFileSync(args.cert),
@@ -621,10 +701,12 @@ function main() {
     keepAlive: true,
   });
   server.keepAliveTimeout = 60000;
+  accountModel.installOnServer(server);
   server.listen(Number(args.port), args.host, () => {
     // eslint-disable-next-line no-console
     console.log(`cosmos-emulator: @vercel/cosmosdb-server ${EXPECTED_VERSION} `
-      + `(${compat ? "with" : "WITHOUT"} compat layer) ready at https://${args.host}:${args.port}/`);
+      + `(${compat ? "with" : "WITHOUT"} compat layer) ready at https://${args.host}:${args.port}/ `
+      + `config ${JSON.stringify(settings)}`);
   });
   const stop = () => {
     server.close(() => process.exit(0));

@@ -11,17 +11,31 @@ real account and on the patched emulator, and FAILS on the vanilla server. To se
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
 import time
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 from azure.core import MatchConditions
 from azure.cosmos import ContainerProxy, exceptions
+from azure.cosmos._retry_options import RetryOptions
+from azure.cosmos.documents import ConnectionPolicy
 
-from tests.fixtures.cosmos import ContainerFactory
+from tests.fixtures.cosmos import (
+    ContainerFactory,
+    CosmosEndpoint,
+    EmulatorAdminError,
+    configure_emulator,
+    emulator_config,
+    emulator_configured,
+    emulator_stats,
+)
 
 pytestmark = pytest.mark.cosmos
 
@@ -364,3 +378,239 @@ def test_change_feed_scoped_to_a_partition_key(cosmos_container_factory: Contain
         container.create_item({"id": f"d{i}", "pk": f"p{i % 3}"})
     scoped = FeedReader(container).drain(start_time="Beginning", partition_key="p1")
     assert _ids(scoped) == ["d1", "d4"], "1.0.1 returns every partition's changes"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Account-like switches (issue 12): request charges, provisioned RU/s with 429s, added latency.
+# The SDK must see them exactly as from an account: per-response charges, 429 + retry-after honoured by its policy.
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _emulator_only(endpoint: CosmosEndpoint) -> None:
+    if not endpoint.is_emulator:
+        pytest.skip("switches of the project emulator (a real account has its own charges, throughput and latency)")
+
+
+class HeaderLog:
+    """A response_hook keeping each response's own headers (never the client's shared last-response headers)."""
+
+    def __init__(self) -> None:
+        self.headers: list[Mapping[str, Any]] = []
+
+    def __call__(self, headers: Mapping[str, Any], _body: Any) -> None:
+        self.headers.append(dict(headers))
+
+    def last_charge(self) -> float:
+        return float(self.headers[-1]["x-ms-request-charge"])
+
+
+def _doc(item_id: str, kilobytes: int, pk: str = "p") -> dict[str, Any]:
+    return {"id": item_id, "pk": pk, "payload": "x" * (kilobytes * 1024 - 250)}  # system properties fill the rest
+
+
+def _charged(call: Callable[..., Any], *args: Any, **kwargs: Any) -> float:
+    log = HeaderLog()
+    call(*args, response_hook=log, **kwargs)
+    return log.last_charge()
+
+
+def test_request_charges_grow_with_the_operation_and_the_document_size(
+    cosmos_endpoint: CosmosEndpoint, cosmos_container_factory: ContainerFactory
+):
+    _emulator_only(cosmos_endpoint)
+    container = cosmos_container_factory(("/pk",))
+    with emulator_configured(cosmos_endpoint, request_charges=True):
+        create_1kb = _charged(container.create_item, _doc("small", 1))
+        read_1kb = _charged(container.read_item, "small", "p")
+        create_10kb = _charged(container.create_item, _doc("large", 10))
+        read_10kb = _charged(container.read_item, "large", "p")
+        patch_1kb = _charged(container.patch_item, "small", "p", [{"op": "set", "path": "/n", "value": 1}])
+    assert read_1kb == 1.0, "a 1 KB point read costs 1 RU on an account"
+    assert 4.0 <= create_1kb <= 7.0, "a 1 KB write costs about 5 RU"
+    assert create_1kb > read_1kb and create_10kb > create_1kb and read_10kb > read_1kb
+    assert patch_1kb == pytest.approx(create_1kb, abs=0.1), "a patch is charged like a write of the document"
+
+
+def test_request_charges_off_leave_every_response_at_one(
+    cosmos_endpoint: CosmosEndpoint, cosmos_container_factory: ContainerFactory
+):
+    _emulator_only(cosmos_endpoint)
+    container = cosmos_container_factory(("/pk",))
+    with emulator_configured(cosmos_endpoint, request_charges=False):
+        assert _charged(container.create_item, _doc("large", 10)) == 1.0
+
+
+def test_change_feed_and_query_pages_are_charged_per_call_and_per_item(
+    cosmos_endpoint: CosmosEndpoint, cosmos_container_factory: ContainerFactory
+):
+    _emulator_only(cosmos_endpoint)
+    container = cosmos_container_factory(("/pk",))
+    for i in range(4):
+        container.create_item(_doc(f"d{i}", 1))
+    with emulator_configured(cosmos_endpoint, request_charges=True):
+        feed = HeaderLog()
+        list(container.query_items_change_feed(start_time="Beginning", response_hook=feed))
+        query = HeaderLog()
+        list(container.query_items("SELECT * FROM c", partition_key="p", response_hook=query))
+    feed_charges = [float(h["x-ms-request-charge"]) for h in feed.headers]
+    assert feed_charges[0] == pytest.approx(2 + 4, abs=0.1), "2 RU per call + ~1 RU per 1 KB item"
+    assert float(query.headers[0]["x-ms-request-charge"]) > 2.5
+
+
+def test_batch_is_charged_the_sum_of_its_operations(
+    cosmos_endpoint: CosmosEndpoint, cosmos_container_factory: ContainerFactory
+):
+    _emulator_only(cosmos_endpoint)
+    container = cosmos_container_factory(("/pk",))
+    container.create_item(_doc("read-me", 2, pk="b"))
+    container.create_item(_doc("read-me", 2, pk="s"))
+    with emulator_configured(cosmos_endpoint, request_charges=True):
+        single = [
+            _charged(container.create_item, _doc("one", 1, pk="s")),
+            _charged(container.create_item, _doc("two", 5, pk="s")),
+            _charged(container.read_item, "read-me", "s"),
+        ]
+        log = HeaderLog()
+        results = container.execute_item_batch(
+            [
+                ("create", (_doc("one", 1, pk="b"),)),
+                ("create", (_doc("two", 5, pk="b"),)),
+                ("read", ("read-me",)),
+            ],
+            partition_key="b",
+            response_hook=log,
+        )
+    per_operation = [r["requestCharge"] for r in results]
+    assert log.last_charge() == pytest.approx(sum(per_operation), abs=0.01)
+    assert per_operation == pytest.approx(single, abs=0.02), "each op is charged like the same single request"
+
+
+def _throttled_write(container: ContainerProxy, attempts: int) -> exceptions.CosmosHttpResponseError:
+    for i in range(attempts):
+        try:
+            container.create_item(_doc(f"burst-{i}", 1))
+        except exceptions.CosmosHttpResponseError as err:
+            return err
+    pytest.fail(f"{attempts} writes in a burst were never throttled")
+
+
+def test_provisioned_ru_exceeded_answers_429_with_retry_after_like_an_account(
+    cosmos_endpoint: CosmosEndpoint, cosmos_container_factory: ContainerFactory
+):
+    _emulator_only(cosmos_endpoint)
+    container = cosmos_container_factory(("/pk",))
+    policy = ConnectionPolicy()
+    policy.RetryOptions = RetryOptions(max_retry_attempt_count=0)  # `retry_throttle_total=0` is read as "default"
+    no_retries = cosmos_endpoint.client(connection_policy=policy)
+    database_id = container.container_link.split("/")[1]
+    raw = no_retries.get_database_client(database_id).get_container_client(container.id)
+    budget = {container.container_link: {"provisioned_ru_per_second": 10}}
+    with emulator_configured(cosmos_endpoint, request_charges=True, containers=budget):
+        err = _throttled_write(raw, attempts=50)
+    assert err.status_code == 429 and err.sub_status == 3200
+    retry_after = int(err.headers["x-ms-retry-after-ms"])
+    assert 0 < retry_after <= 1000, "the rest of the 1 s window"
+    assert emulator_stats(cosmos_endpoint, container)["throttled"] >= 1
+
+
+def test_sdk_default_retries_complete_a_burst_over_the_provisioned_ru(
+    cosmos_endpoint: CosmosEndpoint, cosmos_container_factory: ContainerFactory
+):
+    _emulator_only(cosmos_endpoint)
+    container = cosmos_container_factory(("/pk",))
+    budget = {container.container_link: {"provisioned_ru_per_second": 30}}
+    with emulator_configured(cosmos_endpoint, request_charges=True, containers=budget):
+        for i in range(20):  # ~100 RU against 30 RU/s: throttled, retried after the server's retry-after
+            container.create_item(_doc(f"d{i}", 1))
+    assert emulator_stats(cosmos_endpoint, container)["throttled"] >= 1, "the burst was throttled"
+    stored = list(container.query_items("SELECT VALUE COUNT(1) FROM c", partition_key="p"))
+    assert stored == [20], "and the SDK's own retry policy completed every write"
+
+
+def test_a_budget_on_one_container_leaves_the_others_unthrottled(
+    cosmos_endpoint: CosmosEndpoint, cosmos_container_factory: ContainerFactory
+):
+    _emulator_only(cosmos_endpoint)
+    limited, free = cosmos_container_factory(("/pk",)), cosmos_container_factory(("/pk",))
+    with emulator_configured(cosmos_endpoint, containers={limited.id: {"provisioned_ru_per_second": 1}}):
+        for i in range(5):
+            free.create_item(_doc(f"d{i}", 1))
+    assert emulator_stats(cosmos_endpoint, free)["throttled"] == 0
+
+
+def test_added_latency_is_reported_on_every_response(
+    cosmos_endpoint: CosmosEndpoint, cosmos_container_factory: ContainerFactory
+):
+    _emulator_only(cosmos_endpoint)
+    container = cosmos_container_factory(("/pk",))
+    container.create_item({"id": "a", "pk": "p"})
+    with emulator_configured(cosmos_endpoint, latency_ms=25):
+        log = HeaderLog()
+        container.read_item("a", "p", response_hook=log)
+        container.upsert_item({"id": "a", "pk": "p", "n": 1}, response_hook=log)
+    assert [int(h["x-chatter-added-latency-ms"]) for h in log.headers] == [25, 25]
+    after = HeaderLog()
+    container.read_item("a", "p", response_hook=after)
+    assert "x-chatter-added-latency-ms" not in after.headers[0], "the switch is off again after the block"
+
+
+def test_admin_config_merges_and_refuses_a_bad_field_naming_it(cosmos_endpoint: CosmosEndpoint):
+    _emulator_only(cosmos_endpoint)
+    with emulator_configured(cosmos_endpoint, latency_ms=3):
+        merged = configure_emulator(cosmos_endpoint, containers={"dbs/x/colls/y": {"provisioned_ru_per_second": 7}})
+        assert merged["latency_ms"] == 3 and merged["containers"] == {"dbs/x/colls/y": {"provisioned_ru_per_second": 7}}
+        for bad, field in (
+            ({"latency_ms": -1}, "latency_ms"),
+            ({"request_charges": "yes"}, "request_charges"),
+            ({"provisioned_ru_per_second": 0}, "provisioned_ru_per_second"),
+            ({"containers": {"y": {"ru": 1}}}, "containers.y.ru"),
+            ({"latncy_ms": 1}, "latncy_ms"),
+        ):
+            with pytest.raises(EmulatorAdminError, match=field):
+                configure_emulator(cosmos_endpoint, **bad)
+        assert emulator_config(cosmos_endpoint)["latency_ms"] == 3, "a refused call changes nothing"
+    assert emulator_config(cosmos_endpoint)["containers"] == {}, "the block restored the previous config"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_switches_are_taken_from_the_environment_at_start(cosmos_endpoint: CosmosEndpoint):
+    _emulator_only(cosmos_endpoint)
+    port = _free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "COSMOS_ENDPOINT"},
+        "COSMOS_EMULATOR_PORT": str(port),
+        "COSMOS_EMULATOR_LATENCY_MS": "7",
+        "COSMOS_EMULATOR_REQUEST_CHARGES": "1",
+        "COSMOS_EMULATOR_PROVISIONED_RU": "400",
+    }
+    script = str(Path(__file__).resolve().parents[2] / "scripts" / "cosmos-emulator.sh")
+    started = subprocess.run([script, "start"], env=env, capture_output=True, text=True, timeout=120, check=False)
+    try:
+        assert started.returncode == 0, started.stderr
+        other = CosmosEndpoint(f"https://127.0.0.1:{port}/", cosmos_endpoint.key, cosmos_endpoint.verify, True)
+        assert emulator_config(other) == {
+            "latency_ms": 7,
+            "request_charges": True,
+            "provisioned_ru_per_second": 400,
+            "containers": {},
+        }
+    finally:
+        subprocess.run([script, "stop"], env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_a_bad_switch_in_the_environment_stops_the_start_naming_it(cosmos_endpoint: CosmosEndpoint):
+    _emulator_only(cosmos_endpoint)
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "COSMOS_ENDPOINT"},
+        "COSMOS_EMULATOR_PORT": str(_free_port()),
+        "COSMOS_EMULATOR_PROVISIONED_RU": "lots",
+    }
+    script = str(Path(__file__).resolve().parents[2] / "scripts" / "cosmos-emulator.sh")
+    started = subprocess.run([script, "start"], env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert started.returncode != 0
+    assert "COSMOS_EMULATOR_PROVISIONED_RU" in started.stderr
