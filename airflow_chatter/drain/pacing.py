@@ -19,6 +19,9 @@ from collections.abc import Callable
 
 from airflow_chatter.errors import ConfigurationError
 
+#: A debt this small is paid: float rounding must not leave a waiter sleeping for 1e-17 s, forever.
+_PAID = 1e-6
+
 #: Default burst, in seconds' worth of the rate.
 DEFAULT_BURST_SECONDS = 0.1
 
@@ -59,7 +62,7 @@ class TokenBucket:
         while True:
             with self._lock:
                 self._refill()
-                if self._tokens >= 0:
+                if self._tokens >= -_PAID:
                     self.waited_seconds += waited
                     return waited
                 delay = -self._tokens / self.rate

@@ -82,11 +82,10 @@ class RequestUnits:
         self.throttle_limit_reached = False
 
     def sink(self, kind: str) -> Callable[[float], None]:
-        bucket = self.bucket
-
         def add(charge: float) -> None:
             with self._lock:
                 self._by_kind[kind] += charge
+            bucket = self.bucket
             if bucket is not None:
                 bucket.spend(charge)
 
