@@ -80,7 +80,7 @@ def test_f11_429s_from_provisioned_throughput_are_retried_counted_and_nothing_is
     policy = ConnectionPolicy()
     policy.RetryOptions = RetryOptions(max_retry_attempt_count=0)  # the SDK hands every 429 to the drain
     client = emulator.client(connection_policy=policy)
-    unretried = client.get_database_client(proxy.database_link.split("/")[-1]).get_container_client(proxy.id)
+    unretried = client.get_database_client(proxy.container_link.split("/")[1]).get_container_client(proxy.id)
     link = f"{proxy.container_link}"
     with emulator_configured(emulator, request_charges=True, containers={link: {"provisioned_ru_per_second": 60}}):
         summary, publisher = _drain(
