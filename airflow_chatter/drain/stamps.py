@@ -13,7 +13,8 @@ the documents that can be stamped are. Each operation is still the RLY-03 patch.
 WHY threads on the sync client, not the async one: the hook hands the drain a sync ``CosmosClient``; a request is
 a blocking HTTP call that releases the GIL while it waits, so a handful of threads overlaps the round trips the
 way an event loop would, with no second client, no second connection pool and no event loop inside an Airflow
-task. The measurements are in docs/benchmarks.md.
+task. docs/benchmarks.md measures the threads against one-by-one stamps and the emulator's own concurrent rate; an
+async client was not measured.
 """
 
 from __future__ import annotations
