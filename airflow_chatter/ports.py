@@ -10,6 +10,7 @@ Nothing here imports Airflow.
 from __future__ import annotations
 
 import abc
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -200,9 +201,51 @@ class BatchOperationResult:
 
 @dataclass(frozen=True)
 class FeedRange:
-    """An opaque, JSON-serialisable feed range; ``token`` is what a lease document stores."""
+    """A feed range; ``token`` is what a lease document stores (and, hashed, its id).
+
+    The token format, the one definition both adapters write and the drain reads: a JSON object
+    ``{"Range": {"min": <EPK>, "max": <EPK>, "isMinInclusive": true, "isMaxInclusive": false}}``, the half-open
+    interval ``[min, max)`` of effective partition keys, as azure-cosmos writes a feed range. EPK strings order
+    as strings (as the SDK's routing ranges compare them), so ranges of one container compare without a request.
+    The drain compares tokens as text (lease ids), so an adapter writes a range's token the same way every time:
+    ``from_epk_bounds`` does. Other tokens stay opaque: ``epk_bounds`` is ``None`` for them.
+    """
 
     token: str
+
+    @classmethod
+    def from_epk_bounds(cls, low: str, high: str) -> FeedRange:
+        """The feed range ``[low, high)`` in the token format."""
+        return cls(json.dumps({"Range": epk_range(low, high)}, sort_keys=True))
+
+    def epk_bounds(self) -> tuple[str, str] | None:
+        """``(min, max)`` of a token in the format; ``None`` for any other token (opaque to the drain)."""
+        try:
+            body = json.loads(self.token)
+        except ValueError:
+            return None
+        return epk_bounds(body.get("Range")) if isinstance(body, dict) else None
+
+
+def epk_range(low: str, high: str) -> dict[str, Any]:
+    """The ``Range`` object of the feed-range token format for ``[low, high)`` (also how SDK continuations name
+    their ranges)."""
+    return {"min": low, "max": high, "isMinInclusive": True, "isMaxInclusive": False}
+
+
+def epk_bounds(span: object) -> tuple[str, str] | None:
+    """``(min, max)`` of a ``Range`` object that is a non-empty ``[min, max)`` of EPK strings; else ``None``.
+
+    ``isMinInclusive`` defaults to true and ``isMaxInclusive`` to false when absent, as the SDK reads them.
+    """
+    if not isinstance(span, dict):
+        return None
+    low, high = span.get("min"), span.get("max")
+    if not isinstance(low, str) or not isinstance(high, str) or not low < high:
+        return None
+    if span.get("isMinInclusive", True) is not True or span.get("isMaxInclusive", False) is not False:
+        return None
+    return low, high
 
 
 class ChangeFeedStart(str, Enum):

@@ -1,6 +1,7 @@
 """Lease documents: one per feed range of a source, in the lease container (F-04, L6).
 
-Python has no Change Feed Processor, so ownership, checkpoints and splits are built here. A lease
+Python has no Change Feed Processor, so ownership and checkpoints are built here (which leases exist as the feed
+ranges split and merge is ``drain/topology.py``'s job, through the lifecycle writes of ``LeaseStore``). A lease
 document holds its feed range, the continuation to resume from, the owner and an expiry, and the
 Drain Suspension state of that lease (F-05). Every write is ETag-conditional: two drains (a scheduled
 run and a manual backfill, or two workers) can race for a lease, and exactly one wins.
@@ -15,8 +16,7 @@ one, at the beginning of the change feed (RLY-08). Once checkpointed, the contin
 from __future__ import annotations
 
 import hashlib
-import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -25,12 +25,10 @@ from airflow_chatter.clock import Clock, utc_now
 from airflow_chatter.drain.suspension import SuspensionState, parse_utc
 from airflow_chatter.errors import ChatterError, ConfigurationError, InvalidLeaseDocumentError
 from airflow_chatter.ports import (
-    BadRequest,
     Conflict,
     Document,
     DocumentContainer,
     FeedRange,
-    FeedRangeGone,
     NotFound,
     PreconditionFailed,
 )
@@ -43,8 +41,6 @@ SPLIT = "split"
 #: The range merged into a wider one that this source's other leases do not fully cover, so a lease for the merged
 #: range took over (reading from its start). ``children`` holds the merged range. Kept as an audit trail.
 MERGED = "merged"
-
-#: Token lengths above this are hashed into the id, keeping ids well inside Cosmos's 1023 limit.
 
 
 class LeaseHeldError(ChatterError):
@@ -240,194 +236,13 @@ class LeaseStore:
         leases = [Lease.from_document(doc) for doc in docs if _is_ours(doc, self)]
         return sorted(leases, key=lambda lease: lease.id)
 
-    # ------------------------------------------------------------------ creating, splits
+    # ------------------------------------------------------------------ lease lifecycle (used by LeaseTopology)
 
-    def ensure_leases(self, monitored: DocumentContainer) -> list[Lease]:
-        """Create a lease for every current feed range that has none; return the active leases.
-
-        A lease whose range now spans several current ranges split: it is marked split, then replaced by its share
-        of each, every share starting from its continuation (or, never checkpointed, its start). A share is the
-        current range itself when that lies inside the lease (a plain split), and their overlap otherwise (a merged
-        range split again at a boundary other than its parts').
-
-        A new range that contains active leases of this source is a merge. When those leases tile it exactly, no
-        lease is created: each keeps draining its own part from its own continuation (a sub-range of a physical
-        partition stays readable, as the Change Feed Processor's leases do), so a merge costs no re-read. When
-        they do not (a part never had a lease, or the ranges cannot be compared), the merged range gets a lease
-        that starts like any new range and the partial leases are marked merged: a re-read, never a gap.
-
-        A new range with neither starts at this store's ``start_from``, or at the beginning of the change feed
-        without one (RLY-08).
-
-        Nothing that overlaps a lease another live drain holds is created or retired: a successor would be
-        drainable at once and read what that drain has in flight. Such a lease stays as it is (and is what this
-        listing returns for its ranges) until a listing after its holder let go. A lease is retired before its
-        successors exist, conditionally on the version read, so a drain that takes it meanwhile keeps it whole.
-
-        A range can come back: a split merged back to the same bounds, a merge split back along its parts' edges.
-        Its lease id is the range's, so its retired lease carries on rather than a new one: as a merge's parts
-        when they tile it, otherwise revived at its own last position (a split's leftover) or at its parent's
-        position (a share of a lease that split). Without that, the range would be left with no active lease and
-        its changes would never be drained.
-        """
-        ranges = monitored.read_feed_ranges(force_refresh=True)
-        known = {lease.token: lease for lease in self.list_leases()}
-        now = self._now()
-        held = self._split_spanning(monitored, ranges, known, now)
-        served: dict[str, list[Lease]] = {}  # a range drained by other leases than its own: merge parts, held ones
-        for feed_range in ranges:
-            own = known.get(feed_range.token)
-            if own is None or own.state != ACTIVE:
-                serving = self._settle(monitored, feed_range, own, known, held, now)
-                if serving is not None:
-                    served[feed_range.token] = serving
-        self._retire_split_leftovers(monitored, ranges, known, served, now)
-        leases: list[Lease] = []
-        for feed_range in ranges:
-            if feed_range.token in served:
-                leases.extend(served[feed_range.token])
-            else:
-                leases.append(self.get(self.lease_id(feed_range)))
-        return list({lease.id: lease for lease in leases if lease.state == ACTIVE}.values())
-
-    def _split_spanning(
-        self, monitored: DocumentContainer, ranges: list[FeedRange], known: dict[str, Lease], now: datetime
-    ) -> list[Lease]:
-        """Replace each active lease whose range now spans several current ranges by its shares (updating
-        ``known``); return those another live drain holds, which stay as they are for now."""
-        current = {r.token for r in ranges}
-        held: list[Lease] = []
-        for lease in list(known.values()):
-            if lease.state != ACTIVE or lease.token in current:
-                continue
-            shares = self._shares(monitored, lease, ranges)
-            if len(shares) < 2:
-                continue  # inside one current range (a merge's part: settled with that range), or not comparable
-            # Retired first, conditionally on what was read: if a drain took the lease meanwhile, it stays as it is.
-            if self._held_elsewhere(lease, now) or not self._retire(lease, SPLIT, shares, "marking it split"):
-                held.append(lease)
-                continue
-            del known[lease.token]
-            for share in shares:
-                if share.token not in known or known[share.token].state != ACTIVE:
-                    known[share.token] = self._create(share, lease.continuation, lease.start_from, lease.suspension)
-        return held
-
-    def _settle(
-        self,
-        monitored: DocumentContainer,
-        feed_range: FeedRange,
-        own: Lease | None,
-        known: dict[str, Lease],
-        held: list[Lease],
-        now: datetime,
-    ) -> list[Lease] | None:
-        """Give a current range without an active lease of its own what drains it: ``None`` once its own lease is
-        active (created or revived, in ``known``), else the leases that drain it instead."""
-        blocking = [lease for lease in held if self._overlaps(monitored, lease.feed_range, feed_range)]
-        if blocking:
-            return blocking
-        parent = self._parent_of(monitored, feed_range, known.values())
-        if parent is None and own is None:
-            parent = _split_parent_of(feed_range, known.values())
-        if parent is not None:
-            if parent.state == ACTIVE and self._held_elsewhere(parent, now):
-                return [parent]
-            known[feed_range.token] = self._create(
-                feed_range, parent.continuation, parent.start_from, parent.suspension
-            )
-            return None
-        parts = [
-            lease
-            for lease in known.values()
-            if lease.state == ACTIVE and _is_child(monitored, feed_range, lease.feed_range)
-        ]
-        if parts and _tiles(feed_range, [part.feed_range for part in parts]):
-            return [self.get(part.id) for part in parts]
-        # The parts do not cover the range: they retire (each conditionally) before the range's own lease exists, so
-        # the two never drain at the same time; while a drain holds one of them, the range stays as it is.
-        if any(self._held_elsewhere(part, now) for part in parts) or not all(
-            [self._retire(part, MERGED, [feed_range], "marking it merged") for part in parts]
-        ):
-            return [lease for lease in (self.get(part.id) for part in parts) if lease.state == ACTIVE]
-        if own is not None:
-            # A range with a retired lease (it split, and its parts merged back without tiling it): that lease
-            # resumes from where it stopped, before anything its successors read, so nothing is skipped.
-            known[feed_range.token] = self._revive(own, own.continuation, own.start_from)
-        else:
-            known[feed_range.token] = self._create(feed_range, None, self.start_from)
-        return None
-
-    def _retire_split_leftovers(
-        self,
-        monitored: DocumentContainer,
-        ranges: list[FeedRange],
-        known: dict[str, Lease],
-        served: dict[str, list[Lease]],
-        now: datetime,
-    ) -> None:
-        """Retire, as split, an active lease no current range is, whose children exist now: what
-        ``_split_spanning`` does where the tokens cannot be compared (``is_feed_range_subset`` only)."""
-        current = {r.token for r in ranges}
-        serving = {lease.token for leases in served.values() for lease in leases}
-        for lease in list(known.values()):
-            if (
-                lease.state == ACTIVE
-                and lease.token not in current
-                and lease.token not in serving
-                and not self._held_elsewhere(lease, now)
-            ):
-                children = [r for r in ranges if _is_child(monitored, lease.feed_range, r)]
-                if children:
-                    self._retire(lease, SPLIT, children, "marking it split")
-
-    def split(self, lease: Lease, monitored: DocumentContainer, gone: FeedRangeGone) -> list[Lease]:
-        """Replace a gone range by its children, each starting from the parent's continuation.
-
-        INVARIANT: no document is skipped or lost across a split, because every child starts at the
-        parent's last checkpoint (tests/unit/drain/test_leases.py::test_f04_split_children_resume_from_parent;
-        starting a child from ``None`` or from "now" would make that test fail). A parent never
-        checkpointed has no checkpoint to hand on: its children take its ``start_from`` instead, not
-        this store's, so a point-in-time lease keeps its start and a beginning lease keeps the beginning.
-        """
-        ranges = monitored.read_feed_ranges(force_refresh=True)
-        children = self._shares(monitored, lease, ranges) or [
-            r for r in ranges if _is_child(monitored, lease.feed_range, r)
-        ]
-        if not children:
-            raise gone  # the range is gone but nothing replaces it: let the caller report it
-        # Retired first (the caller holds it): a drain of a child never overlaps one of the parent.
-        if not self._retire(lease, SPLIT, children, "marking it split"):
-            raise LeaseLostError(lease.id, "marking it split")
-        return [self._create(child, lease.continuation, lease.start_from, lease.suspension) for child in children]
-
-    def _held_elsewhere(self, lease: Lease, now: datetime) -> bool:
+    def held_elsewhere(self, lease: Lease, now: datetime) -> bool:
+        """Whether another drain holds ``lease`` live at ``now``."""
         return lease.is_live(now) and lease.owner != self.owner
 
-    @staticmethod
-    def _overlaps(monitored: DocumentContainer, a: FeedRange, b: FeedRange) -> bool:
-        try:
-            return monitored.feed_range_overlap(a, b) is not None
-        except BadRequest:
-            return monitored.is_feed_range_subset(a, b) or monitored.is_feed_range_subset(b, a)
-
-    @staticmethod
-    def _shares(monitored: DocumentContainer, lease: Lease, ranges: list[FeedRange]) -> list[FeedRange]:
-        """The lease's share of each current range it overlaps, in the ranges' order; ``[]`` when its range is
-        itself current or its token cannot be compared.
-
-        A share is the current range itself when that lies inside the lease (a plain split), and the overlap
-        otherwise: a merged range split again at a boundary other than its parts' cuts a part in two, and each
-        piece carries on from the part's continuation inside its new range, so nothing is read twice or skipped.
-        """
-        try:
-            overlaps = [monitored.feed_range_overlap(lease.feed_range, r) for r in ranges]
-        except BadRequest:
-            return []
-        shares = [share for share in overlaps if share is not None]
-        return [] if any(share.token == lease.token for share in shares) else shares
-
-    def _create(
+    def create(
         self,
         feed_range: FeedRange,
         continuation: str | None,
@@ -437,7 +252,7 @@ class LeaseStore:
         """A new lease for ``feed_range`` at ``continuation`` (or ``start_from``). ``suspension`` is a predecessor's
         Drain Suspension state, which a split's children carry on: splitting the range does not fix what made its
         stamps fail, so their first batches are gated as the parent's next one would have been (SUS, F-05)."""
-        now = self._now()
+        now = self.now()
         lease_id = self.lease_id(feed_range)
         doc: Document = {
             "id": lease_id,
@@ -464,9 +279,9 @@ class LeaseStore:
                 return existing  # another drain created it first: theirs is as good as ours
             # The range had a lease that was retired (split, or merged into a wider range) and now is a range again
             # (a split merged back, a merge split back): the lease id is the range's, so that lease carries on.
-            return self._revive(existing, continuation, start_from, suspension)
+            return self.revive(existing, continuation, start_from, suspension)
 
-    def _revive(
+    def revive(
         self,
         lease: Lease,
         continuation: str | None,
@@ -490,7 +305,7 @@ class LeaseStore:
         except LeaseLostError:
             return self.get(lease.id)  # another listing revived it first
 
-    def _retire(self, lease: Lease, state: str, successors: list[FeedRange], action: str) -> bool:
+    def retire(self, lease: Lease, state: str, successors: list[FeedRange], action: str) -> bool:
         """Mark ``lease`` retired, conditionally on the version read; ``False`` if it changed meanwhile (a drain took
         it, or another listing retired it first)."""
         try:
@@ -506,18 +321,12 @@ class LeaseStore:
             return False
         return True
 
-    def _parent_of(self, monitored: DocumentContainer, child: FeedRange, leases: Iterable[Lease]) -> Lease | None:
-        for lease in leases:
-            if lease.state == ACTIVE and _is_child(monitored, lease.feed_range, child):
-                return lease
-        return None
-
     # ------------------------------------------------------------------ ownership
 
     def acquire(self, lease_id: str) -> Lease:
         """Take a free, expired or already-ours lease; ``LeaseHeldError`` if another drain holds it."""
         lease = self.get(lease_id)
-        now = self._now()
+        now = self.now()
         if lease.is_live(now) and lease.owner != self.owner:
             assert lease.owner is not None
             raise LeaseHeldError(lease.id, lease.owner, lease.expires_at)
@@ -529,17 +338,17 @@ class LeaseStore:
 
     def renew(self, lease: Lease) -> Lease:
         """Extend our ownership; ``LeaseLostError`` if another drain took the lease meanwhile."""
-        return self._write(lease, "renewing it", owner=self.owner, expires_at=self._now() + self.lease_duration)
+        return self._write(lease, "renewing it", owner=self.owner, expires_at=self.now() + self.lease_duration)
 
     def needs_renewal(self, lease: Lease) -> bool:
         """Whether less than half the lease duration is left (renew before it can expire mid-page)."""
         if lease.expires_at is None:
             return True
-        return lease.expires_at - self._now() < self.lease_duration / 2
+        return lease.expires_at - self.now() < self.lease_duration / 2
 
     def checkpoint(self, lease: Lease, continuation: str, suspension: SuspensionState | None = None) -> Lease:
         """Record the continuation after a confirmed page (and renew); conditional on our ETag."""
-        now = self._now()
+        now = self.now()
         changes: dict[str, Any] = {
             "continuation": continuation,
             "checkpointed_at": now,
@@ -565,58 +374,32 @@ class LeaseStore:
         except LeaseLostError:
             return None
 
+    def delete(self, lease: Lease) -> None:
+        """Delete a lease no drain holds, conditionally on the version read (a reset: the range starts afresh).
+
+        ``LeaseHeldError`` if it is live by this store's clock (whoever owns it: its drain carries on with it),
+        ``LeaseLostError`` if it changed or went since it was read (the newer version is kept).
+        """
+        if lease.is_live(self.now()):
+            raise LeaseHeldError(lease.id, lease.owner or "<unknown>", lease.expires_at)
+        try:
+            self.container.delete(lease.id, lease.id, if_match=lease.etag)
+        except (PreconditionFailed, NotFound):
+            raise LeaseLostError(lease.id, "deleting it") from None
+
     # ------------------------------------------------------------------ plumbing
 
     def _write(self, lease: Lease, action: str, **changes: Any) -> Lease:
-        updated = replace(lease, updated_at=self._now(), **changes)
+        updated = replace(lease, updated_at=self.now(), **changes)
         try:
             written = self.container.replace(lease.id, lease.id, updated.to_document(), if_match=lease.etag)
         except (PreconditionFailed, NotFound):
             raise LeaseLostError(lease.id, action) from None
         return Lease.from_document(written, lease.id)
 
-    def _now(self) -> datetime:
+    def now(self) -> datetime:
+        """The store's clock, in UTC: what decides expiry and stamps every lease write."""
         return self._clock().astimezone(UTC)
-
-
-def _split_parent_of(child: FeedRange, leases: Iterable[Lease]) -> Lease | None:
-    """A lease retired as split that names ``child`` among its successors: a split whose listing stopped between
-    retiring the parent and creating this child, which then starts from the parent's position all the same."""
-    for lease in leases:
-        if lease.state == SPLIT and child.token in lease.children:
-            return lease
-    return None
-
-
-def _is_child(monitored: DocumentContainer, parent: FeedRange, candidate: FeedRange) -> bool:
-    return candidate.token != parent.token and monitored.is_feed_range_subset(parent, candidate)
-
-
-def _tiles(whole: FeedRange, parts: list[FeedRange]) -> bool:
-    """Whether ``parts`` cover ``whole`` exactly, edge to edge, from the EPK bounds in the range tokens.
-
-    Both the SDK's and the in-memory container's tokens carry ``{"Range": {"min": .., "max": ..}}`` with EPK
-    strings that order as strings (as the SDK's own routing ranges compare them). Anything else: ``False``.
-    """
-    bounds = _epk_bounds(whole)
-    spans = [_epk_bounds(part) for part in parts]
-    if bounds is None or any(span is None for span in spans):
-        return False
-    edge = bounds[0]
-    for low, high in sorted(span for span in spans if span is not None):
-        if low != edge:
-            return False
-        edge = high
-    return edge == bounds[1]
-
-
-def _epk_bounds(feed_range: FeedRange) -> tuple[str, str] | None:
-    try:
-        span = json.loads(feed_range.token)["Range"]
-        low, high = span["min"], span["max"]
-    except (ValueError, KeyError, TypeError):
-        return None
-    return (low, high) if isinstance(low, str) and isinstance(high, str) and low < high else None
 
 
 def _is_ours(doc: object, store: LeaseStore) -> bool:

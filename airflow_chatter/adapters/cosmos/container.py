@@ -62,6 +62,8 @@ from airflow_chatter.ports import (
     RequestTimeout,
     ServiceUnavailable,
     Throttled,
+    epk_bounds,
+    epk_range,
 )
 from airflow_chatter.ports import (
     PartitionKey as PartitionKeyValue,
@@ -202,18 +204,6 @@ def _fix_point_in_time_token(token: str) -> str:
     return base64.b64encode(json.dumps(state).encode()).decode()
 
 
-def _epk_span(span: object) -> tuple[str, str] | None:
-    """``(min, max)`` of an SDK range dict that is ``[min, max)`` (how the SDK writes feed ranges); else ``None``."""
-    if not isinstance(span, dict):
-        return None
-    low, high = span.get("min"), span.get("max")
-    if not isinstance(low, str) or not isinstance(high, str) or not low < high:
-        return None
-    if span.get("isMinInclusive", True) is not True or span.get("isMaxInclusive", False) is not False:
-        return None
-    return low, high
-
-
 def _narrow_continuation(token: str, feed_range: FeedRange) -> str:
     """``token`` restricted to ``feed_range`` when it reaches wider (a split's child resuming its parent's token).
 
@@ -231,10 +221,10 @@ def _narrow_continuation(token: str, feed_range: FeedRange) -> str:
     ``feed_range``: resuming it there would skip or repeat changes (the in-memory container refuses it too).
     """
     try:
-        wanted = _epk_span(json.loads(feed_range.token).get("Range"))
+        wanted = feed_range.epk_bounds()
         state = json.loads(base64.b64decode(token, validate=True))
         scope = state["continuation"]
-        named = _epk_span(scope["Range"])
+        named = epk_bounds(scope["Range"])
         positions = scope["continuation"]
     except (ValueError, TypeError, KeyError, AttributeError):
         return token
@@ -249,7 +239,7 @@ def _narrow_continuation(token: str, feed_range: FeedRange) -> str:
     changed = named != wanted
     narrowed: list[dict[str, Any]] = []
     for position in positions:
-        span = _epk_span(position.get("range")) if isinstance(position, dict) else None
+        span = epk_bounds(position.get("range")) if isinstance(position, dict) else None
         if span is None:
             return token  # a shape this function does not know: leave it to the SDK
         cut = (max(span[0], low), min(span[1], high))
@@ -258,18 +248,14 @@ def _narrow_continuation(token: str, feed_range: FeedRange) -> str:
             continue
         changed = True
         if cut[0] < cut[1]:
-            narrowed.append({**position, "range": _sdk_range(*cut)})
+            narrowed.append({**position, "range": epk_range(*cut)})
     if not changed:
         return token
     if not narrowed:
         raise BadRequest(f"the continuation holds no position inside the requested feed range [{low!r}, {high!r})")
-    scope["Range"] = _sdk_range(low, high)
+    scope["Range"] = epk_range(low, high)
     scope["continuation"] = narrowed
     return base64.b64encode(json.dumps(state).encode()).decode()
-
-
-def _sdk_range(low: str, high: str) -> dict[str, Any]:
-    return {"min": low, "max": high, "isMinInclusive": True, "isMaxInclusive": False}
 
 
 def _sdk_batch_operation(operation: BatchOperation) -> tuple[Any, ...]:
@@ -521,10 +507,7 @@ class CosmosDocumentContainer(DocumentContainer):
         # Pure: EPK strings order as strings, as the SDK's routing ranges compare them; no request is made.
         spans = []
         for feed_range in (a, b):
-            try:
-                span = _epk_span(json.loads(feed_range.token).get("Range"))
-            except (ValueError, TypeError, AttributeError):
-                span = None
+            span = feed_range.epk_bounds()
             if span is None:
                 raise BadRequest(f"not an EPK feed range of this container: {feed_range.token!r}")
             spans.append(span)
@@ -535,7 +518,7 @@ class CosmosDocumentContainer(DocumentContainer):
             return a
         if (low, high) == spans[1]:
             return b
-        return FeedRange(token=json.dumps({"Range": _sdk_range(low, high)}, sort_keys=True))
+        return FeedRange.from_epk_bounds(low, high)
 
     @override
     def read_change_feed(

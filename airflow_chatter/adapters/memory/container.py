@@ -293,19 +293,21 @@ class _EpkRange:
 
     @property
     def token(self) -> str:
-        body = {"Range": {"min": f"{self.low:016X}", "max": f"{self.high:016X}", "isMinInclusive": True}}
-        return json.dumps(body, sort_keys=True, separators=(",", ":"))
+        return self.feed_range.token
 
     @property
     def feed_range(self) -> FeedRange:
-        return FeedRange(self.token)
+        # The token format is FeedRange's (ports); the bounds are fixed-width hex, so they order as strings too.
+        return FeedRange.from_epk_bounds(f"{self.low:016X}", f"{self.high:016X}")
 
     @classmethod
     def parse(cls, token: str) -> _EpkRange:
+        bounds = FeedRange(token).epk_bounds()
         try:
-            span = json.loads(token)["Range"]
-            low, high = int(span["min"], 16), int(span["max"], 16)
-        except (ValueError, KeyError, TypeError) as error:
+            if bounds is None:
+                raise ValueError("not a [min, max) feed-range token")
+            low, high = int(bounds[0], 16), int(bounds[1], 16)
+        except ValueError as error:
             raise BadRequest(f"not a feed range of this container: {token!r}") from error
         if not 0 <= low < high <= EPK_SPACE:
             raise BadRequest(f"feed range {token!r} lies outside the EPK space")

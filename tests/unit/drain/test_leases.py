@@ -1,4 +1,5 @@
-"""Lease documents (F-04): ids, ETag-conditional ownership, checkpoints, splits, malformed documents."""
+"""Lease documents (F-04): ids, ETag-conditional ownership, checkpoints, splits and merges (LeaseTopology), malformed
+documents, and the feed-range token format the topology reads."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from airflow_chatter.drain.leases import SPLIT, LeaseHeldError, LeaseLostError, LeaseStore, lease_id_for
 from airflow_chatter.drain.suspension import SuspensionState
+from airflow_chatter.drain.topology import LeaseTopology
 from airflow_chatter.errors import ConfigurationError, InvalidLeaseDocumentError
 from airflow_chatter.ports import FeedRange, FeedRangeGone
 
@@ -68,18 +70,18 @@ def test_f04_ensure_leases_creates_one_lease_per_range_starting_at_the_beginning
     clock: ManualClock,  # type: ignore[no-untyped-def]
 ) -> None:
     store = _store(container, clock)
-    leases = store.ensure_leases(monitored)
+    leases = LeaseTopology(store, monitored).ensure_leases()
     assert [lease.token for lease in leases] == [r.token for r in monitored.read_feed_ranges()]
     (lease,) = leases
     assert lease.continuation is None and lease.owner is None, "RLY-08: a new lease starts at the beginning, free"
     assert lease.suspension == SuspensionState()
-    assert store.ensure_leases(monitored) == leases, "idempotent: nothing is recreated"
+    assert LeaseTopology(store, monitored).ensure_leases() == leases, "idempotent: nothing is recreated"
     assert container.read(lease.id, lease.id)["_chatterType"] == "lease", "partitioned on /id"
 
 
 def test_f04_acquire_takes_a_free_lease(monitored, container, clock: ManualClock) -> None:  # type: ignore[no-untyped-def]
     store = _store(container, clock)
-    (lease,) = store.ensure_leases(monitored)
+    (lease,) = LeaseTopology(store, monitored).ensure_leases()
     taken = store.acquire(lease.id)
     assert taken.owner == "a" and taken.expires_at is not None
     assert (taken.expires_at - clock.now).total_seconds() == 60, "live for the lease duration"
@@ -91,7 +93,7 @@ def test_f04_a_live_lease_of_another_drain_is_reported_and_left_alone(
     clock: ManualClock,  # type: ignore[no-untyped-def]
 ) -> None:
     a, b = _store(container, clock, "a"), _store(container, clock, "b")
-    (lease,) = a.ensure_leases(monitored)
+    (lease,) = LeaseTopology(a, monitored).ensure_leases()
     held = a.acquire(lease.id)
     with pytest.raises(LeaseHeldError) as caught:
         b.acquire(lease.id)
@@ -101,7 +103,7 @@ def test_f04_a_live_lease_of_another_drain_is_reported_and_left_alone(
 
 def test_f04_an_expired_lease_can_be_taken_over(monitored, container, clock: ManualClock) -> None:  # type: ignore[no-untyped-def]
     a, b = _store(container, clock, "a"), _store(container, clock, "b")
-    (lease,) = a.ensure_leases(monitored)
+    (lease,) = LeaseTopology(a, monitored).ensure_leases()
     held = a.acquire(lease.id)
     clock.advance(61)
     assert b.acquire(lease.id).owner == "b"
@@ -111,7 +113,7 @@ def test_f04_an_expired_lease_can_be_taken_over(monitored, container, clock: Man
 
 def test_f04_a_lost_race_is_reported_as_held(monitored, container, clock: ManualClock) -> None:  # type: ignore[no-untyped-def]
     a, b = _store(container, clock, "a"), _store(container, clock, "b")
-    (lease,) = a.ensure_leases(monitored)
+    (lease,) = LeaseTopology(a, monitored).ensure_leases()
     # b read the free lease, then a wrote it first: b's conditional write must lose.
     stale = b.get(lease.id)
     a.acquire(lease.id)
@@ -123,7 +125,7 @@ def test_f04_a_lost_race_is_reported_as_held(monitored, container, clock: Manual
 
 def test_f04_checkpoint_renew_and_release(monitored, container, clock: ManualClock) -> None:  # type: ignore[no-untyped-def]
     store = _store(container, clock)
-    (lease,) = store.ensure_leases(monitored)
+    (lease,) = LeaseTopology(store, monitored).ensure_leases()
     lease = store.acquire(lease.id)
     clock.advance(10)
     lease = store.checkpoint(lease, "cont-1")
@@ -140,15 +142,15 @@ def test_f04_checkpoint_renew_and_release(monitored, container, clock: ManualClo
 
 def test_f04_split_children_resume_from_parent(monitored, container, clock: ManualClock) -> None:  # type: ignore[no-untyped-def]
     store = _store(container, clock)
-    (parent,) = store.ensure_leases(monitored)
+    (parent,) = LeaseTopology(store, monitored).ensure_leases()
     parent = store.checkpoint(store.acquire(parent.id), "parent-cont")
     left, right = split(monitored, parent.feed_range)
-    children = store.split(parent, monitored, FeedRangeGone("gone"))
+    children = LeaseTopology(store, monitored).split(parent, FeedRangeGone("gone"))
     assert sorted(c.token for c in children) == sorted([left.token, right.token])
     assert all(c.continuation == "parent-cont" for c in children), "no document skipped: children resume there"
     marked = store.get(parent.id)
     assert marked.state == SPLIT and set(marked.children) == {left.token, right.token} and marked.owner is None
-    assert [lease.token for lease in store.ensure_leases(monitored)] == [left.token, right.token]
+    assert [lease.token for lease in LeaseTopology(store, monitored).ensure_leases()] == [left.token, right.token]
 
 
 def test_f04_ensure_leases_maps_a_split_it_discovers_onto_the_parent(
@@ -157,20 +159,20 @@ def test_f04_ensure_leases_maps_a_split_it_discovers_onto_the_parent(
     clock: ManualClock,  # type: ignore[no-untyped-def]
 ) -> None:
     store = _store(container, clock)
-    (parent,) = store.ensure_leases(monitored)
+    (parent,) = LeaseTopology(store, monitored).ensure_leases()
     store.checkpoint(store.acquire(parent.id), "parent-cont")
     split(monitored, parent.feed_range)
-    children = store.ensure_leases(monitored)
+    children = LeaseTopology(store, monitored).ensure_leases()
     assert len(children) == 2 and all(c.continuation == "parent-cont" for c in children)
     assert store.get(parent.id).state == SPLIT
 
 
 def test_f04_a_split_with_no_children_reraises_gone(monitored, container, clock: ManualClock) -> None:  # type: ignore[no-untyped-def]
     store = _store(container, clock)
-    (lease,) = store.ensure_leases(monitored)
+    (lease,) = LeaseTopology(store, monitored).ensure_leases()
     gone = FeedRangeGone("vanished")
     with pytest.raises(FeedRangeGone):
-        store.split(lease, monitored, gone)
+        LeaseTopology(store, monitored).split(lease, gone)
 
 
 @pytest.mark.parametrize(
@@ -196,7 +198,7 @@ def test_f04_malformed_lease_document_names_the_lease(
     named: str,  # type: ignore[no-untyped-def]
 ) -> None:
     store = _store(container, clock)
-    (lease,) = store.ensure_leases(monitored)
+    (lease,) = LeaseTopology(store, monitored).ensure_leases()
     doc = container.read(lease.id, lease.id)
     doc.update(change)
     container.replace(lease.id, lease.id, doc)
@@ -207,7 +209,7 @@ def test_f04_malformed_lease_document_names_the_lease(
 
 def test_f04_unknown_fields_survive_a_write(monitored, container, clock: ManualClock) -> None:  # type: ignore[no-untyped-def]
     store = _store(container, clock)
-    (lease,) = store.ensure_leases(monitored)
+    (lease,) = LeaseTopology(store, monitored).ensure_leases()
     doc = container.read(lease.id, lease.id)
     doc["operator_note"] = "paused for migration"
     container.replace(lease.id, lease.id, doc)
@@ -221,17 +223,17 @@ def test_f04_ensure_leases_records_the_start_from_of_a_point_in_time_store(
     clock: ManualClock,  # type: ignore[no-untyped-def]
 ) -> None:
     start = clock.now - timedelta(hours=2)
-    (lease,) = _store(container, clock, start_from=start).ensure_leases(monitored)
+    (lease,) = LeaseTopology(_store(container, clock, start_from=start), monitored).ensure_leases()
     assert lease.continuation is None and lease.start_from == start
     assert container.read(lease.id, lease.id)["start_from"] == "2026-11-30T04:00:00+00:00", "stored as ISO-8601 UTC"
-    (plain,) = _store(container, clock, prefix="scheduled-").ensure_leases(monitored)
+    (plain,) = LeaseTopology(_store(container, clock, prefix="scheduled-"), monitored).ensure_leases()
     assert plain.start_from is None, "RLY-08: without a start_from a new lease starts at the beginning"
 
 
 def test_f04_start_from_is_stored_as_utc_whole_seconds(monitored, container, clock: ManualClock) -> None:  # type: ignore[no-untyped-def]
     # _ts and the change feed's start time are whole seconds: flooring reads that whole second, never less.
     start = datetime(2026, 11, 30, 7, 30, 5, 750_000, tzinfo=timezone(timedelta(hours=2)))
-    (lease,) = _store(container, clock, start_from=start).ensure_leases(monitored)
+    (lease,) = LeaseTopology(_store(container, clock, start_from=start), monitored).ensure_leases()
     assert lease.start_from == datetime(2026, 11, 30, 5, 30, 5, tzinfo=UTC)
 
 
@@ -248,9 +250,9 @@ def test_f04_split_children_of_a_never_checkpointed_point_in_time_lease_keep_its
 ) -> None:
     start = clock.now - timedelta(minutes=5)
     store = _store(container, clock, start_from=start)
-    (parent,) = store.ensure_leases(monitored)
+    (parent,) = LeaseTopology(store, monitored).ensure_leases()
     split(monitored, parent.feed_range)
-    children = store.split(store.acquire(parent.id), monitored, FeedRangeGone("gone"))
+    children = LeaseTopology(store, monitored).split(store.acquire(parent.id), FeedRangeGone("gone"))
     assert len(children) == 2
     assert all(c.continuation is None and c.start_from == start for c in children), "nothing before the start"
 
@@ -260,10 +262,11 @@ def test_f04_split_children_take_the_parents_start_not_the_stores(
     container,
     clock: ManualClock,  # type: ignore[no-untyped-def]
 ) -> None:
-    (parent,) = _store(container, clock).ensure_leases(monitored)  # a lease that starts at the beginning
+    # a lease that starts at the beginning
+    (parent,) = LeaseTopology(_store(container, clock), monitored).ensure_leases()
     split(monitored, parent.feed_range)
     later = _store(container, clock, start_from=clock.now)
-    children = later.ensure_leases(monitored)
+    children = LeaseTopology(later, monitored).ensure_leases()
     assert len(children) == 2
     assert all(c.start_from is None for c in children), "a child carries on its parent's stream: from the beginning"
 
@@ -274,11 +277,14 @@ def test_f04_split_children_of_a_checkpointed_point_in_time_lease_resume_from_it
     clock: ManualClock,  # type: ignore[no-untyped-def]
 ) -> None:
     store = _store(container, clock, start_from=clock.now)
-    (parent,) = store.ensure_leases(monitored)
+    (parent,) = LeaseTopology(store, monitored).ensure_leases()
     parent = store.checkpoint(store.acquire(parent.id), "parent-cont")
     split(monitored, parent.feed_range)
-    children = store.ensure_leases(monitored)
+    children = LeaseTopology(store, monitored).ensure_leases()
     assert len(children) == 2 and all(c.continuation == "parent-cont" for c in children)
+
+
+from airflow_chatter.drain.topology import _tiles  # noqa: E402 - next to the tests that use it
 
 
 def _range(low: str, high: str) -> FeedRange:
@@ -300,21 +306,54 @@ def _range(low: str, high: str) -> FeedRange:
 def test_f04_merge_parts_must_tile_the_merged_range_edge_to_edge(
     whole: tuple[str, str], parts: list[tuple[str, str]], tiled: bool
 ) -> None:
-    from airflow_chatter.drain.leases import _tiles
-
     assert _tiles(_range(*whole), [_range(*p) for p in parts]) is tiled
 
 
 def test_f04_ranges_that_cannot_be_compared_never_count_as_a_merge() -> None:
-    from airflow_chatter.drain.leases import _tiles
-
     assert not _tiles(FeedRange("opaque"), [FeedRange("a"), FeedRange("b")])
     assert not _tiles(_range("", "FF"), [_range("", "7F"), FeedRange('{"Range": {"min": 1, "max": 2}}')])
 
 
+def test_f04_a_feed_range_token_round_trips_its_epk_bounds_in_the_sdk_shape() -> None:
+    feed_range = FeedRange.from_epk_bounds("", "7F")
+    assert json.loads(feed_range.token) == {
+        "Range": {"min": "", "max": "7F", "isMinInclusive": True, "isMaxInclusive": False}
+    }
+    assert feed_range.epk_bounds() == ("", "7F")
+    assert FeedRange.from_epk_bounds("", "7F") == feed_range, "the same range is the same token (lease ids)"
+    assert _range("00", "7F").epk_bounds() == ("00", "7F"), "isMaxInclusive may be absent, as the SDK reads it"
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        "opaque",
+        "[1, 2]",
+        '{"Range": "x"}',
+        '{"Range": {"min": 1, "max": 2}}',
+        '{"Range": {"min": "7F", "max": "00"}}',
+        '{"Range": {"min": "", "max": "7F", "isMaxInclusive": true}}',
+        '{"Range": {"min": "", "max": "7F", "isMinInclusive": false}}',
+    ],
+)
+def test_f04_a_token_not_in_the_format_has_no_epk_bounds(token: str) -> None:
+    assert FeedRange(token).epk_bounds() is None
+
+
+def test_f04_the_memory_containers_feed_ranges_are_in_the_one_token_format() -> None:
+    from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
+
+    ranges = MemoryDocumentContainer(feed_range_count=3).read_feed_ranges()
+    bounds = [r.epk_bounds() for r in ranges]
+    assert len(bounds) == 3 and None not in bounds, bounds
+    assert [FeedRange.from_epk_bounds(*b) for b in bounds if b is not None] == ranges, "written by from_epk_bounds"
+    low, high = min(b[0] for b in bounds if b is not None), max(b[1] for b in bounds if b is not None)
+    assert _tiles(FeedRange.from_epk_bounds(low, high), ranges), "the topology reads them edge to edge"
+
+
 def test_f04_a_merged_lease_document_parses_and_an_unknown_state_is_named(container, clock: ManualClock) -> None:  # type: ignore[no-untyped-def]
     store = _store(container, clock)
-    lease = store._create(FeedRange("r"), None, None)
+    lease = store.create(FeedRange("r"), None, None)
     doc = {**container.read(lease.id, lease.id), "state": "merged", "children": ["m"]}
     container.replace(lease.id, lease.id, doc)
     assert store.get(lease.id).state == "merged"
