@@ -66,7 +66,7 @@ def test_stamp_benchmark_runs_and_prints_every_ratio(kafka_bootstrap: str, cosmo
         [
             sys.executable,
             str(REPO / "benchmarks" / "stamp_throughput.py"),
-            *("--n", "40", "--stub-n", "200", "--rss", "200,400"),
+            *("--n", "40", "--stub-n", "200", "--stub-rounds", "1", "--rss", "200,400"),
         ],
         capture_output=True,
         text=True,
