@@ -12,6 +12,10 @@ very headers mapping of *this* call's response and afterwards rewrites its ``eta
 composite continuation token (``ChangeFeedFetcherV2.fetch_change_feed_items``). Keeping a reference to the mapping
 therefore yields this page's token and nobody else's. The captured list is local to the call, so concurrent readers
 need no lock and no client of their own; a lock guards only the lazy construction of the container proxy.
+
+Request charges (F-11) are read the same way: every call passes ``response_hook=capture()``, which adds that
+response's own ``x-ms-request-charge`` to the charge sink of the thread that made the call
+(``airflow_chatter.request_charges``; the drain sets one per kind of request).
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from airflow_chatter.ports import (
 from airflow_chatter.ports import (
     PartitionKey as PartitionKeyValue,
 )
+from airflow_chatter.request_charges import capture
 
 __all__ = [
     "EMULATOR_KEY",
@@ -262,7 +267,7 @@ class CosmosDocumentContainer(DocumentContainer):
     def properties(self) -> ContainerProperties:
         with translated_errors():
             container = self.container
-            raw = container.read()
+            raw = container.read(response_hook=capture())
             endpoint = self._account_endpoint or container.client_connection.url_connection
         paths = tuple((raw.get("partitionKey") or {}).get("paths") or ())
         self._partition_key_paths = paths
@@ -282,12 +287,16 @@ class CosmosDocumentContainer(DocumentContainer):
     def create(self, document: Document, partition_key: PartitionKeyValue) -> Document:
         self._check_partition_key(document, partition_key)
         with translated_errors():
-            return dict(self.container.create_item(body=document))
+            return dict(self.container.create_item(body=document, response_hook=capture()))
 
     @override
     def read(self, item_id: str, partition_key: PartitionKeyValue) -> Document:
         with translated_errors():
-            return dict(self.container.read_item(item=item_id, partition_key=_sdk_partition_key(partition_key)))
+            return dict(
+                self.container.read_item(
+                    item=item_id, partition_key=_sdk_partition_key(partition_key), response_hook=capture()
+                )
+            )
 
     @override
     def replace(
@@ -302,19 +311,26 @@ class CosmosDocumentContainer(DocumentContainer):
         if str(document.get("id")) != item_id:
             raise BadRequest(f"document id {document.get('id')!r} differs from {item_id!r}")
         with translated_errors():
-            return dict(self.container.replace_item(item=item_id, body=document, **self._if_match(if_match)))
+            return dict(
+                self.container.replace_item(
+                    item=item_id, body=document, response_hook=capture(), **self._if_match(if_match)
+                )
+            )
 
     @override
     def upsert(self, document: Document, partition_key: PartitionKeyValue, *, if_match: str | None = None) -> Document:
         self._check_partition_key(document, partition_key)
         with translated_errors():
-            return dict(self.container.upsert_item(body=document, **self._if_match(if_match)))
+            return dict(self.container.upsert_item(body=document, response_hook=capture(), **self._if_match(if_match)))
 
     @override
     def delete(self, item_id: str, partition_key: PartitionKeyValue, *, if_match: str | None = None) -> None:
         with translated_errors():
             self.container.delete_item(
-                item=item_id, partition_key=_sdk_partition_key(partition_key), **self._if_match(if_match)
+                item=item_id,
+                partition_key=_sdk_partition_key(partition_key),
+                response_hook=capture(),
+                **self._if_match(if_match),
             )
 
     @override
@@ -336,6 +352,7 @@ class CosmosDocumentContainer(DocumentContainer):
                     item=item_id,
                     partition_key=_sdk_partition_key(partition_key),
                     patch_operations=[op.as_cosmos() for op in operations],
+                    response_hook=capture(),
                     **kwargs,
                 )
             )
@@ -358,7 +375,9 @@ class CosmosDocumentContainer(DocumentContainer):
         sdk_operations = [_sdk_batch_operation(op) for op in operations]
         with translated_errors():
             results = self.container.execute_item_batch(
-                batch_operations=sdk_operations, partition_key=_sdk_partition_key(partition_key)
+                batch_operations=sdk_operations,
+                partition_key=_sdk_partition_key(partition_key),
+                response_hook=capture(),
             )
         return [
             BatchOperationResult(
@@ -383,7 +402,7 @@ class CosmosDocumentContainer(DocumentContainer):
             {"name": name if name.startswith("@") else f"@{name}", "value": value}
             for name, value in (parameters or {}).items()
         ]
-        kwargs: dict[str, Any] = {"query": sql, "parameters": sdk_parameters or None}
+        kwargs: dict[str, Any] = {"query": sql, "parameters": sdk_parameters or None, "response_hook": capture()}
         if partition_key is None:
             kwargs["enable_cross_partition_query"] = True
         else:
@@ -461,10 +480,10 @@ class CosmosDocumentContainer(DocumentContainer):
         # This call's own response headers; see the module docstring for why they are not read from the client.
         responses: list[Mapping[str, Any]] = []
 
-        def capture(headers: Mapping[str, Any], _body: Any) -> None:
+        def keep(headers: Mapping[str, Any], _body: Any) -> None:
             responses.append(headers)
 
-        kwargs: dict[str, Any] = {"max_item_count": max_item_count, "response_hook": capture}
+        kwargs: dict[str, Any] = {"max_item_count": max_item_count, "response_hook": capture(keep)}
         if continuation is not None:
             kwargs["continuation"] = _narrow_continuation(continuation, feed_range)
         else:
