@@ -18,7 +18,12 @@ RECEIPT_TYPE = "order-receipt"
 
 
 def record_order_receipt(delivery: Delivery) -> None:
-    """Stage ``receipt-<orderId>`` for an order event; other events only log a line."""
+    """Stage ``receipt-<orderId>`` for an order event; other events only log a line.
+
+    The receipt is upserted, keyed by the order: the inbox already makes one *delivery* apply once, and a second,
+    different event for the same order (a producer that re-sent it under a new message id, or a demo run again on
+    the same topic) updates the receipt instead of failing every retry with a 409 the consumer could never pass.
+    """
     message = delivery.message
     event = message.header("event-type") or "unknown"
     body = json.loads(message.value) if message.value else {}
@@ -26,7 +31,7 @@ def record_order_receipt(delivery: Delivery) -> None:
     if event != "OrderPlaced" or delivery.unit_of_work is None:
         return
     unit = delivery.unit_of_work
-    unit.create(
+    unit.upsert(
         {
             "id": f"receipt-{body['orderId']}",
             "customerId": unit.partition_key,
