@@ -264,6 +264,9 @@ def test_rly_06_stamps_failing_after_publish_the_summary_counts_what_the_broker_
                 raise ServiceUnavailable("stamp refused")
             return super().patch(item_id, partition_key, operations, **kwargs)
 
+        def execute_batch(self, partition_key: Any, operations: Any) -> Any:
+            raise ServiceUnavailable("stamp batch refused")  # F-10: batched stamps fall back to ``patch``
+
     monitored = StampsFail(cosmos_container_factory(("/tenantId",), -1))
     leases = CosmosDocumentContainer(cosmos_container_factory(("/id",), None))
     for seq in range(3):
