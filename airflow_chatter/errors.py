@@ -9,6 +9,7 @@ the operator reading them sees only the task log.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 
 class ChatterError(Exception):
@@ -41,17 +42,56 @@ class DuplicateSourceError(ConfigurationError):
         )
 
 
-class ContainerContractError(ChatterError):
-    """The monitored container cannot be drained safely; raised once, at drain start, with every violation (CNT)."""
+#: The roles a container plays for a drain, as ``ContainerContractError`` names them.
+MONITORED_CONTAINER = "Monitored container"
+LEASE_CONTAINER = "Lease container"
 
-    def __init__(self, container_id: str, database_id: str, violations: Sequence[str]) -> None:
+
+@dataclass(frozen=True)
+class ContainerViolations:
+    """Everything wrong with one container a drain was given (CNT), named by its role, id and database."""
+
+    role: str
+    container_id: str
+    database_id: str
+    violations: tuple[str, ...]
+
+    def __str__(self) -> str:
+        what = "cannot be drained" if self.role == MONITORED_CONTAINER else "cannot hold the drain's leases"
+        return f"{self.role} {self.container_id!r} in database {self.database_id!r} {what}: " + "; and ".join(
+            self.violations
+        )
+
+
+class ContainerContractError(ChatterError):
+    """A container the drain was given cannot be used safely; raised once, at drain start, with every violation of
+    every container at once (CNT-04), each under its own container's name: fixing them one restart at a time would
+    cost a failed run per violation.
+
+    ``containers`` holds one ``ContainerViolations`` per container at fault (the monitored one first);
+    ``container_id``/``database_id`` name the first of them, ``violations`` lists all of them in that order.
+    """
+
+    def __init__(
+        self,
+        container_id: str,
+        database_id: str,
+        violations: Sequence[str],
+        *,
+        role: str = MONITORED_CONTAINER,
+        more: Sequence[ContainerViolations] = (),
+    ) -> None:
+        self.containers = (ContainerViolations(role, container_id, database_id, tuple(violations)), *more)
         self.container_id = container_id
         self.database_id = database_id
-        self.violations = tuple(violations)
-        super().__init__(
-            f"Monitored container {container_id!r} in database {database_id!r} cannot be drained: "
-            + "; and ".join(self.violations)
-        )
+        self.violations = tuple(v for container in self.containers for v in container.violations)
+        super().__init__(". ".join(str(container) for container in self.containers))
+
+    @classmethod
+    def of(cls, containers: Sequence[ContainerViolations]) -> ContainerContractError:
+        """One error for every container at fault (at least one)."""
+        first, *rest = containers
+        return cls(first.container_id, first.database_id, first.violations, role=first.role, more=rest)
 
 
 class ItemIdTooLongError(ChatterError, ValueError):
@@ -80,12 +120,17 @@ class ReservedIdError(ChatterError, ValueError):
 class DrainSuspendedError(ChatterError):
     """A batch was refused because its lease is under Drain Suspension (SUS-04); nothing was published."""
 
-    def __init__(self, lease_token: str, source_identity: str, message: str | None = None) -> None:
+    def __init__(
+        self, lease_token: str, source_identity: str, message: str | None = None, *, lease_id: str | None = None
+    ) -> None:
         self.lease_token = lease_token
+        self.lease_id = lease_id
         self.source_identity = source_identity
+        # Named by its id, as the drain summary names it; the feed range is the detail.
+        lease = repr(lease_token) if lease_id is None else f"{lease_id!r} (feed range {lease_token})"
         super().__init__(
             message
-            or f"Lease {lease_token!r} of source {source_identity!r} is under Drain Suspension; the batch was refused "
+            or f"Lease {lease} of source {source_identity!r} is under Drain Suspension; the batch was refused "
             "without publishing"
         )
 
@@ -130,10 +175,13 @@ __all__ = [
     "ConfigurationError",
     "ConfirmationFailed",
     "ContainerContractError",
+    "ContainerViolations",
     "DrainSuspendedError",
     "DuplicateSourceError",
     "InvalidLeaseDocumentError",
     "ItemIdTooLongError",
+    "LEASE_CONTAINER",
+    "MONITORED_CONTAINER",
     "ReservedIdError",
     "UnknownPublisherError",
 ]

@@ -30,7 +30,7 @@ from typing import Any
 from airflow_chatter.clock import Clock, utc_now
 from airflow_chatter.drain.identity import SourceIdentity, SourceRegistry, instance_name
 from airflow_chatter.drain.leases import ACTIVE, SPLIT, Lease, LeaseHeldError, LeaseStore
-from airflow_chatter.drain.monitored_container import verify_monitored_container
+from airflow_chatter.drain.monitored_container import verify_containers
 from airflow_chatter.drain.options import STATUS_PATCH_PATH, TTL_PATCH_PATH, SourceOptions
 from airflow_chatter.drain.suspension import ConfirmationReceipt, DrainGate
 from airflow_chatter.drain.telemetry import (
@@ -45,7 +45,6 @@ from airflow_chatter.drain.topology import LeaseTopology
 from airflow_chatter.errors import (
     ConfigurationError,
     ConfirmationFailed,
-    ContainerContractError,
     DrainSuspendedError,
     UnknownPublisherError,
 )
@@ -70,7 +69,6 @@ from airflow_chatter.ports import (
 #: The publisher a document naming no messaging infrastructure goes to (F-03).
 DEFAULT_PUBLISHER = "kafka"
 
-_LEASE_CONTAINER_PATH = "/id"
 _LARGEST_TS = 253402300799  # 9999-12-31T23:59:59Z; a larger ``_ts`` is out of range (MET-01)
 
 
@@ -244,7 +242,8 @@ class DrainEngine:
     point in time. Leave it ``None`` for the scheduled drain (RLY-08).
 
     Building the engine verifies the monitored container (CNT) and the lease container (partitioned on
-    ``/id``, no default TTL that would purge leases) and raises ``ContainerContractError`` for either.
+    ``/id``, no default TTL that would purge leases) and raises one ``ContainerContractError`` naming every violation
+    of both, each under its own container's name.
     """
 
     def __init__(
@@ -268,8 +267,8 @@ class DrainEngine:
         # ``time.time()``, the same reading without building an aware ``datetime`` (~1 µs) per document.
         self._timestamp_now: Callable[[], float] = time.time if clock is utc_now else lambda: clock().timestamp()
         self._telemetry = telemetry if telemetry is not None else DrainTelemetry()
-        self.properties: ContainerProperties = verify_monitored_container(monitored, source.partition_key_paths)
-        lease_properties = _verify_lease_container(leases)
+        # CNT: one error naming every violation of both containers, each under its own name.
+        self.properties, lease_properties = verify_containers(monitored, source.partition_key_paths, leases)
         self.identity = _source_identity(source, self.properties, lease_properties)
         self.source_identity = self.identity.processor_name
         if registry is not None:
@@ -351,7 +350,7 @@ class DrainEngine:
             self._drain_pages(holder, tally, budget)
         except Exception as exc:  # noqa: BLE001 - reported, not swallowed: see raise_for_error
             error = exc
-            self._telemetry.record_failure(self.source_identity, holder.lease.token, exc)
+            self._telemetry.record_failure(self.source_identity, holder.lease.token, exc, lease_id=lease_id)
         finally:
             self._finish(holder, tally)
         summary = DrainSummary.of(tally, error)
@@ -392,13 +391,13 @@ class DrainEngine:
             decision = self._gate.consult(lease.suspension)
             if not decision.permitted:
                 tally.refused_batches += 1
-                raise DrainSuspendedError(lease.token, self.source_identity)
+                raise DrainSuspendedError(lease.token, self.source_identity, lease_id=lease.id)
             if decision.probe:
                 holder.lease = self.store.save_suspension(lease, decision.state)
             receipt = self._drain_page_or_count_failure(holder, page.documents, tally)
             suspension = holder.lease.suspension
             if receipt is not None:
-                suspension = self._gate.present(lease.token, suspension, receipt)
+                suspension = self._gate.present(lease.token, suspension, receipt, lease_id=lease.id)
             # F-04: only now, with every document of the page confirmed, may the continuation move.
             holder.lease = self.store.checkpoint(holder.lease, page.continuation, suspension)
             if not page.documents:
@@ -412,7 +411,7 @@ class DrainEngine:
         except ConfirmationFailed as carrier:
             tally.confirmation_failures += 1
             lease = holder.lease
-            state = self._gate.confirmation_failed(lease.token, lease.suspension, carrier.original)
+            state = self._gate.confirmation_failed(lease.token, lease.suspension, carrier.original, lease_id=lease.id)
             try:
                 holder.lease = self.store.save_suspension(lease, state)
             except Exception as exc:  # noqa: BLE001 - the stamp fault is the error to report
@@ -549,6 +548,9 @@ class DrainEngine:
             outcomes = publisher.send_batch(messages)  # PublishError propagates: RLY-05
             if len(outcomes) != len(messages):
                 raise PublishError(f"publisher returned {len(outcomes)} outcomes for {len(messages)} messages")
+            # MET-02 ``admitted`` (added per page by _drain_page): every message the broker confirmed, counted before
+            # any stamp, so a run whose stamps fail still reports what reached Kafka (it goes out again next run).
+            tally.published += sum(1 for outcome in outcomes if outcome.confirmed)
             # F-04: a publish may take up to the producer's delivery timeout, as long as a lease lasts. Renewed here
             # when half of it is gone, the lease cannot lapse while this page is stamped and another drain take the
             # range over meanwhile; lost already (LeaseLostError), nothing is stamped (the new owner publishes).
@@ -560,7 +562,6 @@ class DrainEngine:
                     span.end(failure)
                     raise failure  # RLY-05: no stamp; not a Confirmation Failure
                 span.end()
-                tally.published += 1  # MET-02 ``admitted``: counted after publish, added per page by _drain_page
                 written = self._stamp_delivered(planned, tally)
         # SUS-08: one receipt per run is all the gate is shown (the page presents its last), so it is minted once,
         # from the last stamp that landed, not once per document.
@@ -647,24 +648,6 @@ def _persisted_context(document: Document) -> Mapping[str, Any]:
     except ValueError:
         return {}
     return parsed if isinstance(parsed, dict) else {}
-
-
-def _verify_lease_container(leases: DocumentContainer) -> ContainerProperties:
-    """The lease container must be partitioned on ``/id`` and must not purge leases by default."""
-    props = leases.properties()
-    violations: list[str] = []
-    if tuple(props.partition_key_paths) != (_LEASE_CONTAINER_PATH,):
-        violations.append(
-            f"the lease container must be partitioned on {_LEASE_CONTAINER_PATH!r}, "
-            f"not {', '.join(props.partition_key_paths)!r}"
-        )
-    if props.default_ttl is not None and props.default_ttl != -1:
-        violations.append(
-            f"the lease container's defaultTtl {props.default_ttl} would purge leases and their checkpoints"
-        )
-    if violations:
-        raise ContainerContractError(props.container_id, props.database_id, violations)
-    return props
 
 
 def _source_identity(

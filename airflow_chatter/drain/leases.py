@@ -374,6 +374,19 @@ class LeaseStore:
         except LeaseLostError:
             return None
 
+    def delete(self, lease: Lease) -> None:
+        """Delete a lease no drain holds, conditionally on the version read (a reset: the range starts afresh).
+
+        ``LeaseHeldError`` if it is live by this store's clock (whoever owns it: its drain carries on with it),
+        ``LeaseLostError`` if it changed or went since it was read (the newer version is kept).
+        """
+        if lease.is_live(self.now()):
+            raise LeaseHeldError(lease.id, lease.owner or "<unknown>", lease.expires_at)
+        try:
+            self.container.delete(lease.id, lease.id, if_match=lease.etag)
+        except (PreconditionFailed, NotFound):
+            raise LeaseLostError(lease.id, "deleting it") from None
+
     # ------------------------------------------------------------------ plumbing
 
     def _write(self, lease: Lease, action: str, **changes: Any) -> Lease:

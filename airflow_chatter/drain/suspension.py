@@ -149,23 +149,30 @@ class DrainGate:
             return GateDecision(False, False, state)
         return GateDecision(True, True, replace(state, armed_at=now, probe_consumed=True))
 
-    def confirmation_failed(self, lease_token: str, state: SuspensionState, fault: BaseException) -> SuspensionState:
-        """SUS-02/03/06: count a Confirmation Failure; open at the threshold, re-arm while open."""
+    def confirmation_failed(
+        self, lease_token: str, state: SuspensionState, fault: BaseException, *, lease_id: str | None = None
+    ) -> SuspensionState:
+        """SUS-02/03/06: count a Confirmation Failure; open at the threshold, re-arm while open.
+
+        ``lease_id`` names the lease in the opening log (its range, ``lease_token``, is the detail and the metric's
+        attribute)."""
         now = self._now()
         count = state.consecutive_failures + 1
         if state.suspended:
             return SuspensionState(count, True, now, False)
         if count >= THRESHOLD:
-            self._telemetry.record_suspension_opened(self.source_identity, lease_token, count, fault)
+            self._telemetry.record_suspension_opened(self.source_identity, lease_token, count, fault, lease_id=lease_id)
             return SuspensionState(count, True, now, False)
         return replace(state, consecutive_failures=count)
 
-    def present(self, lease_token: str, state: SuspensionState, receipt: ConfirmationReceipt) -> SuspensionState:
-        """SUS-08/10/11: a receipt evicts the lease's state; log only if it was suspended."""
+    def present(
+        self, lease_token: str, state: SuspensionState, receipt: ConfirmationReceipt, *, lease_id: str | None = None
+    ) -> SuspensionState:
+        """SUS-08/10/11: a receipt evicts the lease's state; log only if it was suspended (naming ``lease_id``)."""
         if not isinstance(receipt, ConfirmationReceipt):
             raise TypeError("present() needs a ConfirmationReceipt")
         if state.suspended:
-            self._telemetry.log_suspension_closed(lease_token)
+            self._telemetry.log_suspension_closed(lease_token, lease_id=lease_id)
         return SuspensionState()
 
     def _now(self) -> datetime:

@@ -121,15 +121,21 @@ class DrainTelemetry:
         self._batch_size.record(size, attributes)
         self._batches.add(1, attributes)
 
-    def record_failure(self, source_identity: str, lease_token: str, error: BaseException) -> None:
-        """MET-05 + LOG-01: one fault reported for a lease, under the unwrapped error's type."""
+    def record_failure(
+        self, source_identity: str, lease_token: str, error: BaseException, *, lease_id: str | None = None
+    ) -> None:
+        """MET-05 + LOG-01: one fault reported for a lease, under the unwrapped error's type.
+
+        The log names the lease by ``lease_id`` (as the summary does), with its feed range as the detail; the
+        metric's ``lease_token`` attribute stays the range token (MET-05).
+        """
         attributes = dict(_lease_attributes(source_identity, lease_token))
         attributes[ATTR_ERROR_TYPE] = error_type(error)
         self._failures.add(1, attributes)
         self._log(
             logging.ERROR,
             "Drain of lease %s failed: %s: %s",
-            lease_token,
+            lease_label(lease_id, lease_token),
             error_type(error),
             error,
             exc_info=error,
@@ -141,23 +147,33 @@ class DrainTelemetry:
         self._log(logging.ERROR, "Outbox document stamped undeliverable: %s", violation_text)
 
     def record_suspension_opened(
-        self, source_identity: str, lease_token: str, consecutive_failures: int, fault: BaseException
+        self,
+        source_identity: str,
+        lease_token: str,
+        consecutive_failures: int,
+        fault: BaseException,
+        *,
+        lease_id: str | None = None,
     ) -> None:
-        """MET-07 + LOG-03: once per opening, never on re-arm or close."""
+        """MET-07 + LOG-03: once per opening, never on re-arm or close; the log names ``lease_id`` (range as detail)."""
         self._suspensions.add(1, _lease_attributes(source_identity, lease_token))
         self._log(
             logging.ERROR,
             "Drain Suspension opened for lease %s after %d consecutive confirmation failures; last stamp fault: %s: %s",
-            lease_token,
+            lease_label(lease_id, lease_token),
             consecutive_failures,
             error_type(fault),
             fault,
             exc_info=fault,
         )
 
-    def log_suspension_closed(self, lease_token: str) -> None:
+    def log_suspension_closed(self, lease_token: str, *, lease_id: str | None = None) -> None:
         """LOG-04: a Confirmation Receipt lifted the suspension of a lease that was suspended."""
-        self._log(logging.INFO, "Drain Suspension of lease %s lifted by a confirmation receipt", lease_token)
+        self._log(
+            logging.INFO,
+            "Drain Suspension of lease %s lifted by a confirmation receipt",
+            lease_label(lease_id, lease_token),
+        )
 
     def log_cleanup_failure(self, what: str, error: BaseException) -> None:
         """LOG-05: a cleanup after a failure could not complete; the original error is preserved."""
@@ -249,6 +265,14 @@ class SendSpan:
 
 
 _NO_SPAN = SendSpan(None, None)
+
+
+def lease_label(lease_id: str | None, lease_token: str) -> str:
+    """How logs and errors name a lease: its id (what the summary, XCom and the lease container show), with its feed
+    range as the detail; just the token when no id is known."""
+    if lease_id is None or lease_id == lease_token:
+        return lease_token
+    return f"{lease_id} (feed range {lease_token})"
 
 
 def _lease_attributes(source_identity: str, lease_token: str) -> dict[str, str]:

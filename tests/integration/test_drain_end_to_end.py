@@ -250,3 +250,25 @@ def test_sus_15_drain_suspension_survives_a_new_process(
     seen = json.loads(result.stdout.strip().splitlines()[-1])
     assert seen["error_type"] == "DrainSuspendedError" and seen["suspended"], seen
     assert seen["attempted"] == 0 and seen["published"] == 0, "the new process refused without publishing"
+
+
+def test_rly_06_stamps_failing_after_publish_the_summary_counts_what_the_broker_confirmed(
+    cosmos_container_factory: ContainerFactory, kafka_bootstrap: str, publisher: KafkaPublisher, topic: str
+) -> None:
+    """Three records reach Kafka, every delivered stamp fails: ``published`` is what the broker holds, not 1."""
+    from airflow_chatter.ports import PatchOperation, ServiceUnavailable
+
+    class StampsFail(CosmosDocumentContainer):
+        def patch(self, item_id: str, partition_key: Any, operations: Any, **kwargs: Any) -> Document:
+            if any(isinstance(op, PatchOperation) and op.path == "/status" for op in operations):
+                raise ServiceUnavailable("stamp refused")
+            return super().patch(item_id, partition_key, operations, **kwargs)
+
+    monitored = StampsFail(cosmos_container_factory(("/tenantId",), -1))
+    leases = CosmosDocumentContainer(cosmos_container_factory(("/id",), None))
+    for seq in range(3):
+        monitored.create(_outbox(f"stamp-{seq}", "tenant-a", topic, seq), "tenant-a")
+    (summary,) = _engine(monitored, leases, publisher).drain_all()
+    assert summary.error_type == "ServiceUnavailable" and summary.delivered == 0
+    records = consume_records(kafka_bootstrap, topic, 3)
+    assert summary.published == len(records) == 3, summary.log_line()

@@ -1,7 +1,7 @@
 """Operators: list a source's leases, drain one lease, requeue undeliverable documents.
 
 Each ``execute`` resolves the two hooks, builds the core objects and calls one core function; loops
-and decisions stay in ``airflow_chatter.drain.engine`` and ``airflow_chatter.airflow.runtime``.
+and decisions stay in ``airflow_chatter.drain.engine`` and ``airflow_chatter.drain.operations``.
 """
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ class ChatterSourceBaseOperator(BaseOperator):
         start_from: datetime | None = None,
     ) -> DrainEngine:
         """``since`` filters what a lease reads by ``_ts``; ``start_from`` is where the leases it creates start."""
-        from airflow_chatter.airflow.runtime import build_engine, modified_since
+        from airflow_chatter.drain.operations import build_engine, modified_since
 
         monitored, leases = self.containers()
         return build_engine(
@@ -249,7 +249,7 @@ class ChatterListLeasesOperator(ChatterSourceBaseOperator):
         self.since = since
 
     def execute(self, context: Context) -> list[str]:
-        from airflow_chatter.airflow.runtime import count_pending, lease_report, reset_leases
+        from airflow_chatter.drain.operations import count_pending, lease_report, reset_leases
 
         wanted = set(as_list(self.feed_ranges, "feed_ranges"))
         reset = as_bool(self.reset, "reset")
@@ -340,7 +340,7 @@ class ChatterDrainOperator(ChatterSourceBaseOperator):
         self.since = since
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_chatter.airflow.runtime import BACKFILL_HOLD_MARGIN_SECONDS, exclusive_with
+        from airflow_chatter.drain.operations import BACKFILL_HOLD_MARGIN_SECONDS, exclusive_with
 
         config = self.config
         max_documents = as_int(
@@ -427,7 +427,7 @@ class ChatterRequeueUndeliverableOperator(ChatterSourceBaseOperator):
         return str(getattr(dag_run, "triggering_user_name", None) or "unknown")
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_chatter.airflow.runtime import requeue_undeliverable, select_undeliverable
+        from airflow_chatter.drain.operations import requeue_undeliverable, select_undeliverable
 
         ids = as_list(self.document_ids, "document_ids")
         where = (self.where or "").strip() or None

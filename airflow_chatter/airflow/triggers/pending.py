@@ -88,7 +88,7 @@ class ChatterPendingOutboxTrigger(BaseTrigger):
         return self._hook.get_container(self.monitored_container), self._hook.get_container(self.lease_container)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from airflow_chatter.airflow.runtime import peek_pending
+        from airflow_chatter.drain.operations import peek_pending
 
         try:
             # The connection lookup and the SDK are blocking: keep them off the triggerer's event loop.

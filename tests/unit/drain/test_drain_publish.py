@@ -330,12 +330,27 @@ def test_rly_07_messages_in_flight_with_the_failing_one_are_acknowledged_but_nev
     rig.publisher.fail_nth(2, PublishError("b refused"))
     engine = rig.engine()
     summary = rig.drain(engine)
-    assert summary.error_type == "PublishError" and summary.published == 1 and summary.delivered == 1
+    assert summary.error_type == "PublishError" and summary.delivered == 1
     assert [rig.current(d)["status"] for d in docs] == ["delivered", "pending", "pending"]
     assert [dict(m.headers)["message-id"] for m in rig.publisher.sent] == [b"msg-a", b"msg-c"]
+    assert summary.published == len(rig.publisher.sent) == 2, "published counts what the broker confirmed: a and c"
     assert rig.lease(engine).continuation is None
     rig.publisher.clear_faults()
     assert rig.drain(engine).published == 2, "b and c again; c is a duplicate downstream dedupes"
+
+
+def test_rly_06_stamps_failing_after_a_confirmed_publish_still_count_every_message_the_broker_confirmed(
+    rig: Rig,
+) -> None:
+    """The issue's run: three records reached Kafka, every stamp failed, and the summary said ``published=1``."""
+    docs = rig.seed(outbox_doc("msg-a"), outbox_doc("msg-b"), outbox_doc("msg-c"))
+    fail_operation(rig.monitored, "patch", ServiceUnavailable("stamp down"))
+    summary = rig.drain()
+    assert summary.error_type == "ServiceUnavailable" and summary.confirmation_failures == 1
+    assert len(rig.publisher.sent) == 3, "one send_batch: the broker confirmed all three"
+    assert summary.published == len(rig.publisher.sent) and summary.delivered == 0
+    assert "published=3 delivered=0 " in summary.log_line() and summary.to_dict()["published"] == 3
+    assert [rig.current(d)["status"] for d in docs] == ["pending"] * 3, "nothing stamped: all go out again"
 
 
 def _json_values() -> st.SearchStrategy[object]:

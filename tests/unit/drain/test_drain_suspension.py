@@ -261,3 +261,32 @@ def test_sus_f04_a_suspended_lease_that_splits_hands_its_suspension_to_its_child
     probes = engine.drain_all()
     assert all(s.error is None and not s.suspended for s in probes), "each child's probe closes its own"
     assert {d["status"] for d in rig.monitored.query("SELECT * FROM c")} == {"delivered"}
+
+
+def test_sus_log_01_03_04_logs_and_the_refusal_name_the_lease_by_its_id_as_the_summary_does_with_the_range_as_detail(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    rig.seed(outbox_doc("msg-1"))
+    fail_operation(rig.monitored, "patch", ServiceUnavailable("stamp down"))
+    engine = rig.engine()
+    with caplog.at_level(logging.INFO, logger="airflow_chatter.drain"):
+        for _ in range(5):
+            failed = rig.drain(engine)
+        refused = rig.drain(engine)
+        rig.clock.advance(60)
+        clear_faults(rig.monitored)
+        probe = rig.drain(engine)
+    lease = rig.lease(engine)
+    named = f"lease {lease.id} (feed range {lease.token})"
+    assert failed.lease == refused.lease == probe.lease == lease.id, "the summary's name for the lease"
+    messages = [r.getMessage() for r in caplog.records]
+    failures = [m for m in messages if m.startswith("Drain of lease ")]
+    assert len(failures) == 6 and all(m.startswith(f"Drain of {named} failed: ") for m in failures), failures
+    (opened,) = [m for m in messages if "Drain Suspension opened" in m]
+    assert opened.startswith(f"Drain Suspension opened for {named} after 5 consecutive confirmation failures")
+    (lifted,) = [m for m in messages if "lifted" in m]
+    assert lifted == f"Drain Suspension of {named} lifted by a confirmation receipt"
+    assert isinstance(refused.error, DrainSuspendedError)
+    assert refused.error.lease_id == lease.id and refused.error.lease_token == lease.token
+    assert str(refused.error).startswith(f"Lease {lease.id!r} (feed range {lease.token}) of source ")
+    assert refused.error_message == str(refused.error) and lease.id in refused.log_line()

@@ -1,4 +1,5 @@
-"""CNT-01..05: the monitored container is verified once, at drain start, with every violation reported together."""
+"""CNT-01..05: the monitored and lease containers are verified once, at drain start, with every violation of both
+reported together, each under its own container's name."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from airflow_chatter.drain.monitored_container import verify_monitored_container
+from airflow_chatter.drain.monitored_container import verify_containers, verify_monitored_container
 from airflow_chatter.errors import ConfigurationError, ContainerContractError
 from airflow_chatter.ports import (
     BatchOperation,
@@ -210,6 +211,83 @@ def test_cfg_05_bad_declared_path_fails_before_any_read() -> None:
     assert target.reads == 0, "a declaration error needs no metadata read"
 
 
+def lease_container(paths: Sequence[str] = ("/id",), default_ttl: int | None = None) -> PropertiesOnlyContainer:
+    target = PropertiesOnlyContainer(
+        ContainerProperties("https://acct.documents.azure.com/", "chatter", "leases", tuple(paths), default_ttl)
+    )
+    target.container_id, target.database_id = "leases", "chatter"
+    return target
+
+
+def both_refused(monitored: PropertiesOnlyContainer, leases: PropertiesOnlyContainer) -> ContainerContractError:
+    with pytest.raises(ContainerContractError) as caught:
+        verify_containers(monitored, ["/tenantId"], leases)
+    assert monitored.reads == 1 and leases.reads == 1, "one metadata read per container, even when refusing"
+    return caught.value
+
+
+def test_cnt_04_both_containers_wrong_is_one_error_naming_each_containers_own_violations() -> None:
+    error = both_refused(container(["/TenantId"], default_ttl=86400), lease_container(["/pk"], default_ttl=3600))
+    monitored, leases = error.containers
+    assert (monitored.role, monitored.container_id, monitored.database_id) == ("Monitored container", "orders", "shop")
+    assert (leases.role, leases.container_id, leases.database_id) == ("Lease container", "leases", "chatter")
+    assert (
+        len(monitored.violations) == 2 and "86400" in monitored.violations[0] and "/TenantId" in monitored.violations[1]
+    )
+    assert len(leases.violations) == 2 and "/pk" in leases.violations[0] and "'/id'" in leases.violations[0]
+    assert "3600" in leases.violations[1]
+    assert error.violations == monitored.violations + leases.violations
+    message = str(error)
+    assert message.startswith("Monitored container 'orders' in database 'shop' cannot be drained: its defaultTtl is")
+    assert "Lease container 'leases' in database 'chatter' cannot hold the drain's leases: it is partitioned on" in (
+        message
+    )
+    assert "Monitored container 'leases'" not in message, "the lease container is never labelled the monitored one"
+    assert message.index("86400") < message.index("Lease container") < message.index("3600"), "each under its own"
+
+
+def test_cnt_04_a_wrong_lease_container_alone_is_named_as_the_lease_container() -> None:
+    error = both_refused(container(), lease_container(default_ttl=60))
+    (only,) = error.containers
+    assert (only.role, error.container_id, error.database_id) == ("Lease container", "leases", "chatter")
+    assert str(error).startswith("Lease container 'leases' in database 'chatter' cannot hold the drain's leases: ")
+    assert "its defaultTtl 60 would purge leases and their checkpoints" in str(error)
+
+
+def test_cnt_05_an_unreadable_monitored_container_does_not_hide_the_lease_containers_violations() -> None:
+    cause = ServiceUnavailable("account offline")
+    error = both_refused(PropertiesOnlyContainer(error=cause), lease_container(["/pk"]))
+    assert error.__cause__ is cause, "the read error is kept as the cause"
+    monitored, leases = error.containers
+    assert monitored.container_id == "orders" and "account offline" in monitored.violations[0]
+    assert leases.container_id == "leases" and "/pk" in leases.violations[0]
+
+
+def test_cnt_05_an_unreadable_lease_container_is_named_with_its_read_error() -> None:
+    cause = ServiceUnavailable("lease database missing")
+    leases = PropertiesOnlyContainer(error=cause)
+    leases.container_id, leases.database_id = "leases", "chatter"
+    error = both_refused(container(default_ttl=86400), leases)
+    assert error.__cause__ is cause
+    assert [c.container_id for c in error.containers] == ["orders", "leases"]
+    assert (
+        "Lease container 'leases' in database 'chatter' cannot hold the drain's leases: its metadata could not be "
+        "read (ServiceUnavailable: lease database missing)" in str(error)
+    )
+
+
+def test_cnt_both_containers_fine_return_both_properties_from_one_read_each() -> None:
+    monitored, leases = container(), lease_container()
+    assert verify_containers(monitored, ["tenantId"], leases) == (monitored.properties(), leases.properties())
+
+
+def test_cfg_05_bad_declared_path_fails_before_either_container_is_read() -> None:
+    monitored, leases = container(), lease_container(["/pk"])
+    with pytest.raises(ConfigurationError):
+        verify_containers(monitored, [], leases)
+    assert monitored.reads == 0 and leases.reads == 0
+
+
 # The same rules against the in-memory adapter (the real port implementation), where it can express the setting.
 # Cosmos DB itself refuses a defaultTtl of 0 or below -1, so those cases stay on the stub above.
 
@@ -251,3 +329,26 @@ def test_cnt_05_memory_container_read_failure_is_wrapped_naming_container_and_da
     assert caught.value.__cause__ is cause
     assert "'orders'" in str(caught.value) and "'shop'" in str(caught.value)
     assert target.calls["properties"] == 1
+
+
+def test_cnt_04_the_drain_engine_refuses_two_wrong_memory_containers_naming_each() -> None:
+    adapter = pytest.importorskip("airflow_chatter.adapters.memory.container")
+    from airflow_chatter.drain.engine import DrainEngine
+    from airflow_chatter.drain.options import SourceOptions
+    from airflow_chatter.testing.fakes import FakePublisher
+
+    leases = adapter.MemoryDocumentContainer(
+        partition_key_paths=("/pk",), default_ttl=3600, database_id="chatter", container_id="leases"
+    )
+    with pytest.raises(ContainerContractError) as caught:
+        DrainEngine(
+            SourceOptions(name="orders", partition_key_paths=("/TenantId",)),
+            memory(["/tenantId"], default_ttl=86400),
+            leases,
+            FakePublisher(),
+        )
+    message = str(caught.value)
+    assert "Monitored container 'orders' in database 'shop' cannot be drained: " in message
+    assert "Lease container 'leases' in database 'chatter' cannot hold the drain's leases: " in message
+    assert all(text in message for text in ("86400", "/TenantId", "/pk", "3600"))
+    assert "Monitored container 'leases'" not in message

@@ -1,8 +1,9 @@
-"""What the Airflow tasks call: building a drain engine from a source config, and the small pieces
-around it that are not the drain itself (topic mapping, backfill exclusion, pending peeks, requeue).
+"""Drain operations around the drain itself: building an engine from a source's configuration, topic mapping,
+lease reports and resets, the backfill exclusion, pending peeks and counts, and requeueing undeliverable documents.
 
-Nothing here imports Airflow, so every piece is testable with ``MemoryDocumentContainer`` and
-``FakePublisher`` and usable outside Airflow.
+The Airflow tasks (operators, the sensor and its trigger) call these; nothing here imports Airflow, so every
+operation runs with ``MemoryDocumentContainer`` and ``FakePublisher`` and outside Airflow. Lease documents are only
+ever written through ``LeaseStore`` (its ETag conditions, its clock), never behind its back.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
-from airflow_chatter.airflow.config import SourceConfig
 from airflow_chatter.drain.engine import DrainEngine
-from airflow_chatter.drain.leases import ACTIVE, Lease, LeaseStore
+from airflow_chatter.drain.leases import ACTIVE, Lease, LeaseHeldError, LeaseLostError, LeaseStore
+from airflow_chatter.drain.options import SourceOptions
 from airflow_chatter.drain.topology import LeaseTopology
 from airflow_chatter.errors import ChatterError
 from airflow_chatter.outbox.document import (
@@ -92,8 +93,17 @@ def _both(first: PendingFilter | None, second: PendingFilter) -> PendingFilter:
     return lambda document: bool(first(document)) and bool(second(document))
 
 
+class EngineConfig(Protocol):
+    """What ``build_engine`` needs of a source's configuration (``airflow_chatter.airflow.config.SourceConfig``)."""
+
+    @property
+    def topics(self) -> Mapping[str, str]: ...
+
+    def to_options(self, *, resolve: bool = False, lease_prefix: str | None = None) -> SourceOptions: ...
+
+
 def build_engine(
-    config: SourceConfig,
+    config: EngineConfig,
     monitored: DocumentContainer,
     leases: DocumentContainer,
     publisher: Publisher,
@@ -132,22 +142,22 @@ def lease_report(lease: Lease) -> dict[str, Any]:
 
 
 def reset_leases(store: LeaseStore) -> list[str]:
-    """Delete this prefix's leases so the next drain starts afresh; live ones are kept.
+    """Delete this prefix's leases so the next drain starts afresh; return the ids deleted.
 
-    Used by a backfill from the beginning or a point in time: the leases the next ``ensure_leases`` creates
-    start where that store says. Never call it with the scheduled drain's prefix.
+    A lease that is live by the store's clock, or changes while it is being reset, is kept (and logged): its
+    drain carries on with it. Used by a backfill from the beginning or a point in time: the leases the next
+    ``ensure_leases`` creates start where that store says. Never call it with the scheduled drain's prefix.
     """
     deleted: list[str] = []
-    now = datetime.now(UTC)
     for lease in store.list_leases():
-        if lease.is_live(now):
-            log.warning("Lease %s is live (owner %s); not reset", lease.id, lease.owner)
-            continue
         try:
-            store.container.delete(lease.id, lease.id, if_match=lease.etag)
-            deleted.append(lease.id)
-        except PreconditionFailed:
+            store.delete(lease)
+        except LeaseHeldError as held:
+            log.warning("Lease %s is live (owner %s); not reset", lease.id, held.owner)
+        except LeaseLostError:
             log.warning("Lease %s changed while being reset; kept", lease.id)
+        else:
+            deleted.append(lease.id)
     return deleted
 
 
