@@ -62,6 +62,15 @@ function post(path, key, body) {
 
 const short = (text, n = 14) => (text && text.length > n ? `${text.slice(0, 6)}…${text.slice(-6)}` : text || "–");
 const when = (iso) => (iso ? new Date(iso).toLocaleString() : "–");
+// A feed range token is JSON with the range's EPK bounds: show them as [min, max).
+function range(token) {
+  try {
+    const parsed = JSON.parse(token);
+    const r = parsed.Range || parsed.range || parsed;
+    if (r && typeof r.min === "string" && typeof r.max === "string") return `[${r.min || "00"}, ${r.max || "FF"})`;
+  } catch (_) {}
+  return short(token, 24);
+}
 const seconds = (s) => (s === null || s === undefined ? "–" : s < 120 ? `${Math.round(s)} s` : `${Math.round(s / 60)} min`);
 
 function Cell({ children, ...rest }) {
@@ -126,7 +135,7 @@ function Leases({ source, view, reload }) {
       C.Table.Row,
       { key: lease.id, "data-testid": "lease-row" },
       h(Cell, { title: lease.id }, short(lease.id.split(":").pop())),
-      h(Cell, { title: lease.feed_range }, short(lease.feed_range, 24)),
+      h(Cell, { title: lease.feed_range }, range(lease.feed_range)),
       h(Cell, null, lease.suspension.suspended ? h(C.Badge, { colorPalette: "red" }, "suspended") : h(C.Badge, { colorPalette: "green" }, "running")),
       h(Cell, { title: lease.owner || "" }, lease.owner ? `${short(lease.owner, 20)} until ${when(lease.expires_at)}` : "free"),
       h(Cell, null, seconds(lease.continuation_age_seconds)),
@@ -241,6 +250,8 @@ function Totals({ view }) {
   );
 }
 
+const STARTS = ["beginning", "point_in_time", "resume"];
+
 function Backfill({ source, backfillDag }) {
   const [form, setForm] = useState({ start: "beginning", point_in_time: "", document_budget: 10000, dry_run: true });
   const [trigger, state] = useAction(
@@ -254,7 +265,9 @@ function Backfill({ source, backfillDag }) {
     h(
       C.HStack,
       { gap: 2, flexWrap: "wrap" },
-      h("select", { value: form.start, onChange: set("start"), "aria-label": "start" }, ["beginning", "point_in_time", "resume"].map((s) => h("option", { key: s, value: s }, s))),
+      C.NativeSelect
+        ? h(C.NativeSelect.Root, { size: "sm", maxW: "40" }, h(C.NativeSelect.Field, { value: form.start, onChange: set("start"), "aria-label": "start" }, STARTS.map((s) => h("option", { key: s, value: s }, s))), h(C.NativeSelect.Indicator, null))
+        : h("select", { value: form.start, onChange: set("start"), "aria-label": "start" }, STARTS.map((s) => h("option", { key: s, value: s }, s))),
       h(C.Input, { size: "sm", maxW: "xs", placeholder: "point in time (UTC, ISO 8601)", value: form.point_in_time, onChange: set("point_in_time") }),
       h(C.Input, { size: "sm", maxW: "32", type: "number", value: form.document_budget, onChange: set("document_budget"), "aria-label": "document budget" }),
       h("label", null, h("input", { type: "checkbox", checked: form.dry_run, onChange: set("dry_run") }), " dry run"),
