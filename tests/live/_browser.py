@@ -64,7 +64,8 @@ class Browser:
         port = int(port_file.read_text().split()[0])
         targets = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=10).json()
         page = next(t for t in targets if t.get("type") == "page")
-        self.ws: ClientConnection = connect(page["webSocketDebuggerUrl"], max_size=64 * 1024 * 1024)
+        self._connection = connect(page["webSocketDebuggerUrl"], max_size=64 * 1024 * 1024)
+        self.ws: ClientConnection = self._connection.__enter__()
         self._ids = itertools.count(1)
         self.send("Page.enable")
         self.send("Runtime.enable")
@@ -125,7 +126,7 @@ class Browser:
     def close(self) -> None:
         try:
             if hasattr(self, "ws"):
-                self.ws.close()
+                self._connection.__exit__(None, None, None)
         finally:
             if self.process.poll() is None:
                 os.killpg(self.process.pid, signal.SIGTERM)

@@ -278,7 +278,22 @@ function Backfill({ source, backfillDag }) {
   );
 }
 
-function SourcePanel({ source, backfillDag, runId }) {
+// A source that needs no attention starts folded to its header line, so the ones that do stand out.
+function SourcePanel({ source, backfillDag, runId, quiet }) {
+  const [open, setOpen] = useState(!quiet);
+  if (!open)
+    return h(
+      C.HStack,
+      { borderWidth: "1px", borderRadius: "md", px: 4, py: 2, mb: 2, gap: 3, "data-testid": `source-${source}-folded` },
+      h(C.Heading, { size: "sm" }, source),
+      h(C.Badge, { colorPalette: "green" }, "0 suspended"),
+      h(C.Badge, { colorPalette: "green" }, "0 undeliverable"),
+      h(C.Button, { size: "xs", variant: "ghost", onClick: () => setOpen(true) }, "Details"),
+    );
+  return h(OpenPanel, { source, backfillDag, runId });
+}
+
+function OpenPanel({ source, backfillDag, runId }) {
   const [view, setView] = useState(null);
   const [error, setError] = useState(null);
   const reload = useCallback(async () => {
@@ -325,7 +340,9 @@ function ChatterOutbox(props) {
   }, []);
   if (error) return h(C.Box, { p: 4 }, h(C.Text, { color: "fg.error" }, error));
   if (!sources) return h(C.Box, { p: 4 }, h(C.Spinner, null));
-  const shown = props && props.dagId ? sources.sources.filter((s) => s.dag_id === props.dagId) : sources.sources;
+  const needs = (s) => s.suspended_leases.length > 0 || s.undeliverable > 0;
+  const all = [...sources.sources].sort((a, b) => Number(needs(b)) - Number(needs(a)));
+  const shown = props && props.dagId ? all.filter((s) => s.dag_id === props.dagId) : all;
   const suspended = sources.sources.reduce((n, s) => n + s.suspended_leases.length, 0);
   const undeliverable = sources.sources.reduce((n, s) => n + s.undeliverable, 0);
   return h(
@@ -341,7 +358,7 @@ function ChatterOutbox(props) {
           h(C.Badge, { size: "lg", colorPalette: undeliverable ? "orange" : "green" }, undeliverable ? `${undeliverable} undeliverable document(s)` : "No undeliverable document"),
         ),
     shown.length
-      ? shown.map((s) => h(SourcePanel, { key: s.name, source: s.name, backfillDag: sources.backfill_dag_id, runId: props && props.runId }))
+      ? shown.map((s) => h(SourcePanel, { key: s.name, source: s.name, backfillDag: sources.backfill_dag_id, runId: props && props.runId, quiet: !needs(s) && !(props && props.dagId) }))
       : h(C.Text, null, props && props.dagId ? "This DAG is not an outbox drain DAG." : "No source is configured (or you may read none)."),
   );
 }
