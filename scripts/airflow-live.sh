@@ -66,25 +66,50 @@ running_pid() {
   echo "$pid"
 }
 
-group_alive() { [ -n "$(pgrep -g "$1" 2>/dev/null || true)" ]; }
+# True while a process of group $1 is alive (zombies, already dead but not yet reaped by their parent, do not count).
+group_alive() {
+  local member
+  for member in $(pgrep -g "$1" 2>/dev/null || true); do
+    [ "$(stat_field "$member" 3)" = "Z" ] || return 0
+  done
+  return 1
+}
+
+# Every descendant of process $1 (children first found through /proc, then theirs).
+descendants() {
+  local child
+  for child in $(pgrep -P "$1" 2>/dev/null || true); do
+    echo "$child"
+    descendants "$child"
+  done
+}
 
 stop_component() {
-  local name="$1" pid waited=0
+  local name="$1" pid
   if ! pid="$(running_pid "$name")"; then
     rm -f "$pids/$name.pid"
     return 0
   fi
   # The component was started with setsid, so its pid is its process group id: TERM reaches its children
-  # (LocalExecutor workers, task supervisors, uvicorn workers) too.
-  kill -TERM -- "-$pid" 2>/dev/null || true
-  while group_alive "$pid"; do
-    if [ "$waited" -ge 300 ]; then
-      log "$name (process group $pid) still up after 30 s; sending SIGKILL"
-      kill -KILL -- "-$pid" 2>/dev/null || true
+  # (LocalExecutor workers, task supervisors, uvicorn workers) too. Airflow puts each task runner into a process
+  # group of its own, so the groups of the component's descendants are signalled as well (never any other group).
+  local groups=("$pid") member group
+  for member in $(descendants "$pid"); do
+    group="$(stat_field "$member" 5)"
+    [ -n "$group" ] && [[ " ${groups[*]} " != *" $group "* ]] && groups+=("$group")
+  done
+  for group in "${groups[@]}"; do kill -TERM -- "-$group" 2>/dev/null || true; done
+  local deadline=$((SECONDS + 30)) alive
+  while :; do
+    alive=()
+    for group in "${groups[@]}"; do group_alive "$group" && alive+=("$group"); done
+    [ "${#alive[@]}" -gt 0 ] || break
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      log "$name (process groups ${alive[*]}) still up after 30 s; sending SIGKILL"
+      for group in "${alive[@]}"; do kill -KILL -- "-$group" 2>/dev/null || true; done
       break
     fi
-    sleep 0.1
-    waited=$((waited + 1))
+    sleep 0.2
   done
   rm -f "$pids/$name.pid"
   log "stopped $name (process group $pid)"
