@@ -61,6 +61,12 @@ def _documents(source: LiveSource, tag: str) -> tuple[list[dict[str, Any]], list
 
 
 def _drain(live: LiveAirflow, api: httpx.Client, dag_id: str) -> dict[str, Any]:
+    # An earlier test may have broken and restored the sources file; its DAGs are active again once re-parsed.
+    wait_until(
+        lambda: api.get(f"/api/v2/dags/{dag_id}").json().get("is_stale") is False,
+        timeout_s=240,
+        what=f"DAG {dag_id} to be parsed and active",
+    )
     live.unpause(api, dag_id)
     triggered = api.post(f"/api/v2/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": {}})
     assert triggered.status_code == 200, triggered.text
