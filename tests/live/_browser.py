@@ -128,10 +128,14 @@ class Browser:
             if hasattr(self, "ws"):
                 self._connection.__exit__(None, None, None)
         finally:
-            if self.process.poll() is None:
-                os.killpg(self.process.pid, signal.SIGTERM)
+            # The whole group, even if the launcher itself already exited: the browser's processes stay in it.
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(self.process.pid, sig)
+                except ProcessLookupError:
+                    break
                 try:
                     self.process.wait(timeout=20)
                 except subprocess.TimeoutExpired:
-                    os.killpg(self.process.pid, signal.SIGKILL)
-                    self.process.wait(timeout=20)
+                    continue
+                time.sleep(1)  # let the group's other members exit before checking again
