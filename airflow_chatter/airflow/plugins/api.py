@@ -1,0 +1,335 @@
+"""The plugin's JSON API (FastAPI, mounted by Airflow's api-server under ``/chatter``): the monitoring read model
+per source, and the operator's three actions.
+
+Every ``/api`` endpoint authenticates the caller with Airflow (401 without a token or the UI's ``_token`` cookie)
+and checks their permission on *that source's* drain DAG: read for ``GET``, edit (``PUT``) for an action (403
+otherwise). Actions also pass the Idempotency-Key guard (a double click acts once): the caller is authenticated and
+authorised **before** the guard runs, and the guard's scope is the authenticated user, so one user's key never
+replays to another and a refused request is never stored. Every action is logged with the user and what changed.
+
+What only Airflow knows (who asks, what they may do, the recent runs' XCom, triggering a run) comes through a
+``Backend`` (``backend.py`` in Airflow; a fake in the API tests). The Cosmos side is the core's read model
+(``airflow_chatter.drain.monitoring``) and interventions: parameterised queries, every list paged with a cap.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Coroutine
+from importlib import resources
+from typing import Any, Literal, Protocol
+
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, Field
+
+from airflow_chatter.airflow.config import SourceConfig, SourcesFile
+from airflow_chatter.drain.interventions import (
+    MAX_REQUEUE,
+    LeaseChangedError,
+    Selected,
+    release_lease,
+    requeue_selected,
+)
+from airflow_chatter.drain.monitoring import (
+    MAX_PAGE_SIZE,
+    InvalidQueryError,
+    RunRecord,
+    count_undeliverable,
+    list_undeliverable,
+    monitor_store,
+    source_overview,
+)
+from airflow_chatter.errors import ChatterError, ConfigurationError
+from airflow_chatter.idempotency.http import HttpIdempotencyOptions, Idempotency
+from airflow_chatter.idempotency.memory import MemoryIdempotencyStore
+from airflow_chatter.idempotency.store import IdempotencyStore
+from airflow_chatter.ports import DocumentContainer
+
+log = logging.getLogger("airflow_chatter.ui")
+
+#: Recent runs a source's page reads (their XCom summaries), at most.
+MAX_RUNS = 50
+BUNDLE = "chatter-ui.js"
+
+Method = Literal["GET", "PUT", "POST"]
+
+
+class NotAuthorized(Exception):
+    """Raised by a backend: ``status`` 401 (who are you?) or 403 (not allowed)."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        self.status = status
+        self.detail = detail
+        super().__init__(detail)
+
+
+class ParamsRejected(ChatterError):
+    """Airflow refused the run's params (its own validation); the message says which and why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class User:
+    name: str
+    handle: Any = None  # the backend's own user object
+
+
+class Backend(Protocol):
+    async def authenticate(self, request: Request) -> User: ...
+    def authorized(self, user: User, method: Method, dag_id: str, *, run: bool = False) -> bool: ...
+    def sources(self) -> SourcesFile: ...
+    def containers(self, source: SourceConfig) -> tuple[DocumentContainer, DocumentContainer]: ...
+    def runs(self, dag_id: str, limit: int) -> list[RunRecord]: ...
+    def trigger(self, dag_id: str, conf: dict[str, Any], user: User, note: str) -> dict[str, Any]: ...
+    def telemetry(self) -> dict[str, Any]: ...
+
+
+# ------------------------------------------------------------------------------------------------
+# Request bodies.
+# ------------------------------------------------------------------------------------------------
+
+
+class SelectedDocument(BaseModel):
+    id: str = Field(min_length=1, max_length=1023, description="The outbox item id.")
+    etag: str | None = Field(None, max_length=200, description="The ETag the page showed; the requeue is conditional.")
+
+
+class RequeueBody(BaseModel):
+    documents: list[SelectedDocument] = Field(min_length=1, max_length=MAX_REQUEUE)
+
+
+class ReleaseBody(BaseModel):
+    etag: str | None = Field(None, max_length=200, description="The lease ETag the page showed.")
+
+
+class BackfillBody(BaseModel):
+    """The ``chatter_backfill`` DAG's params (validated by Airflow against the DAG's ``Param`` schema)."""
+
+    start: str = "beginning"
+    point_in_time: str | None = None
+    feed_ranges: list[str] = Field(default_factory=list, max_length=100)
+    document_budget: int = 10000
+    dry_run: bool = False
+
+
+# ------------------------------------------------------------------------------------------------
+# The app.
+# ------------------------------------------------------------------------------------------------
+
+
+def _problem(status: int, detail: str, field: str | None = None) -> JSONResponse:
+    body: dict[str, Any] = {"detail": detail}
+    if field is not None:
+        body["field"] = field
+    return JSONResponse(body, status_code=status)
+
+
+class _Api:
+    def __init__(self, backend: Backend, store: IdempotencyStore, backfill_dag_id: str) -> None:
+        self.backend = backend
+        self.backfill_dag_id = backfill_dag_id
+        self.guard = Idempotency(store, HttpIdempotencyOptions(), scope=self._scope)
+
+    @staticmethod
+    def _scope(request: Request) -> str:
+        return f"chatter-ui:{request.state.chatter_user.name}"
+
+    def source(self, name: str) -> SourceConfig:
+        try:
+            return self.backend.sources().get(name)
+        except ConfigurationError as error:
+            raise HTTPException(404, {"field": "source", "message": str(error)}) from None
+
+    async def check(self, request: Request, method: Method) -> tuple[User, SourceConfig | None]:
+        """Authenticate, then authorise ``method`` on the source's drain DAG (``NotAuthorized`` / 404)."""
+        user = await self.backend.authenticate(request)
+        name = request.path_params.get("source")
+        if name is None:
+            return user, None
+        source = self.source(name)
+        if not self.backend.authorized(user, method, source.dag_id):
+            verb = "edit" if method != "GET" else "read"
+            raise NotAuthorized(403, f"{user.name} may not {verb} DAG {source.dag_id}")
+        return user, source
+
+
+def create_app(
+    backend: Backend,
+    *,
+    idempotency_store: IdempotencyStore | None = None,
+    backfill_dag_id: str = "chatter_backfill",
+) -> FastAPI:
+    """The plugin's FastAPI app over ``backend``; its OpenAPI schema is at ``/openapi.json``."""
+    api = _Api(backend, idempotency_store or MemoryIdempotencyStore(), backfill_dag_id)
+    app = FastAPI(
+        title="airflow-chatter",
+        description="Monitoring and operating the outbox drains: leases, Drain Suspensions, undeliverable "
+        "documents; requeue, backfill, lease release. Authenticate as for Airflow's REST API (Bearer token "
+        "from POST /auth/token, or the UI's _token cookie).",
+        version="1",
+    )
+
+    @app.exception_handler(NotAuthorized)
+    async def _denied(request: Request, error: NotAuthorized) -> JSONResponse:
+        return _problem(error.status, error.detail)
+
+    @app.exception_handler(InvalidQueryError)
+    async def _bad_query(request: Request, error: InvalidQueryError) -> JSONResponse:
+        return _problem(400, str(error), error.option)
+
+    class ActionRoute(APIRoute):
+        """Authenticate and authorise (edit) first, then the idempotency guard, then FastAPI's handler."""
+
+        def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+            original = super().get_route_handler()
+
+            async def handler(request: Request) -> Response:
+                try:
+                    user, _ = await api.check(request, "PUT")
+                except NotAuthorized as error:
+                    return _problem(error.status, error.detail)
+                except HTTPException as error:
+                    detail = error.detail if isinstance(error.detail, dict) else {"message": error.detail}
+                    return _problem(error.status_code, str(detail.get("message")), detail.get("field"))
+                request.state.chatter_user = user
+                return await api.guard.handle(request, original)
+
+            return handler
+
+    reader = APIRouter(prefix="/api")
+    actions = APIRouter(prefix="/api", route_class=ActionRoute)
+
+    async def read_access(request: Request) -> User:
+        user, _ = await api.check(request, "GET")
+        return user
+
+    def acting_user(request: Request) -> User:
+        user: User = request.state.chatter_user
+        return user
+
+    # -- reading ---------------------------------------------------------------------------------------------
+
+    @reader.get("/sources", summary="The configured sources the caller may read, with their at-a-glance state")
+    def list_sources(user: User = Depends(read_access)) -> dict[str, Any]:  # noqa: B008
+        rows = []
+        for source in backend.sources().sources:
+            if not backend.authorized(user, "GET", source.dag_id):
+                continue
+            monitored, leases = backend.containers(source)
+            store = monitor_store(source.to_options(), monitored, leases)
+            suspended = [lease.id for lease in store.list_leases() if lease.suspension.suspended]
+            rows.append(
+                {
+                    "name": source.name,
+                    "dag_id": source.dag_id,
+                    "suspended_leases": suspended,
+                    "undeliverable": count_undeliverable(monitored),
+                }
+            )
+        return {"sources": rows, "backfill_dag_id": api.backfill_dag_id}
+
+    @reader.get("/sources/{source}", summary="One source: leases, Drain Suspensions, recent runs, totals")
+    def overview(
+        source: str,
+        runs: int = Query(20, ge=1, le=MAX_RUNS, description=f"Recent runs to read (at most {MAX_RUNS})."),
+        user: User = Depends(read_access),  # noqa: B008
+    ) -> dict[str, Any]:
+        config = api.source(source)
+        monitored, leases = backend.containers(config)
+        store = monitor_store(config.to_options(), monitored, leases)
+        view = source_overview(config.name, config.dag_id, store, monitored, backend.runs(config.dag_id, runs))
+        return {**dataclasses.asdict(view), "attention": view.attention, "telemetry": backend.telemetry()}
+
+    @reader.get("/sources/{source}/undeliverable", summary="Undeliverable documents, paged, with their violations")
+    def undeliverable(
+        source: str,
+        page_size: int = Query(25, description=f"Rows per page, 1 to {MAX_PAGE_SIZE}."),
+        continuation: str | None = Query(None, max_length=2000, description="From the previous page."),
+        message_id: str | None = Query(None, description="Only message ids starting with this."),
+        user: User = Depends(read_access),  # noqa: B008
+    ) -> dict[str, Any]:
+        config = api.source(source)
+        monitored, _ = backend.containers(config)
+        page = list_undeliverable(monitored, size=page_size, continuation=continuation, message_id=message_id)
+        return dataclasses.asdict(page)
+
+    @reader.get("/sources/{source}/runs/{run_id}", summary="The drain summaries of one run of the source's DAG")
+    def run(source: str, run_id: str, user: User = Depends(read_access)) -> dict[str, Any]:  # noqa: B008
+        config = api.source(source)
+        for record in backend.runs(config.dag_id, MAX_RUNS):
+            if record.run_id == run_id:
+                return dataclasses.asdict(record)
+        raise HTTPException(404, {"field": "run_id", "message": f"run_id={run_id!r} is not a recent run"})
+
+    # -- acting ------------------------------------------------------------------------------------------------
+
+    @actions.post("/sources/{source}/undeliverable/requeue", summary="Requeue selected undeliverable documents")
+    def requeue(source: str, body: RequeueBody, request: Request) -> dict[str, Any]:
+        user = acting_user(request)
+        config = api.source(source)
+        monitored, _ = backend.containers(config)
+        paths = config.to_options().partition_key_paths
+        result = requeue_selected(monitored, paths, [Selected(d.id, d.etag) for d in body.documents])
+        log.info(
+            "UI requeue by %s on source %s: requeued %s, changed meanwhile %s, not found %s",
+            user.name,
+            config.name,
+            list(result.requeued),
+            list(result.changed_meanwhile),
+            list(result.not_found),
+        )
+        return {"source": config.name, "by": user.name, **result.to_dict()}
+
+    @actions.post("/sources/{source}/leases/{lease_id}/release", summary="Release a stuck lease")
+    def release(source: str, lease_id: str, body: ReleaseBody, request: Request) -> dict[str, Any]:
+        user = acting_user(request)
+        config = api.source(source)
+        monitored, leases = backend.containers(config)
+        store = monitor_store(config.to_options(), monitored, leases)
+        try:
+            released = release_lease(store, lease_id, expected_etag=body.etag)
+        except LeaseChangedError as error:
+            raise HTTPException(409, {"field": "lease_id", "message": str(error)}) from None
+        log.info(
+            "UI lease release by %s on source %s: lease %s owner %s -> none (released=%s)",
+            user.name,
+            config.name,
+            lease_id,
+            released.previous_owner,
+            released.released,
+        )
+        return {"source": config.name, "by": user.name, **released.to_dict()}
+
+    @actions.post("/sources/{source}/backfill", summary="Trigger a backfill drain of the source")
+    def backfill(source: str, body: BackfillBody, request: Request) -> dict[str, Any]:
+        user = acting_user(request)
+        config = api.source(source)
+        if not backend.authorized(user, "POST", api.backfill_dag_id, run=True):
+            raise NotAuthorized(403, f"{user.name} may not trigger DAG {api.backfill_dag_id}")
+        conf = {"source": config.name, **body.model_dump()}
+        try:
+            run = backend.trigger(api.backfill_dag_id, conf, user, note=f"backfill of {config.name} from the UI")
+        except ParamsRejected as error:
+            raise HTTPException(400, {"field": "params", "message": str(error)}) from None
+        log.info("UI backfill by %s on source %s: run %s with %s", user.name, config.name, run.get("run_id"), conf)
+        return {"source": config.name, "by": user.name, **run}
+
+    app.include_router(reader)
+    app.include_router(actions)
+
+    @app.exception_handler(HTTPException)
+    async def _http(request: Request, error: HTTPException) -> JSONResponse:
+        detail = error.detail
+        if isinstance(detail, dict):
+            return _problem(error.status_code, str(detail.get("message")), detail.get("field"))
+        return _problem(error.status_code, str(detail))
+
+    @app.get("/static/" + BUNDLE, include_in_schema=False)
+    def bundle() -> Response:
+        """The page's ES module (code only, no data: public like Airflow's own static files)."""
+        text = resources.files("airflow_chatter.airflow.plugins").joinpath("static", BUNDLE).read_text("utf-8")
+        return Response(text, media_type="text/javascript", headers={"Cache-Control": "no-cache"})
+
+    return app

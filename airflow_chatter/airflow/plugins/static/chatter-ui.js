@@ -1,0 +1,370 @@
+// The airflow-chatter monitoring page: a hand-written ES module (no build step) that Airflow's UI imports and
+// renders inside its own layout. It uses the host's React and Chakra UI (globalThis.React / globalThis.ChakraUI),
+// so it follows Airflow's light and dark theme. Data comes from the plugin's JSON API under /chatter/api; the
+// browser sends the UI's _token cookie, and every action carries an Idempotency-Key (a double click acts once).
+const React = globalThis.React;
+const C = globalThis.ChakraUI;
+const h = React.createElement;
+const { useCallback, useEffect, useRef, useState } = React;
+const API = new URL("../api", import.meta.url).pathname;
+
+async function call(path, options = {}) {
+  const response = await fetch(API + path, {
+    credentials: "same-origin",
+    ...options,
+    headers: { Accept: "application/json", ...(options.headers || {}) },
+  });
+  const text = await response.text();
+  let body = null;
+  try {
+    body = text ? JSON.parse(text) : null;
+  } catch (_) {
+    body = { detail: text };
+  }
+  if (!response.ok) {
+    const field = body && body.field ? ` (${body.field})` : "";
+    const detail = body && body.detail ? (typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail)) : "";
+    throw new Error(`${response.status}: ${detail}${field}`);
+  }
+  return body;
+}
+
+// One idempotency key per intent: kept until the action succeeds, so a second click resends the same key.
+function useAction(run) {
+  const key = useRef(null);
+  const [state, setState] = useState({ busy: false, result: null, error: null });
+  const act = useCallback(
+    async (...args) => {
+      if (key.current === null) key.current = crypto.randomUUID();
+      setState({ busy: true, result: null, error: null });
+      try {
+        const result = await run(key.current, ...args);
+        key.current = null;
+        setState({ busy: false, result, error: null });
+        return result;
+      } catch (error) {
+        setState({ busy: false, result: null, error: String(error.message || error) });
+        return null;
+      }
+    },
+    [run],
+  );
+  return [act, state];
+}
+
+function post(path, key, body) {
+  return call(path, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "Idempotency-Key": `"${key}"` },
+    body: JSON.stringify(body),
+  });
+}
+
+const short = (text, n = 14) => (text && text.length > n ? `${text.slice(0, 6)}…${text.slice(-6)}` : text || "–");
+const when = (iso) => (iso ? new Date(iso).toLocaleString() : "–");
+// A feed range token is JSON with the range's EPK bounds: show them as [min, max).
+function range(token) {
+  try {
+    const parsed = JSON.parse(token);
+    const r = parsed.Range || parsed.range || parsed;
+    if (r && typeof r.min === "string" && typeof r.max === "string") return `[${r.min || "00"}, ${r.max || "FF"})`;
+  } catch (_) {}
+  return short(token, 24);
+}
+const seconds = (s) => (s === null || s === undefined ? "–" : s < 120 ? `${Math.round(s)} s` : `${Math.round(s / 60)} min`);
+
+function Cell({ children, ...rest }) {
+  return h(C.Table.Cell, { px: 2, py: 1, fontSize: "sm", ...rest }, children);
+}
+
+function DataTable({ columns, rows, testid, empty }) {
+  if (!rows.length) return h(C.Text, { fontSize: "sm", color: "fg.muted", "data-testid": `${testid}-empty` }, empty);
+  return h(
+    C.Table.Root,
+    { size: "sm", variant: "outline", "data-testid": testid },
+    h(C.Table.Header, null, h(C.Table.Row, null, columns.map((c) => h(C.Table.ColumnHeader, { key: c, px: 2 }, c)))),
+    h(C.Table.Body, null, rows),
+  );
+}
+
+function Section({ title, children }) {
+  return h(C.Box, { mt: 4 }, h(C.Heading, { size: "sm", mb: 2 }, title), children);
+}
+
+// A small chart over the recent runs, oldest to newest: published and delivered (bars) and continuation age (line).
+function RunChart({ runs }) {
+  const points = [...runs].reverse();
+  if (!points.length) return null;
+  const width = 360;
+  const height = 90;
+  const step = width / Math.max(points.length, 1);
+  const most = Math.max(1, ...points.map((p) => Math.max(p.published, p.delivered)));
+  const oldest = Math.max(1, ...points.map((p) => p.max_continuation_age_seconds || 0));
+  const line = points
+    .map((p, i) => `${i * step + step / 2},${height - ((p.max_continuation_age_seconds || 0) / oldest) * (height - 8)}`)
+    .join(" ");
+  return h(
+    C.Box,
+    { "data-testid": "run-chart", color: "fg.muted" },
+    h(
+      "svg",
+      { width, height, role: "img", "aria-label": "published, delivered and continuation age over recent runs" },
+      points.map((p, i) =>
+        h(
+          "g",
+          { key: p.run_id },
+          h("title", null, `${p.run_id}: published ${p.published}, delivered ${p.delivered}, age ${seconds(p.max_continuation_age_seconds)}`),
+          h("rect", { x: i * step + 2, width: step / 2 - 2, y: height - (p.published / most) * (height - 8), height: (p.published / most) * (height - 8), fill: "#4299e1" }),
+          h("rect", { x: i * step + step / 2, width: step / 2 - 2, y: height - (p.delivered / most) * (height - 8), height: (p.delivered / most) * (height - 8), fill: "#48bb78" }),
+        ),
+      ),
+      h("polyline", { points: line, fill: "none", stroke: "#ed8936", strokeWidth: 2 }),
+    ),
+    h(C.Text, { fontSize: "xs" }, "blue: published · green: delivered · orange: continuation age (max ", seconds(oldest), ")"),
+  );
+}
+
+function Leases({ source, view, reload }) {
+  const [release, state] = useAction(
+    useCallback((key, lease) => post(`/sources/${source}/leases/${encodeURIComponent(lease.id)}/release`, key, { etag: lease.etag }), [source]),
+  );
+  const rows = view.leases.map((lease) => {
+    const last = lease.last_drain;
+    const pending = lease.pending ? `${lease.pending.count}${lease.pending.bounded ? "+" : ""}` : "–";
+    return h(
+      C.Table.Row,
+      { key: lease.id, "data-testid": "lease-row" },
+      h(Cell, { title: lease.id }, short(lease.id.split(":").pop())),
+      h(Cell, { title: lease.feed_range }, range(lease.feed_range)),
+      h(Cell, null, lease.suspension.suspended ? h(C.Badge, { colorPalette: "red" }, "suspended") : h(C.Badge, { colorPalette: "green" }, "running")),
+      h(Cell, { title: lease.owner || "" }, lease.owner ? `${short(lease.owner, 20)} until ${when(lease.expires_at)}` : "free"),
+      h(Cell, null, seconds(lease.continuation_age_seconds)),
+      h(Cell, null, last ? `${lease.last_drain_run}: published ${last.published}, delivered ${last.delivered}, undeliverable ${last.undeliverable}${last.error_type ? `, ${last.error_type}` : ""}` : "–"),
+      h(Cell, { "data-testid": "lease-pending" }, pending),
+      h(Cell, null, lease.owner ? h(C.Button, { size: "xs", variant: "outline", loading: state.busy, onClick: async () => (await release(lease)) && reload() }, "Release") : null),
+    );
+  });
+  return h(
+    Section,
+    { title: "Leases" },
+    h(DataTable, { columns: ["Lease", "Feed range", "State", "Owner / expiry", "Continuation age", "Last drain", "Pending", ""], rows, testid: "leases", empty: "No leases yet: the first drain creates them." }),
+    state.error ? h(C.Text, { color: "fg.error", fontSize: "sm" }, state.error) : null,
+  );
+}
+
+function Suspensions({ view }) {
+  const rows = view.suspensions.map((s) =>
+    h(
+      C.Table.Row,
+      { key: s.lease_id, "data-testid": "suspension-row" },
+      h(Cell, { title: s.lease_id }, short(s.lease_id.split(":").pop())),
+      h(Cell, null, String(s.consecutive_failures)),
+      h(Cell, null, when(s.window_end), s.window_end && new Date(s.window_end) < new Date() ? " (probe due)" : ""),
+      h(Cell, null, s.last_fault ? `${s.last_fault.error_type}: ${s.last_fault.error_message}` : "not recorded in the recent runs"),
+    ),
+  );
+  return h(Section, { title: "Drain Suspensions" }, h(DataTable, { columns: ["Lease", "Consecutive failures", "Window end", "Last fault"], rows, testid: "suspensions", empty: "No lease is suspended." }));
+}
+
+function Undeliverable({ source, reload }) {
+  const [search, setSearch] = useState("");
+  const [pages, setPages] = useState([null]);
+  const [page, setPage] = useState(null);
+  const [selected, setSelected] = useState({});
+  const [error, setError] = useState(null);
+  const continuation = pages[pages.length - 1];
+  const load = useCallback(async () => {
+    const query = new URLSearchParams({ page_size: "25" });
+    if (continuation) query.set("continuation", continuation);
+    if (search) query.set("message_id", search);
+    try {
+      setPage(await call(`/sources/${source}/undeliverable?${query}`));
+      setError(null);
+    } catch (e) {
+      setError(String(e.message || e));
+    }
+  }, [source, continuation, search]);
+  useEffect(() => {
+    load();
+  }, [load]);
+  const [requeue, state] = useAction(
+    useCallback((key, documents) => post(`/sources/${source}/undeliverable/requeue`, key, { documents }), [source]),
+  );
+  const items = page ? page.items : [];
+  const chosen = items.filter((d) => selected[d.id]).map((d) => ({ id: d.id, etag: d.etag }));
+  const rows = items.map((d) =>
+    h(
+      C.Table.Row,
+      { key: d.id, "data-testid": "undeliverable-row" },
+      h(Cell, null, h("input", { type: "checkbox", "aria-label": `select ${d.message_id}`, checked: !!selected[d.id], onChange: (e) => setSelected({ ...selected, [d.id]: e.target.checked }) })),
+      h(Cell, { "data-testid": "undeliverable-message-id" }, d.message_id || "–"),
+      h(Cell, null, d.destination || "–"),
+      h(Cell, { "data-testid": "undeliverable-violations" }, d.violations.length ? d.violations.join(", ") : "none (repaired)"),
+      h(Cell, null, when(d.modified_at)),
+    ),
+  );
+  return h(
+    Section,
+    { title: "Undeliverable documents" },
+    h(
+      C.HStack,
+      { mb: 2, gap: 2 },
+      h(C.Input, { size: "sm", maxW: "xs", placeholder: "Search by message id", value: search, onChange: (e) => { setSearch(e.target.value); setPages([null]); } }),
+      h(C.Button, { size: "sm", colorPalette: "blue", disabled: !chosen.length, loading: state.busy, onClick: async () => { if (await requeue(chosen)) { setSelected({}); load(); reload(); } } }, `Requeue selected (${chosen.length})`),
+      h(C.Button, { size: "sm", variant: "outline", disabled: pages.length < 2, onClick: () => setPages(pages.slice(0, -1)) }, "Previous"),
+      h(C.Button, { size: "sm", variant: "outline", disabled: !(page && page.continuation), onClick: () => setPages([...pages, page.continuation]) }, "Next"),
+    ),
+    error ? h(C.Text, { color: "fg.error", fontSize: "sm" }, error) : null,
+    state.error ? h(C.Text, { color: "fg.error", fontSize: "sm" }, state.error) : null,
+    state.result ? h(C.Text, { fontSize: "sm", "data-testid": "requeue-result" }, `Requeued ${state.result.requeued.length}; changed meanwhile ${state.result.changed_meanwhile.length}; not found ${state.result.not_found.length}.`) : null,
+    h(DataTable, { columns: ["", "Message id", "Destination", "Violations", "Modified"], rows, testid: "undeliverable", empty: "No undeliverable documents." }),
+    h(C.Text, { fontSize: "xs", color: "fg.muted", mt: 1 }, "Fix the document (or its writer) first: a requeued document is verified again by the next drain."),
+  );
+}
+
+function Runs({ view }) {
+  const rows = view.runs.map((r) =>
+    h(
+      C.Table.Row,
+      { key: r.run_id, "data-testid": "run-row" },
+      h(Cell, null, r.run_id),
+      h(Cell, null, when(r.at)),
+      h(Cell, null, r.state || "–"),
+      h(Cell, null, `${r.published} / ${r.delivered} / ${r.undeliverable}`),
+      h(Cell, null, String(r.refused_batches)),
+      h(Cell, null, seconds(r.max_continuation_age_seconds)),
+      h(Cell, null, r.request_units === null ? "–" : `${r.request_units} (${r.request_units_per_delivered ?? "–"} per delivered)`),
+    ),
+  );
+  return h(Section, { title: "Recent drains" }, h(RunChart, { runs: view.runs }), h(DataTable, { columns: ["Run", "Started", "State", "Published / delivered / undeliverable", "Refused batches", "Continuation age", "Request units"], rows, testid: "runs", empty: "No drain has run yet." }));
+}
+
+function Totals({ view }) {
+  const t = view.totals;
+  const tele = view.telemetry || {};
+  return h(
+    Section,
+    { title: "Totals over these runs" },
+    h(C.Text, { fontSize: "sm", "data-testid": "totals" }, Object.entries(t).map(([k, v]) => `${k.replace(/_/g, " ")} ${v}`).join(" · ")),
+    h(C.Text, { fontSize: "xs", color: "fg.muted" }, tele.sdk_configured ? `OpenTelemetry SDK configured (${tele.meter_provider}); the drains export the seven instruments.` : "No OpenTelemetry SDK in the api-server; totals come from the runs' summaries. See docs/ui.md to export the instruments to Prometheus."),
+  );
+}
+
+const STARTS = ["beginning", "point_in_time", "resume"];
+
+function Backfill({ source, backfillDag }) {
+  const [form, setForm] = useState({ start: "beginning", point_in_time: "", document_budget: 10000, dry_run: true });
+  const [trigger, state] = useAction(
+    useCallback((key, body) => post(`/sources/${source}/backfill`, key, body), [source]),
+  );
+  const set = (name) => (e) => setForm({ ...form, [name]: e.target.type === "checkbox" ? e.target.checked : e.target.value });
+  const body = { ...form, point_in_time: form.point_in_time || null, document_budget: Number(form.document_budget) };
+  return h(
+    Section,
+    { title: `Backfill (runs ${backfillDag})` },
+    h(
+      C.HStack,
+      { gap: 2, flexWrap: "wrap" },
+      C.NativeSelect
+        ? h(C.NativeSelect.Root, { size: "sm", maxW: "40" }, h(C.NativeSelect.Field, { value: form.start, onChange: set("start"), "aria-label": "start" }, STARTS.map((s) => h("option", { key: s, value: s }, s))), h(C.NativeSelect.Indicator, null))
+        : h("select", { value: form.start, onChange: set("start"), "aria-label": "start" }, STARTS.map((s) => h("option", { key: s, value: s }, s))),
+      h(C.Input, { size: "sm", maxW: "xs", placeholder: "point in time (UTC, ISO 8601)", value: form.point_in_time, onChange: set("point_in_time") }),
+      h(C.Input, { size: "sm", maxW: "32", type: "number", value: form.document_budget, onChange: set("document_budget"), "aria-label": "document budget" }),
+      h("label", null, h("input", { type: "checkbox", checked: form.dry_run, onChange: set("dry_run") }), " dry run"),
+      h(C.Button, { size: "sm", variant: "outline", loading: state.busy, onClick: () => trigger(body) }, "Trigger backfill"),
+    ),
+    state.error ? h(C.Text, { color: "fg.error", fontSize: "sm" }, state.error) : null,
+    state.result ? h(C.Text, { fontSize: "sm" }, `Triggered ${state.result.run_id}.`) : null,
+  );
+}
+
+// A source that needs no attention starts folded to its header line, so the ones that do stand out.
+function SourcePanel({ source, backfillDag, runId, quiet }) {
+  const [open, setOpen] = useState(!quiet);
+  if (!open)
+    return h(
+      C.HStack,
+      { borderWidth: "1px", borderRadius: "md", px: 4, py: 2, mb: 2, gap: 3, "data-testid": `source-${source}-folded` },
+      h(C.Heading, { size: "sm" }, source),
+      h(C.Badge, { colorPalette: "green" }, "0 suspended"),
+      h(C.Badge, { colorPalette: "green" }, "0 undeliverable"),
+      h(C.Button, { size: "xs", variant: "ghost", onClick: () => setOpen(true) }, "Details"),
+    );
+  return h(OpenPanel, { source, backfillDag, runId });
+}
+
+function OpenPanel({ source, backfillDag, runId }) {
+  const [view, setView] = useState(null);
+  const [error, setError] = useState(null);
+  const reload = useCallback(async () => {
+    try {
+      setView(await call(`/sources/${source}`));
+      setError(null);
+    } catch (e) {
+      setError(String(e.message || e));
+    }
+  }, [source]);
+  useEffect(() => {
+    reload();
+  }, [reload]);
+  if (error) return h(C.Text, { color: "fg.error" }, error);
+  if (!view) return h(C.Spinner, { size: "sm" });
+  const run = runId ? view.runs.find((r) => r.run_id === runId) : null;
+  return h(
+    C.Box,
+    { borderWidth: "1px", borderRadius: "md", p: 4, mb: 4, "data-testid": `source-${source}` },
+    h(
+      C.HStack,
+      { gap: 3 },
+      h(C.Heading, { size: "md" }, source),
+      h(C.Text, { fontSize: "sm", color: "fg.muted" }, view.dag_id),
+      h(C.Badge, { colorPalette: view.suspensions.length ? "red" : "green", "data-testid": "suspended-count" }, `${view.suspensions.length} suspended`),
+      h(C.Badge, { colorPalette: view.undeliverable_count ? "orange" : "green", "data-testid": "undeliverable-count" }, `${view.undeliverable_count} undeliverable`),
+      h(C.Button, { size: "xs", variant: "ghost", onClick: reload }, "Refresh"),
+    ),
+    run ? h(C.Text, { mt: 2, fontSize: "sm", "data-testid": "this-run" }, `This run: published ${run.published}, delivered ${run.delivered}, undeliverable ${run.undeliverable}, refused batches ${run.refused_batches}.`) : null,
+    h(Leases, { source, view, reload }),
+    h(Suspensions, { view }),
+    h(Undeliverable, { source, reload }),
+    h(Runs, { view }),
+    h(Totals, { view }),
+    h(Backfill, { source, backfillDag }),
+  );
+}
+
+function ChatterOutbox(props) {
+  const [sources, setSources] = useState(null);
+  const [error, setError] = useState(null);
+  useEffect(() => {
+    call("/sources").then(setSources, (e) => setError(String(e.message || e)));
+  }, []);
+  if (error) return h(C.Box, { p: 4 }, h(C.Text, { color: "fg.error" }, error));
+  if (!sources) return h(C.Box, { p: 4 }, h(C.Spinner, null));
+  const needs = (s) => s.suspended_leases.length > 0 || s.undeliverable > 0;
+  const all = [...sources.sources].sort((a, b) => Number(needs(b)) - Number(needs(a)));
+  const shown = props && props.dagId ? all.filter((s) => s.dag_id === props.dagId) : all;
+  const suspended = sources.sources.reduce((n, s) => n + s.suspended_leases.length, 0);
+  const undeliverable = sources.sources.reduce((n, s) => n + s.undeliverable, 0);
+  return h(
+    C.Box,
+    { p: 4, "data-testid": "chatter-page" },
+    h(C.Heading, { size: "lg", mb: 2 }, "Outbox drains"),
+    props && props.dagId
+      ? null
+      : h(
+          C.HStack,
+          { gap: 2, mb: 4, "data-testid": "chatter-glance" },
+          h(C.Badge, { size: "lg", colorPalette: suspended ? "red" : "green" }, suspended ? `${suspended} suspended lease(s)` : "No lease suspended"),
+          h(C.Badge, { size: "lg", colorPalette: undeliverable ? "orange" : "green" }, undeliverable ? `${undeliverable} undeliverable document(s)` : "No undeliverable document"),
+        ),
+    shown.length
+      ? shown.map((s) => h(SourcePanel, { key: s.name, source: s.name, backfillDag: sources.backfill_dag_id, runId: props && props.runId, quiet: !needs(s) && !(props && props.dagId) }))
+      : h(C.Text, null, props && props.dagId ? "This DAG is not an outbox drain DAG." : "No source is configured (or you may read none)."),
+  );
+}
+
+globalThis.ChatterOutbox = ChatterOutbox;
+globalThis["Outbox drains"] = ChatterOutbox;
+globalThis.Outbox = ChatterOutbox;
+globalThis.AirflowPlugin = ChatterOutbox;
+export default ChatterOutbox;

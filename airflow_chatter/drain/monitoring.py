@@ -1,0 +1,503 @@
+"""The read model of the monitoring page: what a person needs to see, per source, to know in seconds whether any
+lease is suspended or any Outbox Document undeliverable, and which lease lags.
+
+Nothing here imports Airflow, and nothing here writes: leases are read through ``LeaseStore``, the pending estimate
+reads the change feed after a lease's checkpoint without taking the lease or moving it, and every query is
+parameterised and bounded (``TOP`` of a validated page size, a bounded number of change-feed pages). The Airflow
+plugin (``airflow_chatter.airflow.plugins.api``) feeds in what only Airflow knows: the recent runs' drain summaries
+(their XCom), and who asks.
+
+The stamp of an undeliverable document records no reason (CTR-04: one ``status`` op), so its violations are
+re-derived here by the Outbox Document Contract from the document itself: the same verdict the drain reached, or
+none when the document has been repaired since (it can be requeued).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow_chatter.clock import Clock, utc_now
+from airflow_chatter.drain.identity import SourceIdentity
+from airflow_chatter.drain.leases import ACTIVE, Lease, LeaseStore
+from airflow_chatter.drain.options import SourceOptions
+from airflow_chatter.drain.suspension import WINDOW
+from airflow_chatter.errors import ConfigurationError
+from airflow_chatter.outbox.contract import Undeliverable, verify
+from airflow_chatter.outbox.document import (
+    DESTINATION_FIELD,
+    MESSAGE_ID_FIELD,
+    OUTBOX_TYPE,
+    STATUS_FIELD,
+    TYPE_FIELD,
+    UNDELIVERABLE,
+    is_pending_outbox,
+)
+from airflow_chatter.ports import ChangeFeedStart, Document, DocumentContainer, FeedRangeGone
+
+#: Most rows one list request returns; a bigger page size is refused (each request stays bounded in RU).
+MAX_PAGE_SIZE = 100
+#: Change-feed pages (of ``ESTIMATE_PAGE_ITEMS``) a pending estimate reads at most per lease.
+ESTIMATE_MAX_PAGES = 5
+ESTIMATE_PAGE_ITEMS = 100
+#: The owner name a read-only store carries; it never acquires, so it never appears on a lease.
+MONITOR_OWNER = "chatter-monitor"
+
+_UNDELIVERABLE_WHERE = f"c.{TYPE_FIELD} = @type AND c.{STATUS_FIELD} = @status"
+
+
+class InvalidQueryError(ConfigurationError):
+    """A bad list request (page size, continuation, search text); names the field, so the API answers 4xx."""
+
+
+# ------------------------------------------------------------------------------------------------
+# Values.
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PendingEstimate:
+    """Pending Outbox Documents after a lease's checkpoint: ``count`` is exact unless ``bounded`` (then a floor)."""
+
+    count: int
+    documents_read: int
+    bounded: bool
+
+
+@dataclass(frozen=True)
+class Fault:
+    """The last failure a drain of a lease reported (its summary's error), and the run it came from."""
+
+    error_type: str
+    error_message: str
+    run_id: str | None
+    at: str | None
+
+
+@dataclass(frozen=True)
+class SuspensionView:
+    """A lease's Drain Suspension as the page shows it: the window ends 60 s after it was (re-)armed."""
+
+    lease_id: str
+    feed_range: str
+    consecutive_failures: int
+    suspended: bool
+    armed_at: str | None
+    window_end: str | None
+    probe_consumed: bool
+    last_fault: Fault | None
+
+
+@dataclass(frozen=True)
+class LeaseView:
+    id: str
+    feed_range: str
+    state: str
+    owner: str | None
+    expires_at: str | None
+    live: bool
+    checkpointed_at: str | None
+    continuation_age_seconds: float | None
+    suspension: SuspensionView
+    pending: PendingEstimate | None
+    last_drain: dict[str, Any] | None
+    last_drain_run: str | None
+    etag: str
+
+
+@dataclass(frozen=True)
+class UndeliverableView:
+    id: str
+    message_id: str | None
+    destination: str | None
+    etag: str
+    modified_at: str | None
+    violations: tuple[str, ...]
+    verdict: str
+
+
+@dataclass(frozen=True)
+class UndeliverablePage:
+    items: tuple[UndeliverableView, ...]
+    continuation: str | None
+    page_size: int
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One DAG run and the drain summaries (XCom ``return_value``, or ``summary`` of a failed drain) of its tasks."""
+
+    run_id: str
+    run_type: str | None
+    state: str | None
+    started_at: str | None
+    summaries: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class RunPoint:
+    """One point of the page's chart: a run's totals over its leases."""
+
+    run_id: str
+    run_type: str | None
+    state: str | None
+    at: str | None
+    published: int
+    delivered: int
+    undeliverable: int
+    refused_batches: int
+    max_continuation_age_seconds: float | None
+    request_units: float | None
+    request_units_per_delivered: float | None
+    failed_leases: int
+
+
+@dataclass(frozen=True)
+class SourceOverview:
+    source: str
+    dag_id: str
+    leases: tuple[LeaseView, ...]
+    suspensions: tuple[SuspensionView, ...]
+    undeliverable_count: int
+    runs: tuple[RunPoint, ...]
+    totals: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def attention(self) -> bool:
+        """Whether the page should draw the eye: a suspended lease or an undeliverable document."""
+        return bool(self.suspensions) or self.undeliverable_count > 0
+
+
+# ------------------------------------------------------------------------------------------------
+# Leases.
+# ------------------------------------------------------------------------------------------------
+
+
+def monitor_store(
+    options: SourceOptions, monitored: DocumentContainer, leases: DocumentContainer, *, clock: Clock = utc_now
+) -> LeaseStore:
+    """The ``LeaseStore`` of a source's scheduled lease set, for reading (the same processor name the drain uses).
+
+    The processor name comes from the Source Identity (SRC-02): the declared pair, or the containers' ground truth,
+    read once from each container's properties.
+    """
+    if options.monitored_source_identity is not None and options.lease_source_identity is not None:
+        identity = SourceIdentity.declared(options.monitored_source_identity, options.lease_source_identity)
+    else:
+        identity = SourceIdentity.ground_truth(monitored.properties(), leases.properties())
+    return LeaseStore(
+        leases,
+        identity.processor_name,
+        owner=MONITOR_OWNER,
+        lease_prefix=options.lease_prefix,
+        lease_duration_seconds=options.lease_duration_seconds,
+        clock=clock,
+    )
+
+
+def estimate_pending(
+    monitored: DocumentContainer,
+    lease: Lease,
+    *,
+    page_items: int = ESTIMATE_PAGE_ITEMS,
+    max_pages: int = ESTIMATE_MAX_PAGES,
+) -> PendingEstimate:
+    """Count pending Outbox Documents in the change feed after the lease's checkpoint, reading at most
+    ``max_pages`` pages; read-only (the lease is not taken, its continuation not moved)."""
+    position = lease.continuation
+    start = lease.start_from if lease.start_from is not None else ChangeFeedStart.BEGINNING
+    pending = read = 0
+    for _ in range(max_pages):
+        page = monitored.read_change_feed(
+            lease.feed_range, continuation=position, start=start, max_item_count=page_items
+        )
+        if not page.documents:
+            return PendingEstimate(pending, read, bounded=False)
+        read += len(page.documents)
+        pending += sum(1 for document in page.documents if is_pending_outbox(document))
+        position = page.continuation
+    return PendingEstimate(pending, read, bounded=True)
+
+
+def suspension_view(lease: Lease, last_fault: Fault | None = None) -> SuspensionView:
+    state = lease.suspension
+    window_end = state.armed_at + WINDOW if state.armed_at is not None else None
+    return SuspensionView(
+        lease_id=lease.id,
+        feed_range=lease.token,
+        consecutive_failures=state.consecutive_failures,
+        suspended=state.suspended,
+        armed_at=_iso(state.armed_at),
+        window_end=_iso(window_end),
+        probe_consumed=state.probe_consumed,
+        last_fault=last_fault,
+    )
+
+
+def lease_views(
+    store: LeaseStore,
+    monitored: DocumentContainer,
+    runs: Sequence[RunRecord] = (),
+    *,
+    now: datetime | None = None,
+    estimate: bool = True,
+) -> list[LeaseView]:
+    """Every active lease of the store, with its last drain (from ``runs``, newest first) and pending estimate."""
+    moment = (now or store.now()).astimezone(UTC)
+    views = []
+    for lease in store.list_leases():
+        if lease.state != ACTIVE:
+            continue
+        last, last_run = _last_summary(runs, lease.id)
+        pending = None
+        if estimate:
+            try:
+                pending = estimate_pending(monitored, lease)
+            except FeedRangeGone:
+                pending = None  # split since it was listed: the next drain creates its children
+        age = (moment - lease.checkpointed_at).total_seconds() if lease.checkpointed_at is not None else None
+        views.append(
+            LeaseView(
+                id=lease.id,
+                feed_range=lease.token,
+                state=lease.state,
+                owner=lease.owner,
+                expires_at=_iso(lease.expires_at),
+                live=lease.is_live(moment),
+                checkpointed_at=_iso(lease.checkpointed_at),
+                continuation_age_seconds=round(max(0.0, age), 1) if age is not None else None,
+                suspension=suspension_view(lease, _last_fault(runs, lease.id)),
+                pending=pending,
+                last_drain=dict(last) if last is not None else None,
+                last_drain_run=last_run,
+                etag=lease.etag,
+            )
+        )
+    return views
+
+
+def _summaries_of(runs: Iterable[RunRecord], lease_id: str) -> Iterable[tuple[RunRecord, Mapping[str, Any]]]:
+    for run in runs:
+        for summary in run.summaries:
+            if summary.get("lease") == lease_id:
+                yield run, summary
+
+
+def _last_summary(runs: Sequence[RunRecord], lease_id: str) -> tuple[Mapping[str, Any] | None, str | None]:
+    for run, summary in _summaries_of(runs, lease_id):
+        return summary, run.run_id
+    return None, None
+
+
+#: A refused batch fails its drain with this; it is the suspension speaking, not the fault that opened it.
+_REFUSAL = "DrainSuspendedError"
+
+
+def _last_fault(runs: Sequence[RunRecord], lease_id: str) -> Fault | None:
+    """The newest error a drain of the lease reported, other than the suspension's own refusal."""
+    for run, summary in _summaries_of(runs, lease_id):
+        if summary.get("error_type") and summary.get("error_type") != _REFUSAL:
+            return Fault(
+                str(summary["error_type"]), str(summary.get("error_message") or ""), run.run_id, run.started_at
+            )
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# Runs (the chart and the recent summaries).
+# ------------------------------------------------------------------------------------------------
+
+
+def run_points(runs: Sequence[RunRecord]) -> list[RunPoint]:
+    """One point per run (newest first, as given): its leases' totals, continuation age and request units."""
+    points = []
+    for run in runs:
+        summaries = run.summaries
+        ages = [float(s["continuation_age_seconds"]) for s in summaries if _number(s.get("continuation_age_seconds"))]
+        charges = [float(s["request_units"]) for s in summaries if _number(s.get("request_units"))]
+        delivered = sum(_int(s.get("delivered")) for s in summaries)
+        units = round(sum(charges), 2) if charges else None
+        points.append(
+            RunPoint(
+                run_id=run.run_id,
+                run_type=run.run_type,
+                state=run.state,
+                at=run.started_at,
+                published=sum(_int(s.get("published")) for s in summaries),
+                delivered=delivered,
+                undeliverable=sum(_int(s.get("undeliverable")) for s in summaries),
+                refused_batches=sum(_int(s.get("refused_batches")) for s in summaries),
+                max_continuation_age_seconds=round(max(ages), 1) if ages else None,
+                request_units=units,
+                request_units_per_delivered=round(units / delivered, 2) if units is not None and delivered else None,
+                failed_leases=sum(1 for s in summaries if s.get("error_type")),
+            )
+        )
+    return points
+
+
+#: The summary fields the instruments count too (MET): their totals over the runs shown.
+TOTALLED = ("published", "delivered", "undeliverable", "dropped", "refused_batches", "confirmation_failures")
+
+
+def totals(runs: Sequence[RunRecord]) -> dict[str, float]:
+    """Totals over the runs shown of what the drain instruments count, and request units when reported."""
+    out: dict[str, float] = {name: 0 for name in TOTALLED}
+    units = 0.0
+    has_units = False
+    for run in runs:
+        for summary in run.summaries:
+            for name in TOTALLED:
+                out[name] += _int(summary.get(name))
+            if _number(summary.get("request_units")):
+                units += float(summary["request_units"])
+                has_units = True
+    if has_units:
+        out["request_units"] = round(units, 2)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Undeliverable documents.
+# ------------------------------------------------------------------------------------------------
+
+
+def page_size(value: object, *, default: int = 25, cap: int = MAX_PAGE_SIZE) -> int:
+    """A list request's page size: an integer from 1 to ``cap``; ``InvalidQueryError`` naming ``page_size``."""
+    if value is None or value == "":
+        return default
+    try:
+        number = int(str(value))
+    except ValueError:
+        raise InvalidQueryError("page_size", value, "must be an integer") from None
+    if not 1 <= number <= cap:
+        raise InvalidQueryError("page_size", value, f"must be between 1 and {cap}")
+    return number
+
+
+def encode_continuation(after_id: str) -> str:
+    """An opaque continuation for the next page: the last item id shown, base64url JSON."""
+    raw = json.dumps({"v": 1, "after": after_id}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def decode_continuation(token: str | None) -> str | None:
+    """The item id a continuation resumes after; ``InvalidQueryError`` naming ``continuation`` if malformed."""
+    if token is None or token == "":
+        return None
+    try:
+        padded = token + "=" * (-len(token) % 4)
+        data = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
+    except (ValueError, binascii.Error, UnicodeError):
+        raise InvalidQueryError("continuation", token, "is not a continuation this API returned") from None
+    after = data.get("after") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or data.get("v") != 1 or not isinstance(after, str) or not after:
+        raise InvalidQueryError("continuation", token, "is not a continuation this API returned")
+    return after
+
+
+def undeliverable_view(document: Document) -> UndeliverableView:
+    """An undeliverable document with its violations, re-derived by the Outbox Document Contract."""
+    verdict = verify(document)
+    if isinstance(verdict, Undeliverable):
+        violations, message = verdict.violations, verdict.message
+    else:
+        violations, message = (), "passes the Outbox Document Contract now (repaired): it can be requeued"
+    ts = document.get("_ts")
+    message_id = document.get(MESSAGE_ID_FIELD)
+    destination = document.get(DESTINATION_FIELD)
+    return UndeliverableView(
+        id=str(document.get("id")),
+        message_id=message_id if isinstance(message_id, str) else None,
+        destination=destination if isinstance(destination, str) else None,
+        etag=str(document.get("_etag") or ""),
+        modified_at=_iso(datetime.fromtimestamp(float(ts), UTC)) if isinstance(ts, (int, float)) else None,
+        violations=tuple(violations),
+        verdict=message,
+    )
+
+
+def list_undeliverable(
+    container: DocumentContainer,
+    *,
+    size: int = 25,
+    continuation: str | None = None,
+    message_id: str | None = None,
+) -> UndeliverablePage:
+    """One page of undeliverable documents, by item id; ``message_id`` keeps those whose MessageId starts with it.
+
+    One parameterised query per page, ``TOP size+1`` (the extra row says whether there is a next page), resuming
+    after the last id of the previous page (keyset paging: no OFFSET scan).
+    """
+    size = page_size(size)
+    after = decode_continuation(continuation)
+    if message_id is not None and (not message_id.strip() or len(message_id) > 1023):
+        raise InvalidQueryError("message_id", message_id, "must be 1-1023 characters")
+    sql = f"SELECT TOP {size + 1} * FROM c WHERE {_UNDELIVERABLE_WHERE}"
+    parameters: dict[str, Any] = {"@type": OUTBOX_TYPE, "@status": UNDELIVERABLE}
+    if message_id:
+        sql += f" AND STARTSWITH(c.{MESSAGE_ID_FIELD}, @messageId)"
+        parameters["@messageId"] = message_id
+    if after is not None:
+        sql += " AND c.id > @after"
+        parameters["@after"] = after
+    sql += " ORDER BY c.id"
+    rows = [document for document in container.query(sql, parameters) if isinstance(document, dict)]
+    shown = rows[:size]
+    more = len(rows) > size and shown
+    return UndeliverablePage(
+        items=tuple(undeliverable_view(document) for document in shown),
+        continuation=encode_continuation(str(shown[-1]["id"])) if more else None,
+        page_size=size,
+    )
+
+
+def count_undeliverable(container: DocumentContainer) -> int:
+    """How many undeliverable Outbox Documents the container holds (one parameterised count query)."""
+    sql = f"SELECT VALUE COUNT(1) FROM c WHERE {_UNDELIVERABLE_WHERE}"
+    return sum(int(n) for n in container.query(sql, {"@type": OUTBOX_TYPE, "@status": UNDELIVERABLE}))
+
+
+# ------------------------------------------------------------------------------------------------
+# The whole source.
+# ------------------------------------------------------------------------------------------------
+
+
+def source_overview(
+    name: str,
+    dag_id: str,
+    store: LeaseStore,
+    monitored: DocumentContainer,
+    runs: Sequence[RunRecord] = (),
+    *,
+    now: datetime | None = None,
+    estimate: bool = True,
+) -> SourceOverview:
+    """Everything the page shows for one source; ``runs`` are its drain DAG's recent runs, newest first."""
+    leases = lease_views(store, monitored, runs, now=now, estimate=estimate)
+    return SourceOverview(
+        source=name,
+        dag_id=dag_id,
+        leases=tuple(leases),
+        suspensions=tuple(view.suspension for view in leases if view.suspension.suspended),
+        undeliverable_count=count_undeliverable(monitored),
+        runs=tuple(run_points(runs)),
+        totals=totals(runs),
+    )
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _int(value: object) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).isoformat() if value is not None else None

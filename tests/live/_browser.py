@@ -1,0 +1,141 @@
+"""A headless Chromium driven over the DevTools protocol (CDP) with a small websocket client: enough to log in (the
+UI's ``_token`` cookie), open a page, read what it shows, switch Airflow's theme and take screenshots. No Selenium or
+Playwright: Debian's ``chromium`` (``scripts/chromium.sh``) and the ``websockets`` package the api-server brings.
+
+Every wait has a deadline; ``close`` kills the one browser process this started (its own process group).
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from websockets.sync.client import ClientConnection, connect
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def chromium_binary() -> str:
+    """Install Debian's chromium if missing (cached: a no-op once installed) and return its path."""
+    done = subprocess.run(
+        ["bash", str(REPO / "scripts" / "chromium.sh")], capture_output=True, text=True, timeout=900, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"scripts/chromium.sh failed: {done.stderr[-2000:]}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+class Browser:
+    def __init__(self, profile: Path, *, width: int = 1440, height: int = 2000) -> None:
+        profile.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            [
+                chromium_binary(),
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+                "--remote-debugging-address=127.0.0.1",
+                "--remote-debugging-port=0",
+                f"--user-data-dir={profile}",
+                f"--window-size={width},{height}",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        port_file = profile / "DevToolsActivePort"
+        deadline = time.monotonic() + 60
+        while not port_file.exists() or not port_file.read_text().strip():
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                self.close()
+                raise RuntimeError("chromium did not open its DevTools port within 60 s")
+            time.sleep(0.2)
+        port = int(port_file.read_text().split()[0])
+        targets = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=10).json()
+        page = next(t for t in targets if t.get("type") == "page")
+        self._connection = connect(page["webSocketDebuggerUrl"], max_size=64 * 1024 * 1024)
+        self.ws: ClientConnection = self._connection.__enter__()
+        self._ids = itertools.count(1)
+        self.send("Page.enable")
+        self.send("Runtime.enable")
+        self.send("Network.enable")
+        self.send("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False)
+
+    def send(self, method: str, timeout_s: float = 60, **params: Any) -> dict[str, Any]:
+        """One CDP command; its result (events that arrive meanwhile are dropped)."""
+        message_id = next(self._ids)
+        self.ws.send(json.dumps({"id": message_id, "method": method, "params": params}))
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"CDP {method} did not answer within {timeout_s} s")
+            reply = json.loads(self.ws.recv(timeout=left))
+            if reply.get("id") == message_id:
+                if "error" in reply:
+                    raise RuntimeError(f"CDP {method}: {reply['error']}")
+                return dict(reply.get("result", {}))
+
+    def set_cookie(self, url: str, name: str, value: str) -> None:
+        self.send("Network.setCookie", url=url, name=name, value=value, path="/")
+
+    def open(self, url: str) -> None:
+        """Navigate and wait until the new document has loaded (a marker on the old one must be gone)."""
+        self.evaluate("window.__chatterOld = true")
+        self.send("Page.navigate", url=url)
+        self.wait_for("!window.__chatterOld && document.readyState === 'complete'", what=f"{url} to load")
+
+    def evaluate(self, expression: str) -> Any:
+        result = self.send("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"page script failed: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def wait_for(self, expression: str, *, timeout_s: float = 60, what: str) -> Any:
+        """Evaluate ``expression`` until it is truthy; the last value seen is in the error."""
+        deadline = time.monotonic() + timeout_s
+        value: Any = None
+        while time.monotonic() < deadline:
+            try:
+                value = self.evaluate(expression)
+            except RuntimeError as error:  # navigating: the context went away
+                value = str(error)
+            if value:
+                return value
+            time.sleep(0.5)
+        text = self.evaluate("document.body ? document.body.innerText.slice(0, 3000) : ''")
+        raise AssertionError(f"timed out after {timeout_s} s waiting for {what}; last {value!r}; page text: {text}")
+
+    def screenshot(self, path: Path) -> Path:
+        data = self.send("Page.captureScreenshot", format="png", captureBeyondViewport=True)["data"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(data))
+        return path
+
+    def close(self) -> None:
+        try:
+            if hasattr(self, "ws"):
+                self._connection.__exit__(None, None, None)
+        finally:
+            # The whole group, even if the launcher itself already exited: the browser's processes stay in it.
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(self.process.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    self.process.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    continue
+                time.sleep(1)  # let the group's other members exit before checking again

@@ -1,0 +1,230 @@
+"""The UI plugin on the live stack (api-server, scheduler, dag-processor, triggerer; SQLite; SimpleAuthManager) with
+the Cosmos emulator and the real broker: the ``/chatter`` API's auth, what it and the page show after a drain with
+one suspended lease and two undeliverable documents, and a requeue (double-submitted with one key) that the next
+drain publishes. A headless Chromium opens the page in light and dark mode and saves screenshots.
+
+The tests run in file order and share the state the first one builds (source ``ui`` of the live sources file).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from airflow_chatter.outbox.document import OutboxMessage
+from tests.fixtures.kafka import consume_records
+from tests.fixtures.live_airflow import DESTINATION, PK_PATH, LiveAirflow, LiveSource, wait_until
+from tests.live._browser import Browser
+
+pytestmark = [pytest.mark.live, pytest.mark.kafka, pytest.mark.cosmos, pytest.mark.timeout(900)]
+
+SOURCE = "ui"
+#: The page's text colour as [r, g, b]: Chakra writes oklch(), which a canvas turns into RGB.
+TEXT_RGB = """(() => {
+  const color = getComputedStyle(document.querySelector('[data-testid=chatter-page]')).color;
+  const ctx = document.createElement('canvas').getContext('2d');
+  ctx.fillStyle = color; ctx.fillRect(0, 0, 1, 1);
+  return [...ctx.getImageData(0, 0, 1, 1).data.slice(0, 3)];
+})()"""
+API = "/chatter/api"
+
+
+@pytest.fixture(scope="module")
+def admin(live_airflow: LiveAirflow) -> httpx.Client:
+    return live_airflow.client("admin")
+
+
+@pytest.fixture(scope="module")
+def viewer(live_airflow: LiveAirflow) -> httpx.Client:
+    return live_airflow.client("viewer")
+
+
+def _documents(source: LiveSource, tag: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Three good outbox documents and two without a Destination (undeliverable: CTR)."""
+    good, bad = [], []
+    for n in range(5):
+        customer = f"cust-{tag}-{n % 2}"
+        message = OutboxMessage(
+            f"ui-{tag}-{n}-{uuid.uuid4().hex[:6]}", DESTINATION, json.dumps({"n": n}), "application/json"
+        )
+        document = message.to_document(PK_PATH, customer)
+        if n >= 3:
+            document.pop("Destination")
+        (bad if n >= 3 else good).append(source.monitored.create_item(document))
+    return good, bad
+
+
+def _drain(live: LiveAirflow, api: httpx.Client, dag_id: str) -> dict[str, Any]:
+    # An earlier test may have broken and restored the sources file; its DAGs are active again once re-parsed.
+    wait_until(
+        lambda: api.get(f"/api/v2/dags/{dag_id}").json().get("is_stale") is False,
+        timeout_s=240,
+        what=f"DAG {dag_id} to be parsed and active",
+    )
+    live.unpause(api, dag_id)
+    triggered = api.post(f"/api/v2/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": {}})
+    assert triggered.status_code == 200, triggered.text
+    return live.wait_for_run(api, dag_id, triggered.json()["dag_run_id"], timeout_s=240)
+
+
+@pytest.fixture(scope="module")
+def scenario(live_airflow: LiveAirflow, admin: httpx.Client) -> dict[str, Any]:
+    """A drain that stamps two documents undeliverable, then one suspended lease (its state written onto the lease
+    document as five Confirmation Failures would leave it: fault injection), with its window already half over."""
+    source = live_airflow.sources[SOURCE]
+    good, bad = _documents(source, "scenario")
+    _drain(live_airflow, admin, source.drain_dag_id)
+    # Paused again: no scheduled run may consume the suspended lease's probe before the test's own drain.
+    assert admin.patch(f"/api/v2/dags/{source.drain_dag_id}", json={"is_paused": True}).status_code == 200
+    (lease,) = list(source.leases.query_items("SELECT * FROM c", enable_cross_partition_query=True))
+    armed = (datetime.now(UTC) - timedelta(seconds=30)).replace(microsecond=0)
+    source.leases.patch_item(
+        lease["id"],
+        lease["id"],
+        [
+            {
+                "op": "set",
+                "path": "/suspension",
+                "value": {
+                    "consecutive_failures": 5,
+                    "suspended": True,
+                    "armed_at": armed.isoformat(),
+                    "probe_consumed": False,
+                },
+            }
+        ],
+    )
+    return {"source": source, "good": good, "bad": bad, "lease_id": lease["id"], "armed_at": armed}
+
+
+def test_ui_api_requests_without_a_token_or_cookie_are_401(live_airflow: LiveAirflow) -> None:
+    for method, path in (
+        ("GET", "/sources"),
+        ("GET", f"/sources/{SOURCE}"),
+        ("POST", f"/sources/{SOURCE}/undeliverable/requeue"),
+    ):
+        response = httpx.request(
+            method, f"{live_airflow.url}{API}{path}", json={"documents": [{"id": "x"}]}, timeout=30
+        )
+        assert response.status_code == 401, f"{method} {path}: {response.status_code} {response.text}"
+
+
+def test_sus_ctr_after_a_drain_the_api_shows_exactly_the_suspended_lease_and_the_two_undeliverable_documents(
+    scenario: dict[str, Any], viewer: httpx.Client
+) -> None:
+    view = viewer.get(f"{API}/sources/{SOURCE}")
+    assert view.status_code == 200, view.text
+    body = view.json()
+    assert [s["lease_id"] for s in body["suspensions"]] == [scenario["lease_id"]]
+    (suspension,) = body["suspensions"]
+    assert suspension["consecutive_failures"] == 5
+    assert suspension["window_end"] == (scenario["armed_at"] + timedelta(seconds=60)).isoformat()
+    assert body["undeliverable_count"] == 2 and body["attention"] is True
+    # Unpausing may start a scheduled run before the manual one: whichever drained, the runs' totals show it.
+    assert (body["totals"]["published"], body["totals"]["undeliverable"]) == (3, 2), body["runs"]
+
+    page = viewer.get(f"{API}/sources/{SOURCE}/undeliverable").json()
+    assert {i["message_id"]: i["violations"] for i in page["items"]} == {
+        d["MessageId"]: ["Destination"] for d in scenario["bad"]
+    }
+
+
+def test_ui_a_viewer_cannot_requeue(scenario: dict[str, Any], viewer: httpx.Client) -> None:
+    body = {"documents": [{"id": d["id"], "etag": d["_etag"]} for d in scenario["bad"]]}
+    response = viewer.post(
+        f"{API}/sources/{SOURCE}/undeliverable/requeue", json=body, headers={"Idempotency-Key": '"viewer-1"'}
+    )
+    assert response.status_code == 403, response.text
+    assert viewer.get(f"{API}/sources/{SOURCE}").json()["undeliverable_count"] == 2
+
+
+def test_ui_the_page_shows_the_suspension_and_the_undeliverable_documents_in_light_and_dark(
+    scenario: dict[str, Any], live_airflow: LiveAirflow, tmp_path: Path
+) -> None:
+    browser = Browser(tmp_path / "chromium-profile")
+    try:
+        browser.open(f"{live_airflow.url}/api/v2/monitor/health")
+        browser.set_cookie(live_airflow.url, "_token", live_airflow.token("admin"))  # what the login form stores
+        browser.open(f"{live_airflow.url}/plugin/chatter")
+        panel = f"document.querySelector('[data-testid=source-{SOURCE}]')"
+        browser.wait_for(
+            f"{panel} && {panel}.querySelectorAll('[data-testid=undeliverable-row]').length",
+            what="the ui source's rows",
+        )
+        shown = browser.evaluate(
+            f"""(() => {{ const p = {panel}; return {{
+                suspended: p.querySelector('[data-testid=suspended-count]').innerText,
+                undeliverable: p.querySelector('[data-testid=undeliverable-count]').innerText,
+                suspensionRows: p.querySelectorAll('[data-testid=suspension-row]').length,
+                messageIds: [...p.querySelectorAll('[data-testid=undeliverable-message-id]')].map(e => e.innerText),
+                violations: [...p.querySelectorAll('[data-testid=undeliverable-violations]')].map(e => e.innerText),
+            }}; }})()"""
+        )
+        assert shown == {
+            "suspended": "1 suspended",
+            "undeliverable": "2 undeliverable",
+            "suspensionRows": 1,
+            "messageIds": sorted(d["MessageId"] for d in scenario["bad"]),
+            "violations": ["Destination", "Destination"],
+        }
+        light_rgb = browser.evaluate(TEXT_RGB)
+        light = browser.screenshot(tmp_path / "chatter-ui-light.png")
+
+        browser.evaluate("localStorage.setItem('theme', 'dark')")  # the key Airflow's theme switch writes
+        browser.open(f"{live_airflow.url}/plugin/chatter")
+        browser.wait_for(
+            f"document.documentElement.classList.contains('dark') && {panel} "
+            f"&& {panel}.querySelectorAll('[data-testid=undeliverable-row]').length === 2",
+            what="the page in dark mode",
+        )
+        text_rgb = browser.evaluate(TEXT_RGB)
+        dark = browser.screenshot(tmp_path / "chatter-ui-dark.png")
+    finally:
+        browser.close()
+    assert light.stat().st_size > 10_000 and dark.stat().st_size > 10_000
+    assert light_rgb != text_rgb and min(text_rgb) > 150 > max(light_rgb), (
+        f"text {light_rgb} in light, {text_rgb} in dark"
+    )
+
+
+def test_idm_rly_a_double_submitted_requeue_acts_once_and_the_next_drain_publishes_them(
+    scenario: dict[str, Any], live_airflow: LiveAirflow, admin: httpx.Client
+) -> None:
+    source: LiveSource = scenario["source"]
+    for document in scenario["bad"]:  # the writer's fix, applied to the stored documents
+        source.monitored.patch_item(
+            document["id"], document["customerId"], [{"op": "set", "path": "/Destination", "value": DESTINATION}]
+        )
+    items = admin.get(f"{API}/sources/{SOURCE}/undeliverable").json()["items"]
+    assert [i["violations"] for i in items] == [[], []], "repaired: they pass the contract now"
+    body = {"documents": [{"id": i["id"], "etag": i["etag"]} for i in items]}
+    headers = {"Idempotency-Key": f'"requeue-{uuid.uuid4().hex}"'}
+
+    first = admin.post(f"{API}/sources/{SOURCE}/undeliverable/requeue", json=body, headers=headers)
+    second = admin.post(f"{API}/sources/{SOURCE}/undeliverable/requeue", json=body, headers=headers)
+
+    assert first.status_code == second.status_code == 200, (first.text, second.text)
+    assert sorted(first.json()["requeued"]) == sorted(d["id"] for d in scenario["bad"])
+    assert second.headers.get("idempotent-replayed") == "true" and second.json() == first.json()
+    log = (live_airflow.home / "process-logs" / "api-server.log").read_text()
+    assert log.count(f"UI requeue by admin on source {SOURCE}") == 1, "the requeue ran once, logged with the user"
+    statuses = {d["id"]: source.monitored.read_item(d["id"], d["customerId"])["status"] for d in scenario["bad"]}
+    assert set(statuses.values()) == {"pending"}
+
+    window_end = datetime.fromisoformat(admin.get(f"{API}/sources/{SOURCE}").json()["suspensions"][0]["window_end"])
+    wait_until(lambda: datetime.now(UTC) > window_end, timeout_s=90, what="the suspension window to end (probe due)")
+    _drain(live_airflow, admin, source.drain_dag_id)
+
+    delivered = {d["id"]: source.monitored.read_item(d["id"], d["customerId"])["status"] for d in scenario["bad"]}
+    assert set(delivered.values()) == {"delivered"}, delivered
+    records = consume_records(live_airflow.kafka_bootstrap, source.topic, 5, timeout_s=60)
+    published = {dict(r.headers)["message-id"].decode() for r in records}
+    assert {d["MessageId"] for d in scenario["bad"]} <= published
+    after = admin.get(f"{API}/sources/{SOURCE}").json()
+    assert after["suspensions"] == [] and after["undeliverable_count"] == 0, "the probe's receipt lifted it"

@@ -1,0 +1,200 @@
+"""The monitoring read model (``airflow_chatter.drain.monitoring``) and the operator's interventions
+(``airflow_chatter.drain.interventions``) against the in-memory container, after real drains."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from airflow_chatter.drain.interventions import LeaseChangedError, Selected, release_lease, requeue_selected
+from airflow_chatter.drain.monitoring import (
+    MAX_PAGE_SIZE,
+    InvalidQueryError,
+    RunRecord,
+    decode_continuation,
+    encode_continuation,
+    estimate_pending,
+    list_undeliverable,
+    monitor_store,
+    page_size,
+    run_points,
+    source_overview,
+)
+from airflow_chatter.drain.suspension import SuspensionState
+from airflow_chatter.ports import PatchOperation, ServiceUnavailable
+
+from ._drain_support import ABSENT, Rig, fail_operation, outbox_doc
+
+
+@pytest.fixture
+def rig() -> Rig:
+    return Rig()
+
+
+def _runs(*summaries: dict) -> list[RunRecord]:  # type: ignore[type-arg]
+    return [RunRecord(f"run-{n}", "scheduled", "success", None, (s,)) for n, s in enumerate(summaries)]
+
+
+def test_the_monitor_reads_the_drains_own_lease_set_through_the_source_identity(rig: Rig) -> None:
+    engine = rig.engine()
+    (lease,) = engine.ensure_leases()
+    store = monitor_store(rig.source(), rig.monitored, rig.leases, clock=rig.clock)
+    assert store.processor_name == engine.store.processor_name
+    assert [lease.id for lease in store.list_leases()] == [lease.id]
+
+
+def test_pending_estimate_counts_pending_documents_after_the_checkpoint_without_moving_it(rig: Rig) -> None:
+    rig.seed(outbox_doc("m1"), outbox_doc("m2"))
+    engine = rig.engine()
+    rig.drain(engine)
+    rig.seed(outbox_doc("m3"), outbox_doc("m4"), outbox_doc("m5"))
+    lease = rig.lease(engine)
+
+    estimate = estimate_pending(rig.monitored, lease)
+
+    assert (estimate.count, estimate.bounded) == (3, False)
+    assert rig.lease(engine).continuation == lease.continuation, "read-only: the checkpoint did not move"
+    assert rig.drain(engine).published == 3, "the drain still publishes all three"
+
+
+def test_pending_estimate_is_bounded_and_says_so(rig: Rig) -> None:
+    rig.seed(*(outbox_doc(f"m{n}") for n in range(7)))
+    lease = rig.engine().ensure_leases()[0]
+    estimate = estimate_pending(rig.monitored, lease, page_items=2, max_pages=2)
+    assert (estimate.count, estimate.documents_read, estimate.bounded) == (4, 4, True)
+
+
+def test_overview_shows_one_suspended_lease_with_its_window_end_and_last_fault(rig: Rig) -> None:
+    rig.seed(outbox_doc("m1"))
+    fail_operation(rig.monitored, "patch", ServiceUnavailable("stamp down"))
+    engine = rig.engine()
+    summaries = [rig.drain(engine).to_dict() for _ in range(5)]  # five Confirmation Failures open it (SUS-02)
+    store = monitor_store(rig.source(), rig.monitored, rig.leases, clock=rig.clock)
+
+    overview = source_overview("orders", "chatter_drain_orders", store, rig.monitored, _runs(*reversed(summaries)))
+
+    (suspension,) = overview.suspensions
+    lease = rig.lease(engine)
+    assert suspension.lease_id == lease.id and suspension.consecutive_failures == 5
+    assert suspension.window_end == (lease.suspension.armed_at + timedelta(seconds=60)).isoformat()
+    assert suspension.last_fault is not None
+    assert (
+        suspension.last_fault.error_type == "ServiceUnavailable" and "stamp down" in suspension.last_fault.error_message
+    )
+    assert overview.attention and overview.undeliverable_count == 0
+
+
+def test_sus_the_refusal_of_a_suspended_lease_is_not_reported_as_its_last_fault(rig: Rig) -> None:
+    engine = rig.engine()
+    engine.ensure_leases()
+    engine.store.save_suspension(rig.lease(engine), SuspensionState(5, True, rig.clock.now, False))
+    refused = rig.drain(engine).to_dict()
+    assert refused["error_type"] == "DrainSuspendedError"
+    store = monitor_store(rig.source(), rig.monitored, rig.leases, clock=rig.clock)
+    (suspension,) = source_overview("orders", "d", store, rig.monitored, _runs(refused)).suspensions
+    assert suspension.last_fault is None
+
+
+def test_lease_view_shows_continuation_age_last_drain_and_owner(rig: Rig) -> None:
+    rig.seed(outbox_doc("m1"))
+    engine = rig.engine()
+    summary = rig.drain(engine).to_dict()
+    rig.clock.advance(90)
+    store = monitor_store(rig.source(), rig.monitored, rig.leases, clock=rig.clock)
+
+    (view,) = source_overview("orders", "d", store, rig.monitored, _runs(summary)).leases
+
+    assert view.continuation_age_seconds == 90.0
+    assert view.last_drain is not None and view.last_drain["delivered"] == 1 and view.last_drain_run == "run-0"
+    assert view.owner is None and not view.live, "the drain released it"
+    assert view.pending is not None and view.pending.count == 0
+
+
+def test_ctr_undeliverable_documents_are_listed_with_violations_re_derived_from_the_document(rig: Rig) -> None:
+    rig.seed(outbox_doc("good"), outbox_doc("bad-1", Destination=ABSENT), outbox_doc("bad-2", MessageBody=ABSENT))
+    summary = rig.drain().to_dict()
+    assert summary["undeliverable"] == 2
+
+    page = list_undeliverable(rig.monitored)
+
+    assert {item.message_id: item.violations for item in page.items} == {
+        "bad-1": ("Destination",),
+        "bad-2": ("MessageBody",),
+    }
+    assert page.continuation is None
+    assert all(item.etag for item in page.items)
+
+
+def test_undeliverable_documents_are_paged_by_continuation_and_searched_by_message_id(rig: Rig) -> None:
+    rig.seed(*(outbox_doc(f"bad-{n}", Destination=ABSENT) for n in range(5)), outbox_doc("other", Destination=ABSENT))
+    rig.drain()
+
+    first = list_undeliverable(rig.monitored, size=2)
+    second = list_undeliverable(rig.monitored, size=2, continuation=first.continuation)
+    third = list_undeliverable(rig.monitored, size=2, continuation=second.continuation)
+    seen = [i.message_id for page in (first, second, third) for i in page.items]
+
+    assert len(seen) == 6 and len(set(seen)) == 6 and third.continuation is None
+    assert [i.message_id for i in list_undeliverable(rig.monitored, message_id="oth").items] == ["other"]
+
+
+@pytest.mark.parametrize("size", [0, MAX_PAGE_SIZE + 1, "lots"])
+def test_a_page_size_out_of_range_is_refused_naming_the_field(size: object) -> None:
+    with pytest.raises(InvalidQueryError, match="page_size="):
+        page_size(size)
+
+
+@pytest.mark.parametrize("token", ["not-base64!!", "eyJ2IjoyfQ", encode_continuation("x")[:-3] + "***"])
+def test_a_malformed_continuation_is_refused_naming_the_field(token: str) -> None:
+    with pytest.raises(InvalidQueryError, match="continuation="):
+        decode_continuation(token)
+
+
+def test_run_points_report_request_units_per_delivered_document_when_summaries_carry_them() -> None:
+    runs = _runs(
+        {"lease": "a", "published": 4, "delivered": 4, "request_units": 40.0, "continuation_age_seconds": 3.0},
+        {"lease": "a", "published": 2, "delivered": 2, "continuation_age_seconds": 300.0},
+    )
+    newest, older = run_points(runs)
+    assert (newest.delivered, newest.request_units, newest.request_units_per_delivered) == (4, 40.0, 10.0)
+    assert (older.request_units, older.request_units_per_delivered, older.max_continuation_age_seconds) == (
+        None,
+        None,
+        300.0,
+    )
+
+
+def test_requeue_selected_sets_pending_and_the_next_drain_publishes_them(rig: Rig) -> None:
+    (bad,) = rig.seed(outbox_doc("bad-1", Destination=ABSENT))
+    engine = rig.engine()
+    rig.drain(engine)
+    (shown,) = list_undeliverable(rig.monitored).items
+    rig.monitored.patch(bad["id"], "t1", [PatchOperation("set", "/Destination", "orders")])  # the writer's fix
+    (repaired,) = list_undeliverable(rig.monitored).items
+    assert repaired.violations == ()
+
+    stale = requeue_selected(rig.monitored, rig.paths, [Selected(shown.id, shown.etag)])
+    assert stale.changed_meanwhile == (shown.id,) and stale.requeued == (), "the ETag the page showed is stale"
+
+    done = requeue_selected(rig.monitored, rig.paths, [Selected(repaired.id, repaired.etag), Selected("nope")])
+    assert done.requeued == (repaired.id,) and done.not_found == ("nope",)
+    assert rig.current(bad)["status"] == "pending"
+    assert rig.drain(engine).published == 1
+
+
+def test_release_clears_a_stuck_lease_owner_through_the_lease_store_and_keeps_its_checkpoint(rig: Rig) -> None:
+    rig.seed(outbox_doc("m1"))
+    engine = rig.engine()
+    rig.drain(engine)
+    stuck = engine.store.acquire(rig.lease(engine).id)  # a worker took it and died
+    store = monitor_store(rig.source(), rig.monitored, rig.leases, clock=rig.clock)
+
+    with pytest.raises(LeaseChangedError, match="changed since it was shown"):
+        release_lease(store, stuck.id, expected_etag='"stale"')
+    released = release_lease(store, stuck.id, expected_etag=stuck.etag)
+
+    after = store.get(stuck.id)
+    assert released.released and released.previous_owner == "drain-a"
+    assert after.owner is None and after.expires_at is None and after.continuation == stuck.continuation
+    assert rig.engine(owner="drain-b").drain_all()[0].lease_held_by is None, "another drain takes it at once"
