@@ -14,6 +14,10 @@
 #   CHATTER_STATE_DIR         pid/log/cert root (default <checkout>/.cache/services)
 #   CHATTER_EMULATOR_COMPAT   0: start the vanilla 1.0.1 server without the compat layer (to prove tests need it)
 #   COSMOS_EMULATOR_START_TIMEOUT  seconds to wait for readiness (default 30)
+# Account-like switches (off by default; also settable at run time by POST /_chatter/config, see docs/emulator.md):
+#   COSMOS_EMULATOR_LATENCY_MS       milliseconds added to every request (a real account's round trip)
+#   COSMOS_EMULATOR_REQUEST_CHARGES  1: a modelled x-ms-request-charge on every response (else 1.0.1's constant 1)
+#   COSMOS_EMULATOR_PROVISIONED_RU   RU/s per container; over it, 429 + x-ms-retry-after-ms, substatus 3200
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -11,6 +11,10 @@
  *
  * Each `fix...` function fixes one 1.0.1 defect listed in docs/emulator.md; its comment
  * names the defect. Protocol facts (headers azure-cosmos 4.17.1 sends) are in docs/emulator.md too.
+ *
+ * Beyond the fixes, the layer behaves like an account (docs/emulator.md): account-model.js (latency, request
+ * charges, provisioned RU/s with 429s, the /_chatter admin calls), partition-ranges.js + range-routing.js (several
+ * partition key ranges, splits), epk.js (effective partition keys as azure-cosmos computes them).
  */
 "use strict";
 
@@ -18,191 +22,21 @@ const path = require("path");
 
 const PKG = path.dirname(require.resolve("@vercel/cosmosdb-server/package.json"));
 const lib = (p) => require(path.join(PKG, "lib", p));
+const accountModel = require("./account-model.js");
+const rangeRouting = require("./range-routing.js");
+const {
+  headerOf, canonicalFromDocument, canonicalFromHeader, notFound, badRequest, collectionOf,
+  documentsOf, queryOver, lsnFrom, documentsInScope, documentScopes, effectivePartitionKey,
+} = require("./layer-helpers.js");
+
+const { charges } = accountModel;
 
 const EXPECTED_VERSION = "1.0.1";
 const SWEEP_INTERVAL_MS = 250;
 const MAX_BATCH_OPERATIONS = 100;
 
-// ---------------------------------------------------------------------------------------------------------------
-// Shared helpers
-// ---------------------------------------------------------------------------------------------------------------
-
-const headerOf = (req, name) => {
-  const v = req.headers[name];
-  return Array.isArray(v) ? v[0] : v;
-};
-
-
-/** The collection's partition key paths, as arrays of path segments (["/a/b"] -> [["a","b"]]). */
-function partitionKeyPaths(collectionData) {
-  const paths = ((collectionData || {}).partitionKey || {}).paths || ["/id"];
-  return paths.map((p) => p.slice(1).split("/"));
-}
-
-function valueAt(segments, obj) {
-  let cur = obj;
-  for (const s of segments) {
-    if (cur === null || typeof cur !== "object") return undefined;
-    cur = cur[s];
-  }
-  return cur;
-}
-
-/**
- * Canonical partition identity: the JSON text of the full array of key values, one per path, with `{}` for an
- * absent value, which is exactly how azure-cosmos writes the `x-ms-documentdb-partitionkey` header.
- */
-function canonicalFromDocument(collectionData, doc) {
-  return JSON.stringify(partitionKeyPaths(collectionData).map((seg) => {
-    const v = valueAt(seg, doc);
-    return v === undefined ? {} : v;
-  }));
-}
-
-function canonicalFromHeader(headerValue) {
-  if (headerValue === undefined || headerValue === null) return undefined;
-  let parsed;
-  try {
-    parsed = JSON.parse(headerValue);
-  } catch (err) {
-    throw Object.assign(new Error(`Failed to parse x-ms-documentdb-partitionkey headers: ${headerValue}`), {
-      badRequest: true,
-    });
-  }
-  return JSON.stringify(Array.isArray(parsed) ? parsed : [parsed]);
-}
-
-function notFound(res) {
-  res.statusCode = 404;
-  return { code: "NotFound", message: "Entity with the specified id does not exist in the system." };
-}
-
-function badRequest(res, message) {
-  res.statusCode = 400;
-  return { code: "BadRequest", message };
-}
-
-/** The live collection for a request, or null if the database or collection does not exist. */
-function collectionOf(account, dbId, collId) {
-  const database = account.database(dbId);
-  if (!database.read()) return null;
-  const collection = database.collection(collId);
-  return collection.read() ? collection : null;
-}
-
-/** Every live document of a collection (the engine's stored objects, not copies). */
-function documentsOf(collection) {
-  return [...collection.documents._data.values()].map((item) => item.read());
-}
-
-/** Run a SQL query over an explicit set of documents, the way Items.query does over all of them. */
-function queryOver(collection, docs, body, { continuation, maxItemCount }) {
-  const documents = collection.documents;
-  const parent = collection.read();
-  const compositeIndexes = ((parent.indexingPolicy || {}).compositeIndexes) || [];
-  try {
-    return documents._getQuery(body.query).exec(docs, {
-      parameters: body.parameters,
-      udf: documents._userDefinedFunctions(),
-      maxItemCount,
-      continuation,
-      compositeIndexes,
-    });
-  } catch (err) {
-    err.badRequest = true;
-    throw err;
-  }
-}
-
-// Effective partition keys (EPK), computed exactly as azure-cosmos 4.17.1 does for hash V2 and MultiHash keys
-// (partition_key.py: MurmurHash3 x64 128 of each component's binary form, bytes reversed, top 2 bits cleared).
-const M64 = (1n << 64n) - 1n;
-const rotl64 = (v, s) => ((v << BigInt(s)) | (v >> BigInt(64 - s))) & M64;
-const fmix64 = (k) => {
-  let h = k;
-  h ^= h >> 33n; h = (h * 0xff51afd7ed558ccdn) & M64;
-  h ^= h >> 33n; h = (h * 0xc4ceb9fe1a85ec53n) & M64;
-  return h ^ (h >> 33n);
-};
-
-function murmurHash3x64128(buf) {
-  const c1 = 0x87c37b91114253d5n;
-  const c2 = 0x4cf5ad432745937fn;
-  let h1 = 0n;
-  let h2 = 0n;
-  let p = 0;
-  for (; p + 16 <= buf.length; p += 16) {
-    let k1 = buf.readBigUInt64LE(p);
-    let k2 = buf.readBigUInt64LE(p + 8);
-    k1 = (rotl64((k1 * c1) & M64, 31) * c2) & M64;
-    h1 ^= k1;
-    h1 = (((rotl64(h1, 27) + h2) & M64) * 5n + 0x52dce729n) & M64;
-    k2 = (rotl64((k2 * c2) & M64, 33) * c1) & M64;
-    h2 ^= k2;
-    h2 = (((rotl64(h2, 31) + h1) & M64) * 5n + 0x38495ab5n) & M64;
-  }
-  const n = buf.length & 15;
-  let k1 = 0n;
-  let k2 = 0n;
-  for (let i = n - 1; i >= 8; i -= 1) k2 ^= BigInt(buf[p + i]) << BigInt((i - 8) * 8);
-  h2 ^= (rotl64((k2 * c2) & M64, 33) * c1) & M64;
-  for (let i = Math.min(n, 8) - 1; i >= 0; i -= 1) k1 ^= BigInt(buf[p + i]) << BigInt(i * 8);
-  h1 ^= (rotl64((k1 * c1) & M64, 31) * c2) & M64;
-  h1 ^= BigInt(buf.length);
-  h2 ^= BigInt(buf.length);
-  h1 = (h1 + h2) & M64;
-  h2 = (h2 + h1) & M64;
-  h1 = fmix64(h1);
-  h2 = fmix64(h2);
-  h1 = (h1 + h2) & M64;
-  h2 = (h2 + h1) & M64;
-  return [h1, h2];
-}
-
-function epkComponentBytes(v) {
-  if (v === true) return Buffer.from([0x03]);
-  if (v === false) return Buffer.from([0x02]);
-  if (v === null) return Buffer.from([0x01]);
-  if (typeof v === "number") {
-    const b = Buffer.alloc(9);
-    b[0] = 0x05;
-    b.writeDoubleLE(v, 1);
-    return b;
-  }
-  if (typeof v === "string") return Buffer.concat([Buffer.from([0x08]), Buffer.from(v, "utf8"), Buffer.from([0xff])]);
-  return Buffer.from([0x00]); // undefined / {}: the absent value
-}
-
-function epkHashHex(buf) {
-  const [low, high] = murmurHash3x64128(buf);
-  const bytes = Buffer.alloc(16);
-  bytes.writeBigUInt64LE(low, 0);
-  bytes.writeBigUInt64LE(high, 8);
-  bytes.reverse();
-  bytes[0] &= 0x3f;
-  return bytes.toString("hex").toUpperCase();
-}
-
-/** The document's EPK, or null for key kinds this layer does not hash (hash V1). */
-function effectivePartitionKey(collectionData, doc) {
-  const key = (collectionData || {}).partitionKey || {};
-  const values = JSON.parse(canonicalFromDocument(collectionData, doc));
-  if (key.kind === "MultiHash") return values.map((v) => epkHashHex(epkComponentBytes(v))).join("");
-  if ((key.kind || "Hash") === "Hash" && key.version === 2) {
-    return epkHashHex(Buffer.concat(values.map(epkComponentBytes)));
-  }
-  return null;
-}
-
 // Milliseconds-precise write time of each stored document object (`_ts` has one-second resolution only).
 const writtenAtMs = new WeakMap();
-
-/** Filters a request applies to the documents it reads (query, change feed); the EPK fix adds one. */
-const documentScopes = [];
-
-function documentsInScope(req, collection) {
-  return documentScopes.reduce((docs, scope) => scope(req, collection, docs), documentsOf(collection));
-}
 
 // ---------------------------------------------------------------------------------------------------------------
 // The fixes
@@ -353,11 +187,6 @@ function fixPartitionScopedQuery(queryDocuments, readItems, json) {
     });
 }
 
-/** Parse an ETag / If-None-Match value written by this layer (`"12"` or `12`) into an LSN. */
-function lsnFrom(value) {
-  const n = parseInt(String(value).replace(/"/g, ""), 10);
-  return Number.isFinite(n) ? n : 0;
-}
 
 /**
  * Fix: 1.0.1 has no incremental change feed. It answers every A-IM read carrying If-None-Match with 304 and always
@@ -439,16 +268,21 @@ function fixAtomicTransactionalBatch(batchDocuments, documentOperations, patchOp
     const results = [];
     let failedAt = -1;
     for (let i = 0; i < ops.length && failedAt < 0; i += 1) {
-      const result = runBatchOperation(collection, ops[i] || {}, partitionKey, partition, documentOperations,
+      const op = ops[i] || {};
+      const before = op.operationType === "Delete" && op.id ? collection.document(op.id, partition).read() : undefined;
+      const result = runBatchOperation(collection, op, partitionKey, partition, documentOperations,
         patchOperations);
+      result.requestCharge = batchOperationCharge(op, result, before);
       results.push(result);
       if (result.statusCode >= 400) failedAt = i;
     }
+    // The batch's own charge is the sum of its operations' (the request listener reports it).
+    req.chatterCharge = Math.round(results.reduce((sum, r) => sum + r.requestCharge, 0) * 100) / 100;
     if (failedAt < 0) {
       res.statusCode = 200;
       return results.map((r) => ({
         statusCode: r.statusCode,
-        requestCharge: 1,
+        requestCharge: r.requestCharge,
         eTag: r.body ? r.body._etag : undefined,
         resourceBody: r.body,
       }));
@@ -459,9 +293,19 @@ function fixAtomicTransactionalBatch(batchDocuments, documentOperations, patchOp
     documents._lsnCounter = snapshot.lsn;
     res.statusCode = 207;
     return ops.map((_, i) => (i === failedAt
-      ? { statusCode: results[i].statusCode, requestCharge: 1, resourceBody: results[i].body }
+      ? { statusCode: results[i].statusCode, requestCharge: results[i].requestCharge, resourceBody: results[i].body }
       : { statusCode: 424, requestCharge: 0 }));
   };
+}
+
+/** One batch operation's modelled charge (account-model.js): reads and writes as their single-request kinds. */
+function batchOperationCharge(op, result, before) {
+  if (result.statusCode >= 400) return charges.error();
+  switch (op.operationType) {
+    case "Read": return charges.pointRead(charges.sizeOf(result.body));
+    case "Delete": return charges.write(charges.sizeOf(before));
+    default: return charges.write(charges.sizeOf(result.body));
+  }
 }
 
 function runBatchOperation(collection, op, partitionKey, partition, documentOperations, patchOperations) {
@@ -565,6 +409,59 @@ function fixEffectivePartitionKeyRangeScope() {
   });
 }
 
+/**
+ * Not a 1.0.1 defect but issue 12's account model: leave each document request's modelled charge in
+ * `req.chatterCharge` for the request listener (account-model.js), which reports it when request charges are on
+ * and spends it from the container's provisioned RU/s. Batches set their own (the sum of their operations).
+ */
+function modelRequestCharges(handlerModules) {
+  const kinds = {
+    "read-document": (req, res, body) => (res.statusCode === 200 ? charges.pointRead(charges.sizeOf(body)) : 1),
+    "read-documents": (req, res, body, ctx) => {
+      const docs = (body && body.Documents) || [];
+      if (res.statusCode >= 400) return charges.error();
+      if (ctx.changeFeed) return res.statusCode === 200 ? charges.changeFeedPage(docs) : charges.changeFeedPage([]);
+      return res.statusCode === 200 ? charges.queryPage(docs) : 1;
+    },
+    "query-documents": (req, res, body) => (res.statusCode === 200 ? charges.queryPage((body && body.Documents) || []) : 1),
+    "create-document": writeCharge,
+    "upsert-document": writeCharge,
+    "replace-document": writeCharge,
+    "patch-document": writeCharge,
+    "delete-document": (req, res, body, ctx) => (res.statusCode < 300 ? charges.write(charges.sizeOf(ctx.before)) : 1),
+  };
+  for (const [name, mod] of handlerModules) {
+    const kind = kinds[name];
+    if (!kind) continue;
+    const original = mod.default;
+    mod.default = async (account, req, res, params) => {
+      const ctx = { changeFeed: Boolean(headerOf(req, "a-im")) };
+      if (name === "delete-document") ctx.before = documentFor(account, req, params);
+      const body = await original(account, req, res, params);
+      req.chatterCharge = kind(req, res, body, ctx);
+      return body;
+    };
+  }
+}
+
+function writeCharge(req, res, body) {
+  return res.statusCode < 300 ? charges.write(charges.sizeOf(body)) : charges.error();
+}
+
+/** The stored document a point request addresses (undefined when absent or the key header is unusable). */
+function documentFor(account, req, { dbId, collId, docId }) {
+  const collection = collectionOf(account, dbId, collId);
+  if (!collection) return undefined;
+  try {
+    const partition = canonicalFromHeader(headerOf(req, "x-ms-documentdb-partitionkey"));
+    if (partition === undefined) return undefined;
+    const data = collection.document(docId, partition).read();
+    return data && data.id === docId ? data : undefined;
+  } catch (err) {
+    return undefined;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Installation: every override goes in before routes.js (required by index.js) captures the handlers.
 // ---------------------------------------------------------------------------------------------------------------
@@ -592,9 +489,15 @@ function installCompatibilityLayer() {
   fixPartitionScopedQuery(h("query-documents"), readItems, json);
   fixEffectivePartitionKeyRangeScope();
   fixIncrementalChangeFeed(h("read-documents"));
+  rangeRouting.servePartitionKeyRanges(h("create-collection"), h("read-partition-key-ranges"), h("read-documents"),
+    h("query-documents"));
+  rangeRouting.addRangeAdminRoutes();
   fixPatchConditionCase(patchOperations);
   fixAtomicTransactionalBatch(h("batch-documents"), documentOperations, patchOperations, json);
   // Last: wraps the (already replaced) document handlers so that expiry is applied before each of them runs.
+  const chargedHandlers = ["read-document", "read-documents", "query-documents", "create-document",
+    "upsert-document", "replace-document", "delete-document", "patch-document"];
+  modelRequestCharges(chargedHandlers.map((name) => [name, h(name)]));
   fixTtlExpiry(["read-document", "read-documents", "query-documents", "batch-documents", "create-document",
     "upsert-document", "replace-document", "delete-document", "patch-document"].map(h));
 }
@@ -614,6 +517,13 @@ function main() {
   const args = parseArgs(process.argv.slice(2));
   const compat = process.env.CHATTER_EMULATOR_COMPAT !== "0";
   if (compat) installCompatibilityLayer();
+  let settings;
+  try {
+    settings = accountModel.configureFromEnv(process.env);
+  } catch (err) {
+    console.error(`cosmos-emulator: ${err.message}`); // eslint-disable-line no-console
+    process.exit(2);
+  }
   const { createHttpsServer } = lib("index.js");
   const server = createHttpsServer({
     cert: fs.readFileSync(args.cert),
@@ -621,10 +531,12 @@ function main() {
     keepAlive: true,
   });
   server.keepAliveTimeout = 60000;
+  accountModel.installOnServer(server);
   server.listen(Number(args.port), args.host, () => {
     // eslint-disable-next-line no-console
     console.log(`cosmos-emulator: @vercel/cosmosdb-server ${EXPECTED_VERSION} `
-      + `(${compat ? "with" : "WITHOUT"} compat layer) ready at https://${args.host}:${args.port}/`);
+      + `(${compat ? "with" : "WITHOUT"} compat layer) ready at https://${args.host}:${args.port}/ `
+      + `config ${JSON.stringify(settings)}`);
   });
   const stop = () => {
     server.close(() => process.exit(0));

@@ -3,7 +3,8 @@
 Against the project emulator by default, or a real account when ``COSMOS_ENDPOINT``/``COSMOS_KEY`` are set
 (tests/fixtures/cosmos.py). Capabilities the emulator structurally lacks are not claimed (cosmos-emulator.md §5):
 
-* splits: the emulator always has exactly one feed range, and a real account cannot be split on demand;
+* splits are claimed on the project emulator only: its compat layer splits a partition key range on demand
+  (``POST /_chatter/split``, docs/emulator.md); a real account cannot be split on demand;
 * fault injection: neither the emulator nor a real account fails on request (429/503/408 mapping is pinned by the
   adapter's own error-translation tests instead.
 
@@ -39,7 +40,13 @@ from airflow_chatter.ports import (
     Throttled,
 )
 from airflow_chatter.testing.contracts.container import DocumentContainerContract
-from tests.fixtures.cosmos import ContainerFactory, sdk_feed_range_halves
+from tests.fixtures.cosmos import (
+    ContainerFactory,
+    CosmosEndpoint,
+    emulator_admin,
+    emulator_configured,
+    sdk_feed_range_halves,
+)
 
 pytestmark = pytest.mark.cosmos
 
@@ -52,8 +59,10 @@ class TestCosmosContainerContract(DocumentContainerContract):
     supports_hierarchical_prefix_queries = True
 
     @pytest.fixture(autouse=True)
-    def _use_cosmos(self, cosmos_container_factory: ContainerFactory) -> None:
+    def _use_cosmos(self, cosmos_endpoint: CosmosEndpoint, cosmos_container_factory: ContainerFactory) -> None:
+        self._endpoint = cosmos_endpoint
         self._new_container = cosmos_container_factory
+        self.supports_splits = cosmos_endpoint.is_emulator
 
     def make_container(
         self, partition_key_paths: Sequence[str] = ("/pk",), default_ttl: int | None = -1
@@ -62,6 +71,40 @@ class TestCosmosContainerContract(DocumentContainerContract):
 
     def halve_feed_range(self, container: DocumentContainer, feed_range: FeedRange) -> tuple[FeedRange, FeedRange]:
         return sdk_feed_range_halves(feed_range)
+
+    def split_feed_range(self, container: DocumentContainer, feed_range: FeedRange) -> tuple[FeedRange, FeedRange]:
+        assert isinstance(container, CosmosDocumentContainer)
+        children = split_emulator_feed_range(self._endpoint, container.container, feed_range)
+        # The backend's listing shows the split at once, as the contract expects; a client of an account learns of
+        # it on its first 410 (or a forced refresh), which the SDK's own routing-map tests in
+        # test_emulator_compat.py show.
+        container.read_feed_ranges(force_refresh=True)
+        return children
+
+
+def split_emulator_feed_range(
+    endpoint: CosmosEndpoint, proxy: ContainerProxy, feed_range: FeedRange
+) -> tuple[FeedRange, FeedRange]:
+    """Split the partition key range that is exactly ``feed_range`` on the emulator; its two children, as feed
+    ranges spelled as the adapter's ``read_feed_ranges`` spells them."""
+    span = json.loads(feed_range.token)["Range"]
+    ranges = emulator_admin(endpoint, "GET", "ranges", params={"container": proxy.container_link})["ranges"]
+    [range_id] = [r["id"] for r in ranges if (r["minInclusive"], r["maxExclusive"]) == (span["min"], span["max"])]
+    split = emulator_admin(endpoint, "POST", "split", body={"container": proxy.container_link, "range_id": range_id})
+
+    def as_feed_range(child: dict[str, Any]) -> FeedRange:
+        body = {
+            "Range": {
+                "isMaxInclusive": False,
+                "isMinInclusive": True,
+                "max": child["maxExclusive"],
+                "min": child["minInclusive"],
+            }
+        }
+        return FeedRange(token=json.dumps(body, sort_keys=True))
+
+    left, right = split["children"]
+    return as_feed_range(left), as_feed_range(right)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -246,3 +289,20 @@ class TestChangeFeedContinuationsArePerReader:
         with ThreadPoolExecutor(max_workers=3) as pool:
             results = list(pool.map(poll, range(3)))
         assert results == [[], [], []], "no reader was handed another container's continuation"
+
+
+class TestCosmosContainerContractOnSeveralRanges(TestCosmosContainerContract):
+    """The same contract where every container has four partition key ranges, as on an account with four physical
+    partitions: leases per range, feed reads routed by range, splits of one range among several (emulator only)."""
+
+    @pytest.fixture(autouse=True)
+    def _several_ranges(self, cosmos_endpoint: CosmosEndpoint) -> Iterator[None]:
+        if not cosmos_endpoint.is_emulator:
+            pytest.skip("a real account's partition count is not chosen by the test")
+        with emulator_configured(cosmos_endpoint, partition_ranges=4):
+            yield
+
+    def test_its_containers_have_four_feed_ranges_edge_to_edge(self) -> None:
+        spans = [json.loads(r.token)["Range"] for r in self.make_container().read_feed_ranges()]
+        assert [(s["min"], s["max"]) for s in spans][0][0] == "" and spans[-1]["max"] == "FF"
+        assert len(spans) == 4 and all(a["max"] == b["min"] for a, b in zip(spans, spans[1:], strict=False))

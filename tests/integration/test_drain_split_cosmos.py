@@ -1,7 +1,8 @@
 """A feed-range split, drained through azure-cosmos: each child lease drains its own half, once (F-04).
 
-The emulator has one physical partition and cannot split, so the split is what the lease store sees of one: the
-container's feed ranges listed as two halves of the range it had. Those halves are real EPK sub-ranges that the SDK
+Two ways. A real split: the emulator serves two partition key ranges and splits one on demand (docs/emulator.md);
+the drain learns of it as on an account, from a 410 the SDK follows and then ``FeedRangeGone``. And a listed split:
+the container's feed ranges listed as two halves of the range it had. Those halves are real EPK sub-ranges that the SDK
 reads (it sends their bounds, the emulator's compat layer filters by them), and each child lease resumes from its
 parent's continuation, which is exactly what happens after a split on an account. Against a real account
 (``COSMOS_ENDPOINT``/``COSMOS_KEY``) the same test runs unchanged.
@@ -22,7 +23,13 @@ from airflow_chatter.drain.options import SourceOptions
 from airflow_chatter.outbox.document import OutboxMessage
 from airflow_chatter.ports import FeedRange
 from airflow_chatter.testing.fakes import FakePublisher
-from tests.fixtures.cosmos import ContainerFactory, sdk_feed_range_halves
+from tests.fixtures.cosmos import (
+    ContainerFactory,
+    CosmosEndpoint,
+    emulator_admin,
+    emulator_configured,
+    sdk_feed_range_halves,
+)
 
 pytestmark = pytest.mark.cosmos
 
@@ -91,3 +98,62 @@ def test_f04_after_a_split_each_child_lease_drains_only_its_half_from_the_parent
     assert statuses == dict.fromkeys(before | after, "delivered")
     for child in children:
         assert engine.store.get(child.id).continuation != parent.continuation, "each child checkpointed its own"
+
+
+def _published_ids(publisher: FakePublisher) -> list[str]:
+    return [m.headers[0][1].decode() for m in publisher.sent]
+
+
+def test_f04_a_real_split_found_by_a_running_drain_hands_each_child_its_share_once(
+    cosmos_endpoint: CosmosEndpoint, cosmos_container_factory: ContainerFactory
+) -> None:
+    if not cosmos_endpoint.is_emulator:
+        pytest.skip("a real account cannot be split on demand")
+    with emulator_configured(cosmos_endpoint, partition_ranges=2):
+        proxy = cosmos_container_factory(("/tenantId",), -1)
+    monitored = CosmosDocumentContainer(proxy)
+    leases = CosmosDocumentContainer(cosmos_container_factory(("/id",), None))
+    publisher = FakePublisher()
+    source = SourceOptions(name=f"split-{uuid.uuid4().hex[:8]}", partition_key_paths=("/tenantId",), max_batch_size=3)
+    engine = DrainEngine(source, monitored, leases, publisher, owner="split-test")
+    run = uuid.uuid4().hex[:8]
+
+    before = _seed(monitored, run, "before")
+    first_leases = engine.ensure_leases()
+    assert len(first_leases) == 2, "one lease per partition key range"
+    for summary in engine.drain_all():
+        summary.raise_for_error()
+    assert sorted(_published_ids(publisher)) == sorted(before)
+
+    # The first range splits on the server; the SDK's routing map does not know yet. More documents arrive.
+    ranges = emulator_admin(cosmos_endpoint, "GET", "ranges", params={"container": proxy.container_link})["ranges"]
+    parent_span = json.loads(first_leases[0].feed_range.token)["Range"]
+    [parent_id] = [
+        r["id"] for r in ranges if (r["minInclusive"], r["maxExclusive"]) == (parent_span["min"], parent_span["max"])
+    ]
+    emulator_admin(cosmos_endpoint, "POST", "split", body={"container": proxy.container_link, "range_id": parent_id})
+    after = _seed(monitored, run, "after")
+    already = len(publisher.sent)
+    # The parent's lease drains on, from its checkpoint: the SDK gets 410 on the parent's range id, refreshes its
+    # routing map and reads a child; the adapter then reports FeedRangeGone and the drain splits the lease.
+    split_summary = engine.drain_lease(first_leases[0].id)
+    split_summary.raise_for_error()
+    assert len(split_summary.split_into) == 2, "the running drain met FeedRangeGone and split its lease"
+    for lease_id in [*split_summary.split_into, first_leases[1].id]:
+        engine.drain_lease(lease_id).raise_for_error()
+
+    published_after = _published_ids(publisher)[already:]
+    assert sorted(published_after) == sorted(after), "every new document once: none lost, none twice"
+    parent = engine.store.get(first_leases[0].id)
+    assert parent.state == SPLIT and len(parent.children) == 2, "the drain split the lease on FeedRangeGone"
+    children = [engine.store.get(engine.store.lease_id(FeedRange(token))) for token in parent.children]
+    spans = sorted(
+        (json.loads(c.feed_range.token)["Range"]["min"], json.loads(c.feed_range.token)["Range"]["max"])
+        for c in children
+    )
+    assert spans[0][0] == parent_span["min"] and spans[0][1] == spans[1][0] and spans[1][1] == parent_span["max"]
+    statuses = {
+        str(doc["MessageId"]): str(doc["status"])
+        for doc in proxy.query_items("SELECT * FROM c", enable_cross_partition_query=True)
+    }
+    assert statuses == dict.fromkeys(before | after, "delivered")

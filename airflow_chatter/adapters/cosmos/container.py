@@ -501,6 +501,26 @@ class CosmosDocumentContainer(DocumentContainer):
             return b
         return FeedRange.from_epk_bounds(low, high)
 
+    def _raise_if_split(self, feed_range: FeedRange) -> None:
+        """``FeedRangeGone`` when no current feed range holds ``feed_range`` whole: it split (the port's contract).
+
+        WHY: azure-cosmos fans a read of a split range out over the children itself, so without this a lease would
+        never learn of the split and one task would keep draining what the children's leases should share. The
+        SDK's cached routing map is consulted (no request); it learns of a split on the first 410, after which
+        this raises. A token that is not an EPK range is left to the SDK.
+        """
+        try:
+            wanted = json.loads(feed_range.token)
+        except ValueError:
+            return
+        if not isinstance(wanted, dict) or "Range" not in wanted:
+            return
+        with translated_errors():
+            current = list(self.container.read_feed_ranges())
+            if any(self.container.is_feed_range_subset(r, wanted) for r in current):
+                return
+        raise FeedRangeGone(f"the feed range {feed_range.token} is no longer within one partition key range (split)")
+
     @override
     def read_change_feed(
         self,
@@ -510,6 +530,7 @@ class CosmosDocumentContainer(DocumentContainer):
         start: ChangeFeedStart | datetime = ChangeFeedStart.BEGINNING,
         max_item_count: int = 100,
     ) -> ChangeFeedPage:
+        self._raise_if_split(feed_range)
         # This call's own response headers; see the module docstring for why they are not read from the client.
         responses: list[Mapping[str, Any]] = []
 
