@@ -4,4 +4,5 @@ pytest_plugins = [
     "tests.fixtures.kafka",
     "tests.fixtures.cosmos",
     "tests.fixtures.airflow",
+    "tests.fixtures.live_airflow",
 ]

@@ -1,0 +1,148 @@
+"""The ``airflow-chatter`` console script. One command so far:
+
+    airflow-chatter provision --source orders [--sources-file chatter_sources.yaml]
+
+It reads the source from the sources file (``--sources-file``, else ``$CHATTER_SOURCES_FILE``) and its Cosmos DB
+connection from Airflow (``AIRFLOW_CONN_<ID>``, a secrets backend or the metadata DB: run it where Airflow is
+configured), creates the lease container with the shape the drain requires if it is missing, runs the drain's
+start-time contract check on both containers, and prints what it did. Run it once per source; it is idempotent
+(a second run reports that there is nothing to do). Exit status 0 when the source is ready to drain, 1 when it is
+not (the message names every problem), 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from airflow_chatter.airflow.config import SourceConfig, load_sources
+from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
+from airflow_chatter.airflow.local_env import SOURCES_FILE_ENV
+from airflow_chatter.errors import ChatterError
+from airflow_chatter.ports import ContainerError, OutgoingMessage, Publisher, PublishOutcome
+
+
+class _NoPublisher(Publisher):
+    """Provisioning builds a drain engine only for its start-time check; it never publishes."""
+
+    def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
+        raise RuntimeError("provisioning must not publish")
+
+
+def cli_connection(conn_id: str) -> Any:
+    """An Airflow connection outside a task: the SDK's lookup (env vars, secrets backends), then the metadata DB,
+    which the SDK consults only inside tasks."""
+    from airflow.sdk import BaseHook
+
+    # The azure SDK logs every HTTP request and response at INFO; the report below is what this command says.
+    logging.getLogger("azure").setLevel(logging.WARNING)
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        return BaseHook.get_connection(conn_id)
+    except AirflowNotFoundException:
+        from airflow.models.connection import Connection
+
+        return Connection.get_connection_from_secrets(conn_id)
+
+
+class _CliCosmosHook(ChatterCosmosHook):
+    @classmethod
+    def get_connection(cls, conn_id: str) -> Any:
+        return cli_connection(conn_id)
+
+
+def _shape(properties: Any) -> str:
+    ttl = "off" if properties.default_ttl is None else properties.default_ttl
+    return f"partition key {', '.join(properties.partition_key_paths)}, defaultTtl {ttl}"
+
+
+def provision(config: SourceConfig, hook: ChatterCosmosHook) -> list[str]:
+    """Create the lease container if missing and check both containers; return the report, one line per fact.
+
+    Raises ``ChatterError`` (``ContainerContractError``, ``ConfigurationError``) naming what is wrong.
+    """
+    from airflow_chatter.adapters.cosmos.provision import LEASE_PARTITION_KEY_PATH, ensure_lease_container
+    from airflow_chatter.drain.engine import DrainEngine
+    from airflow_chatter.drain.monitored_container import verify_monitored_container
+
+    options = config.to_options(resolve=False)  # user callables are imported by the workers, not here
+    monitored = hook.get_container(config.monitored_container)
+    # The monitored container first: if it cannot be drained, nothing is created.
+    verify_monitored_container(monitored, options.partition_key_paths)
+    database = hook.get_conn().get_database_client(config.database)
+    lease = ensure_lease_container(database, config.lease_container)
+    lines = [f"source {config.name!r}: database {config.database!r} (connection {config.cosmos_conn_id!r})"]
+    if lease.created:
+        lines.append(
+            f"created lease container {lease.container_id!r} (partition key {LEASE_PARTITION_KEY_PATH}, no default TTL)"
+        )
+    # The drain's own start-time check of both containers (CNT rules, the lease container's /id and TTL), exactly
+    # as a drain task runs it when it builds its engine.
+    engine = DrainEngine(options, monitored, hook.get_container(config.lease_container), _NoPublisher())
+    if not lease.created:
+        lines.append(f"lease container {lease.container_id!r} exists with the right shape: nothing to do")
+    lines.append(
+        f"monitored container {config.monitored_container!r} passes the start-time check ({_shape(engine.properties)})"
+    )
+    lines.append(f"source identity {engine.source_identity!r}")
+    lines.append("ready to drain" if lease.created else "nothing to do")
+    return lines
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="airflow-chatter", description="airflow-chatter administration commands")
+    commands = parser.add_subparsers(dest="command", required=True)
+    prov = commands.add_parser(
+        "provision",
+        help="create a source's lease container and check its containers (idempotent)",
+        description="Create the lease container of a source (partitioned on /id, no default TTL) unless it exists, "
+        "and run the drain's start-time check on its monitored and lease containers.",
+    )
+    prov.add_argument("--source", required=True, help="the source's name in the sources file")
+    prov.add_argument(
+        "--sources-file",
+        default=os.environ.get(SOURCES_FILE_ENV),
+        help=f"the sources file (default ${SOURCES_FILE_ENV})",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The console script: ``run`` with the azure SDK's per-request HTTP logging (INFO) quieted for the whole
+    process, as its background threads log after the command is done too; the report is what this command says."""
+    logging.getLogger("azure").setLevel(logging.WARNING)
+    return run(argv)
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` and run the command; returns the exit status (0 ready, 1 not ready, 2 usage error)."""
+    args = _parser().parse_args(argv)
+    if not args.sources_file:
+        print(f"airflow-chatter: give --sources-file or set {SOURCES_FILE_ENV}", file=sys.stderr)
+        return 2
+    return _provision(args.source, args.sources_file)
+
+
+def _provision(source: str, sources_file: str) -> int:
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        config = load_sources(sources_file).get(source)
+        hook = _CliCosmosHook(config.cosmos_conn_id, database_name=config.database)
+        lines = provision(config, hook)
+    except (ChatterError, ContainerError, AirflowNotFoundException, RuntimeError) as error:
+        # RuntimeError: the hook's connection failure, already cleaned of secrets.
+        print(f"airflow-chatter provision: {error}", file=sys.stderr)
+        return 1
+    for line in lines:
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - python -m airflow_chatter.airflow.cli
+    sys.exit(main())

@@ -1,0 +1,300 @@
+#!/usr/bin/env bash
+# A live Airflow on 127.0.0.1, from the project venv: api-server, scheduler, dag-processor and triggerer as separate
+# processes (SQLite, LocalExecutor, SimpleAuthManager), with the project's dags/ folder as the DAG bundle. The test
+# suite's live fixture (tests/fixtures/live_airflow.py) and users run the same script.
+#
+#   scripts/airflow-live.sh start    migrate the metadata DB, start the four components, wait until
+#                                    /api/v2/monitor/health says all are healthy; prints AIRFLOW_LIVE_* lines
+#   scripts/airflow-live.sh stop     stop what this script started (by its pid files, whole process groups)
+#   scripts/airflow-live.sh status   say which components run, and where
+#
+# Environment (read at start):
+#   AIRFLOW_LIVE_PORT           api-server port on 127.0.0.1 (default: a free port, picked at start)
+#   AIRFLOW_LIVE_HOME           AIRFLOW_HOME of the stack (default $CHATTER_STATE_DIR/airflow-live)
+#   AIRFLOW_LIVE_DAGS_FOLDER    the DAG bundle folder (default the checkout's dags/)
+#   AIRFLOW_LIVE_START_TIMEOUT  seconds to wait for health (default 240)
+#   AIRFLOW_LIVE_PARALLELISM    LocalExecutor worker processes (default 4)
+#   CHATTER_STATE_DIR           state root (default <checkout>/.cache/services)
+#   CHATTER_SOURCES_FILE        the sources file the DAG files read (default dags/chatter_sources.yaml)
+#   AIRFLOW_CONN_*              connections (JSON or URI), passed to every component as they are: the scheduler,
+#                               workers, triggerer and api-server all need them
+#   KAFKA_BOOTSTRAP_SERVERS, COSMOS_ENDPOINT, COSMOS_KEY, COSMOS_VERIFY
+#                               when set (or in $CHATTER_STATE_DIR/services.env from scripts/services.sh start) and
+#                               AIRFLOW_CONN_CHATTER_KAFKA_LOCAL / AIRFLOW_CONN_CHATTER_COSMOS_LOCAL are not, those
+#                               two connections (the ids dags/chatter_sources.yaml uses) are made from them
+# Other AIRFLOW__SECTION__KEY settings in the environment pass through, except the ones this script sets.
+#
+# Users: admin (role admin) and viewer (role viewer); their generated passwords are in
+# $AIRFLOW_LIVE_HOME/passwords.json (mode 600). Nothing listens anywhere but 127.0.0.1: the scheduler and triggerer
+# run with --skip-serve-logs (the api-server reads task logs from $AIRFLOW_LIVE_HOME/logs).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+state_root="${CHATTER_STATE_DIR:-$here/.cache/services}"
+home="${AIRFLOW_LIVE_HOME:-$state_root/airflow-live}"
+pids="$home/pids"
+logs="$home/process-logs"
+python="$here/.venv/bin/python"
+airflow="$here/.venv/bin/airflow"
+start_timeout="${AIRFLOW_LIVE_START_TIMEOUT:-240}"
+components=(api-server scheduler dag-processor triggerer)
+
+log() { echo "airflow-live: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+# --------------------------------------------------------------------------------------------------------------
+# processes (by pid file only; each component leads its own process group)
+# --------------------------------------------------------------------------------------------------------------
+
+# A process's start time (clock ticks since boot, /proc/<pid>/stat field 22): with the pid, it names one process, so a
+# recycled pid is never mistaken for a component. (Airflow sets process titles, which overwrites /proc/<pid>/environ
+# and the command line, so those cannot identify it.)
+# Fields are counted after the ")" that closes the command name, which may itself contain spaces.
+stat_field() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk -v n="$2" '{print $(n - 2)}' || true; }
+start_time() { stat_field "$1" 22; }
+
+# The pid in a component's pid file ("<pid> <start time>"), if that very process is still alive.
+running_pid() {
+  local file="$pids/$1.pid" pid started
+  [ -f "$file" ] || return 1
+  read -r pid started <"$file" || true
+  [ -n "${pid:-}" ] && [ -n "${started:-}" ] && kill -0 "$pid" 2>/dev/null || return 1
+  local state
+  state="$(stat_field "$pid" 3)"
+  [ -n "$state" ] && [ "$state" != "Z" ] || return 1
+  [ "$(start_time "$pid")" = "$started" ] || return 1
+  echo "$pid"
+}
+
+group_alive() { [ -n "$(pgrep -g "$1" 2>/dev/null || true)" ]; }
+
+stop_component() {
+  local name="$1" pid waited=0
+  if ! pid="$(running_pid "$name")"; then
+    rm -f "$pids/$name.pid"
+    return 0
+  fi
+  # The component was started with setsid, so its pid is its process group id: TERM reaches its children
+  # (LocalExecutor workers, task supervisors, uvicorn workers) too.
+  kill -TERM -- "-$pid" 2>/dev/null || true
+  while group_alive "$pid"; do
+    if [ "$waited" -ge 300 ]; then
+      log "$name (process group $pid) still up after 30 s; sending SIGKILL"
+      kill -KILL -- "-$pid" 2>/dev/null || true
+      break
+    fi
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  rm -f "$pids/$name.pid"
+  log "stopped $name (process group $pid)"
+}
+
+# --------------------------------------------------------------------------------------------------------------
+# configuration
+# --------------------------------------------------------------------------------------------------------------
+
+free_port() {
+  "$python" -c 'import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# Secrets shared by the four components (JWTs between api-server and workers, the Fernet key of stored
+# connections), generated once per home and kept there (mode 600), never in the checkout.
+ensure_secrets() {
+  umask 077
+  if [ ! -s "$home/secrets.env" ]; then
+    "$python" - >"$home/secrets.env.tmp" <<'PY'
+import secrets
+from cryptography.fernet import Fernet
+print(f"export AIRFLOW__CORE__FERNET_KEY={Fernet.generate_key().decode()}")
+print(f"export AIRFLOW__API_AUTH__JWT_SECRET={secrets.token_urlsafe(48)}")
+print(f"export AIRFLOW__API__SECRET_KEY={secrets.token_urlsafe(32)}")
+PY
+    mv "$home/secrets.env.tmp" "$home/secrets.env"
+  fi
+  if [ ! -s "$home/passwords.json" ]; then
+    "$python" -c 'import json, secrets
+print(json.dumps({"admin": secrets.token_urlsafe(16), "viewer": secrets.token_urlsafe(16)}))' >"$home/passwords.json.tmp"
+    mv "$home/passwords.json.tmp" "$home/passwords.json"
+  fi
+  umask 022
+}
+
+# AIRFLOW_CONN_CHATTER_{KAFKA,COSMOS}_LOCAL from the services' settings, unless given.
+local_connections() {
+  if [ -z "${KAFKA_BOOTSTRAP_SERVERS:-}${COSMOS_ENDPOINT:-}" ] && [ -f "$state_root/services.env" ]; then
+    # shellcheck disable=SC1091
+    . "$state_root/services.env"
+  fi
+  if [ -z "${AIRFLOW_CONN_CHATTER_KAFKA_LOCAL:-}" ] && [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
+    AIRFLOW_CONN_CHATTER_KAFKA_LOCAL="$("$python" -c 'import json, os
+print(json.dumps({"conn_type": "chatter_kafka", "host": os.environ["KAFKA_BOOTSTRAP_SERVERS"],
+                  "extra": {"bootstrap_servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "security_protocol": "PLAINTEXT"}}))')"
+    export AIRFLOW_CONN_CHATTER_KAFKA_LOCAL
+  fi
+  if [ -z "${AIRFLOW_CONN_CHATTER_COSMOS_LOCAL:-}" ] && [ -n "${COSMOS_ENDPOINT:-}" ] && [ -n "${COSMOS_KEY:-}" ]; then
+    AIRFLOW_CONN_CHATTER_COSMOS_LOCAL="$("$python" -c 'import json, os
+verify = os.environ.get("COSMOS_VERIFY", "true")
+extra = {"database_name": "chatter-demo", "connection_verify": verify.lower() not in ("0", "false", "no")}
+if verify.lower() not in ("", "0", "1", "true", "false", "yes", "no"):
+    extra["ca_cert_path"] = verify
+print(json.dumps({"conn_type": "chatter_cosmos", "login": os.environ["COSMOS_ENDPOINT"],
+                  "password": os.environ["COSMOS_KEY"], "extra": extra}))')"
+    export AIRFLOW_CONN_CHATTER_COSMOS_LOCAL
+  fi
+}
+
+export_settings() {
+  local port="$1" dags="$2"
+  export AIRFLOW_HOME="$home"
+  export AIRFLOW__CORE__DAGS_FOLDER="$dags"
+  export AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST="[{\"name\": \"chatter-dags\", \"classpath\": \"airflow.dag_processing.bundles.local.LocalDagBundle\", \"kwargs\": {\"path\": \"$dags\"}}]"
+  export AIRFLOW__CORE__PLUGINS_FOLDER="$home/plugins"
+  export AIRFLOW__CORE__LOAD_EXAMPLES=False
+  export AIRFLOW__CORE__LAZY_LOAD_PLUGINS=False
+  export AIRFLOW__CORE__EXECUTOR=LocalExecutor
+  export AIRFLOW__CORE__PARALLELISM="${AIRFLOW_LIVE_PARALLELISM:-4}"
+  export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="http://127.0.0.1:$port/execution/"
+  export AIRFLOW__CORE__AUTH_MANAGER=airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager
+  export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="admin:admin,viewer:viewer"
+  export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE="$home/passwords.json"
+  export AIRFLOW__CORE__TEST_CONNECTION=Enabled
+  export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="sqlite:///$home/airflow.db"
+  export AIRFLOW__DATABASE__LOAD_DEFAULT_CONNECTIONS=False
+  export AIRFLOW__LOGGING__BASE_LOG_FOLDER="$home/logs"
+  export AIRFLOW__API__HOST=127.0.0.1
+  export AIRFLOW__API__PORT="$port"
+  export AIRFLOW__API__BASE_URL="http://127.0.0.1:$port"
+  export AIRFLOW__API__WORKERS=1
+  export AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK=False
+  # shellcheck disable=SC1091
+  . "$home/secrets.env"
+  export CHATTER_SOURCES_FILE="${CHATTER_SOURCES_FILE:-$dags/chatter_sources.yaml}"
+}
+
+health() {
+  "$python" - "$1" <<'PY'
+import json, sys, urllib.request
+try:
+    with urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/api/v2/monitor/health", timeout=3) as response:
+        body = json.load(response)
+except Exception as error:  # noqa: BLE001 - not up yet
+    print(f"no answer ({type(error).__name__})")
+    sys.exit(1)
+states = {name: (part or {}).get("status") for name, part in body.items()}
+print(" ".join(f"{name}={state}" for name, state in sorted(states.items())))
+sys.exit(0 if set(states) >= {"metadatabase", "scheduler", "triggerer", "dag_processor"}
+         and all(state == "healthy" for state in states.values()) else 1)
+PY
+}
+
+# --------------------------------------------------------------------------------------------------------------
+# start / stop / status
+# --------------------------------------------------------------------------------------------------------------
+
+cmd_start() {
+  [ -x "$airflow" ] || die "no $airflow; run scripts/bootstrap.sh first"
+  mkdir -p "$home" "$pids" "$logs"
+  exec 8>"$home/.lock"
+  flock -w 60 8 || die "another airflow-live.sh holds $home/.lock"
+  local running=0 name
+  for name in "${components[@]}"; do running_pid "$name" >/dev/null && running=$((running + 1)); done
+  if [ "$running" = "${#components[@]}" ]; then
+    local port
+    port="$(cat "$home/port")"
+    log "already running on 127.0.0.1:$port"
+    health "$port" >&2 || die "running but not healthy; see $logs"
+    print_connection "$port" 0
+    return 0
+  fi
+  [ "$running" = 0 ] || { log "a partial stack is running; stopping it first"; cmd_stop_locked; }
+
+  local port="${AIRFLOW_LIVE_PORT:-}"
+  [ -n "$port" ] || port="$(free_port)"
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then die "127.0.0.1:$port is already in use"; fi
+  local dags
+  dags="$(cd "${AIRFLOW_LIVE_DAGS_FOLDER:-$here/dags}" && pwd)"
+  ensure_secrets
+  local_connections
+  export_settings "$port" "$dags"
+  echo "$port" >"$home/port"
+
+  log "migrating $home/airflow.db"
+  timeout 180 "$airflow" db migrate >"$logs/db-migrate.log" 2>&1 || { tail -n 30 "$logs/db-migrate.log" >&2; die "db migrate failed"; }
+
+  local -A args=(
+    [api-server]="api-server --host 127.0.0.1 --port $port --workers 1"
+    [scheduler]="scheduler --skip-serve-logs"
+    [dag-processor]="dag-processor"
+    [triggerer]="triggerer --skip-serve-logs"
+  )
+  for name in "${components[@]}"; do
+    # shellcheck disable=SC2086 # the argument lists above are word-split on purpose
+    setsid "$airflow" ${args[$name]} </dev/null >"$logs/$name.log" 2>&1 8>&- &
+    echo "$! $(start_time $!)" >"$pids/$name.pid"
+  done
+  log "started ${components[*]} on 127.0.0.1:$port (home $home); waiting for health (at most ${start_timeout}s)"
+
+  local deadline=$((SECONDS + start_timeout)) last=""
+  until last="$(health "$port")"; do
+    for name in "${components[@]}"; do
+      if ! running_pid "$name" >/dev/null; then
+        tail -n 40 "$logs/$name.log" >&2 || true
+        cmd_stop_locked
+        die "$name exited during start-up; its log is $logs/$name.log"
+      fi
+    done
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      cmd_stop_locked
+      die "not healthy within ${start_timeout}s (last: $last); logs in $logs"
+    fi
+    sleep 1
+  done
+  log "healthy: $last"
+  print_connection "$port" 1
+}
+
+print_connection() {
+  echo "AIRFLOW_LIVE_URL=http://127.0.0.1:$1"
+  echo "AIRFLOW_LIVE_HOME=$home"
+  echo "AIRFLOW_LIVE_PASSWORDS_FILE=$home/passwords.json"
+  echo "AIRFLOW_LIVE_STARTED=$2"
+}
+
+cmd_stop_locked() {
+  local name
+  # The api-server last: workers still report to it while the scheduler shuts them down.
+  for name in triggerer dag-processor scheduler api-server; do stop_component "$name"; done
+}
+
+cmd_stop() {
+  [ -d "$home" ] || { log "no stack in $home; nothing to stop"; return 0; }
+  exec 8>"$home/.lock"
+  flock -w 120 8 || die "another airflow-live.sh holds $home/.lock"
+  cmd_stop_locked
+}
+
+cmd_status() {
+  local name pid up=0
+  for name in "${components[@]}"; do
+    if pid="$(running_pid "$name")"; then
+      echo "$name: running (process group $pid)"
+      up=$((up + 1))
+    else
+      echo "$name: not running"
+    fi
+  done
+  [ "$up" -gt 0 ] || return 3
+  local port
+  port="$(cat "$home/port")"
+  echo "url: http://127.0.0.1:$port"
+  health "$port" || return 1
+}
+
+case "${1:-}" in
+  start) cmd_start ;;
+  stop) cmd_stop ;;
+  status) cmd_status ;;
+  *) echo "usage: $0 {start|stop|status}" >&2; exit 2 ;;
+esac
