@@ -14,6 +14,7 @@ from pathlib import Path
 
 from airflow.sdk import DAG, Param
 
+from airflow_chatter.airflow.assets import drain_schedule
 from airflow_chatter.airflow.config import SourceConfig, SourcesFile, load_sources
 from airflow_chatter.airflow.local_env import SOURCES_FILE_ENV
 from airflow_chatter.airflow.operators.drain import ChatterDrainOperator, ChatterListLeasesOperator
@@ -35,7 +36,7 @@ def build_drain_dag(source: SourceConfig) -> DAG:
     # [START chatter_drain_dag]
     with DAG(
         dag_id=source.dag_id,
-        schedule=source.schedule,
+        schedule=drain_schedule(source),  # cron, a preset, or the pending asset (schedule: on_pending)
         start_date=START_DATE,
         catchup=False,
         max_active_runs=1,  # a run's drains finish before the next run lists leases again
