@@ -105,6 +105,25 @@ def delivered(source: LiveSource) -> int:
     )
 
 
+def kill_worker(leader: int) -> list[int]:
+    """SIGKILL a worker as a lost machine or container would die: its process group, and every descendant. (The
+    task supervisor starts each task in a process group of its own, so killing the worker's group alone would
+    leave the drain running.)"""
+    import psutil
+
+    processes = [psutil.Process(leader), *psutil.Process(leader).children(recursive=True)]
+    for process in processes:
+        try:
+            process.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            pass
+    try:
+        os.killpg(leader, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return [p.pid for p in processes]
+
+
 def published_counts(live: LiveAirflow, source: LiveSource, at_least: int) -> Counter[str]:
     records = consume_records(live.kafka_bootstrap, source.topic, at_least, timeout_s=90)
     return Counter(dict(r.headers)["message-id"].decode() for r in records)
@@ -150,9 +169,9 @@ def test_a_worker_sigkilled_mid_drain_loses_nothing_and_duplicates_at_most_one_p
         victim = wait_until(running_drain, timeout_s=300, what="a drain running mid-way", interval_s=1)
         worker = worker_of(victim)
         pid_file = celery_airflow.home / "pids" / f"{worker}.pid"
-        group = int(pid_file.read_text().split()[0])
         before = delivered(source)
-        os.killpg(group, signal.SIGKILL)
+        killed = kill_worker(int(pid_file.read_text().split()[0]))
+        assert killed, f"{worker} had processes to kill"
         assert before < len(documents), "the worker was killed before the source was drained"
 
         survivor = {"worker1": "worker2", "worker2": "worker1"}[worker]
