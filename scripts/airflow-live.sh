@@ -7,6 +7,9 @@
 #                                    /api/v2/monitor/health says all are healthy; prints AIRFLOW_LIVE_* lines
 #   scripts/airflow-live.sh stop     stop what this script started (by its pid files, whole process groups)
 #   scripts/airflow-live.sh status   say which components run, and where
+#   scripts/airflow-live.sh stop-worker N / start-worker N
+#                                    (CeleryExecutor only) stop or start Celery worker N alone, e.g. to measure one
+#                                    worker against two; start-worker waits until the worker is ready
 #
 # Environment (read at start):
 #   AIRFLOW_LIVE_PORT           api-server port on 127.0.0.1 (default: a free port, picked at start)
@@ -14,6 +17,14 @@
 #   AIRFLOW_LIVE_DAGS_FOLDER    the DAG bundle folder (default the checkout's dags/)
 #   AIRFLOW_LIVE_START_TIMEOUT  seconds to wait for health (default 240)
 #   AIRFLOW_LIVE_PARALLELISM    LocalExecutor worker processes (default 4)
+#   AIRFLOW_LIVE_SQL_ALCHEMY_CONN  the metadata DB (default SQLite in the home); scripts/celery-stack.sh gives a
+#                               PostgreSQL URL
+#   AIRFLOW_LIVE_EXECUTOR       LocalExecutor (default) or CeleryExecutor; with Celery, also:
+#   AIRFLOW_LIVE_CELERY_BROKER_URL     the broker (e.g. redis://127.0.0.1:<port>/0); required
+#   AIRFLOW_LIVE_CELERY_RESULT_BACKEND the result backend (default db+<the metadata DB URL>)
+#   AIRFLOW_LIVE_CELERY_WORKERS        how many `airflow celery worker` processes (default 2), named worker1@<host>,
+#                                      worker2@<host>, ...; each task instance's hostname says which ran it
+#   AIRFLOW_LIVE_WORKER_CONCURRENCY    task slots per Celery worker (default 2)
 #   CHATTER_STATE_DIR           state root (default <checkout>/.cache/services)
 #   CHATTER_SOURCES_FILE        the sources file the DAG files read (default dags/chatter_sources.yaml)
 #   AIRFLOW_CONN_*              connections (JSON or URI), passed to every component as they are: the scheduler,
@@ -37,7 +48,16 @@ logs="$home/process-logs"
 python="$here/.venv/bin/python"
 airflow="$here/.venv/bin/airflow"
 start_timeout="${AIRFLOW_LIVE_START_TIMEOUT:-240}"
+executor="${AIRFLOW_LIVE_EXECUTOR:-LocalExecutor}"
 components=(api-server scheduler dag-processor triggerer)
+workers=()
+if [ "$executor" = CeleryExecutor ]; then
+  for ((n = 1; n <= ${AIRFLOW_LIVE_CELERY_WORKERS:-2}; n++)); do workers+=("worker$n"); done
+  components+=("${workers[@]}")
+elif [ "$executor" != LocalExecutor ]; then
+  echo "airflow-live: AIRFLOW_LIVE_EXECUTOR must be LocalExecutor or CeleryExecutor, not $executor" >&2
+  exit 2
+fi
 
 log() { echo "airflow-live: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -178,14 +198,22 @@ export_settings() {
   export AIRFLOW__CORE__PLUGINS_FOLDER="$home/plugins"
   export AIRFLOW__CORE__LOAD_EXAMPLES=False
   export AIRFLOW__CORE__LAZY_LOAD_PLUGINS=False
-  export AIRFLOW__CORE__EXECUTOR=LocalExecutor
+  export AIRFLOW__CORE__EXECUTOR="$executor"
   export AIRFLOW__CORE__PARALLELISM="${AIRFLOW_LIVE_PARALLELISM:-4}"
   export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="http://127.0.0.1:$port/execution/"
   export AIRFLOW__CORE__AUTH_MANAGER=airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager
   export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="admin:admin,viewer:viewer"
   export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE="$home/passwords.json"
   export AIRFLOW__CORE__TEST_CONNECTION=Enabled
-  export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="sqlite:///$home/airflow.db"
+  export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="${AIRFLOW_LIVE_SQL_ALCHEMY_CONN:-sqlite:///$home/airflow.db}"
+  if [ "$executor" = CeleryExecutor ]; then
+    [ -n "${AIRFLOW_LIVE_CELERY_BROKER_URL:-}" ] || die "AIRFLOW_LIVE_CELERY_BROKER_URL is required with CeleryExecutor"
+    export AIRFLOW__CELERY__BROKER_URL="$AIRFLOW_LIVE_CELERY_BROKER_URL"
+    export AIRFLOW__CELERY__RESULT_BACKEND="${AIRFLOW_LIVE_CELERY_RESULT_BACKEND:-db+$AIRFLOW__DATABASE__SQL_ALCHEMY_CONN}"
+    export AIRFLOW__CELERY__WORKER_CONCURRENCY="${AIRFLOW_LIVE_WORKER_CONCURRENCY:-2}"
+    # Several workers on one host: each task instance records CHATTER_WORKER_NAME@<host> as its hostname.
+    export AIRFLOW__CORE__HOSTNAME_CALLABLE=airflow_chatter.airflow.hostname.worker_hostname
+  fi
   export AIRFLOW__DATABASE__LOAD_DEFAULT_CONNECTIONS=False
   export AIRFLOW__LOGGING__BASE_LOG_FOLDER="$home/logs"
   export AIRFLOW__API__HOST=127.0.0.1
@@ -245,7 +273,7 @@ cmd_start() {
   export_settings "$port" "$dags"
   echo "$port" >"$home/port"
 
-  log "migrating $home/airflow.db"
+  log "migrating ${AIRFLOW__DATABASE__SQL_ALCHEMY_CONN%%:*} metadata DB"
   timeout 180 "$airflow" db migrate >"$logs/db-migrate.log" 2>&1 || { tail -n 30 "$logs/db-migrate.log" >&2; die "db migrate failed"; }
 
   local -A args=(
@@ -255,6 +283,7 @@ cmd_start() {
     [triggerer]="triggerer --skip-serve-logs"
   )
   for name in "${components[@]}"; do
+    case "$name" in worker*) start_worker "$name"; continue ;; esac
     # shellcheck disable=SC2086 # the argument lists above are word-split on purpose
     setsid "$airflow" ${args[$name]} </dev/null >"$logs/$name.log" 2>&1 8>&- &
     echo "$! $(start_time $!)" >"$pids/$name.pid"
@@ -262,7 +291,7 @@ cmd_start() {
   log "started ${components[*]} on 127.0.0.1:$port (home $home); waiting for health (at most ${start_timeout}s)"
 
   local deadline=$((SECONDS + start_timeout)) last=""
-  until last="$(health "$port")"; do
+  until last="$(health "$port")" && workers_ready; do
     for name in "${components[@]}"; do
       if ! running_pid "$name" >/dev/null; then
         tail -n 40 "$logs/$name.log" >&2 || true
@@ -280,6 +309,46 @@ cmd_start() {
   print_connection "$port" 1
 }
 
+# Celery worker N: `airflow celery worker -H workerN@%h`, its own Celery pid file, no log server (the api-server
+# reads task logs from $AIRFLOW_LIVE_HOME/logs).
+start_worker() {
+  local name="$1"
+  : >"$logs/$name.log"
+  CHATTER_WORKER_NAME="$name" setsid "$airflow" celery worker -H "$name@%h" --pid "$pids/$name.celery.pid" \
+    --skip-serve-logs </dev/null >"$logs/$name.log" 2>&1 8>&- &
+  echo "$! $(start_time $!)" >"$pids/$name.pid"
+}
+
+# Every Celery worker has said "ready" (it consumes from the broker).
+workers_ready() {
+  local name
+  for name in "${workers[@]}"; do grep -q "$name@.* ready\." "$logs/$name.log" 2>/dev/null || return 1; done
+}
+
+cmd_worker() {
+  local action="$1" name="worker${2:-}"
+  [ "$executor" = CeleryExecutor ] || die "$action-worker needs AIRFLOW_LIVE_EXECUTOR=CeleryExecutor"
+  [[ " ${workers[*]} " == *" $name "* ]] || die "no Celery worker '${2:-}' (workers: ${workers[*]})"
+  exec 8>"$home/.lock"
+  flock -w 60 8 || die "another airflow-live.sh holds $home/.lock"
+  if [ "$action" = stop ]; then stop_component "$name"; return 0; fi
+  running_pid api-server >/dev/null || die "the stack is not running; start it first"
+  running_pid "$name" >/dev/null && { log "$name already running"; return 0; }
+  local port dags
+  port="$(cat "$home/port")"
+  dags="$(cd "${AIRFLOW_LIVE_DAGS_FOLDER:-$here/dags}" && pwd)"
+  local_connections
+  export_settings "$port" "$dags"
+  start_worker "$name"
+  local deadline=$((SECONDS + start_timeout))
+  until grep -q "$name@.* ready\." "$logs/$name.log" 2>/dev/null; do
+    running_pid "$name" >/dev/null || { tail -n 40 "$logs/$name.log" >&2; die "$name exited during start-up"; }
+    [ "$SECONDS" -lt "$deadline" ] || { stop_component "$name"; die "$name not ready within ${start_timeout}s"; }
+    sleep 1
+  done
+  log "started $name"
+}
+
 print_connection() {
   echo "AIRFLOW_LIVE_URL=http://127.0.0.1:$1"
   echo "AIRFLOW_LIVE_HOME=$home"
@@ -290,6 +359,13 @@ print_connection() {
 cmd_stop_locked() {
   local name
   # The api-server last: workers still report to it while the scheduler shuts them down.
+  # Celery workers first, by their pid files (whatever AIRFLOW_LIVE_CELERY_WORKERS says now).
+  local file
+  for file in "$pids"/worker*.pid; do
+    [ -e "$file" ] || continue
+    case "$file" in *.celery.pid) continue ;; esac
+    name="${file##*/}"; stop_component "${name%.pid}"
+  done
   for name in triggerer dag-processor scheduler api-server; do stop_component "$name"; done
 }
 
@@ -321,5 +397,7 @@ case "${1:-}" in
   start) cmd_start ;;
   stop) cmd_stop ;;
   status) cmd_status ;;
-  *) echo "usage: $0 {start|stop|status}" >&2; exit 2 ;;
+  stop-worker) cmd_worker stop "${2:-}" ;;
+  start-worker) cmd_worker start "${2:-}" ;;
+  *) echo "usage: $0 {start|stop|status|stop-worker N|start-worker N}" >&2; exit 2 ;;
 esac

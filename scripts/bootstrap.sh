@@ -19,7 +19,7 @@ if [ -x .venv/bin/python ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]
   exit 0
 fi
 [ -x .venv/bin/python ] || uv venv --quiet -p "$PYTHON" .venv
-uv pip install --quiet -p .venv/bin/python -c constraints.txt -e ".[test]"
+uv pip install --quiet -p .venv/bin/python -c constraints.txt -e ".[test,celery]"
 # An editable build leaves airflow_chatter.egg-info beside the package; with the checkout on sys.path Airflow
 # would then see the distribution twice and register the plugin twice. The dist-info in the venv is the real one.
 rm -rf airflow_chatter.egg-info

@@ -12,6 +12,8 @@ t0=$(date +%s)
 scripts/bootstrap.sh
 [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ] || scripts/kafka.sh install
 [ -n "${COSMOS_ENDPOINT:-}" ] || scripts/cosmos-emulator.sh install
+# tests/celery/ needs PostgreSQL and Redis (Debian packages) for scripts/celery-stack.sh.
+[ "${CHATTER_SKIP_CELERY:-}" = 1 ] || scripts/celery-stack.sh install
 echo "test: installs done in $(( $(date +%s) - t0 ))s" >&2
 
 kafka_was_running=0; cosmos_was_running=0
@@ -26,6 +28,12 @@ cleanup() {
     [ -d "$home/pids" ] && ! kill -0 "$session" 2>/dev/null || continue
     AIRFLOW_LIVE_HOME="$home" scripts/airflow-live.sh stop >/dev/null 2>&1 || true
   done
+  # The same for a CeleryExecutor stack of tests/celery/ (its Airflow, Redis and PostgreSQL).
+  for home in "${CHATTER_STATE_DIR:-$here/.cache/services}"/celery-test-*/home; do
+    session="${home%/home}"; session="${session##*-}"
+    [ -d "$home/pids" ] && ! kill -0 "$session" 2>/dev/null || continue
+    CHATTER_STATE_DIR="${home%/home}" AIRFLOW_LIVE_HOME="$home" scripts/celery-stack.sh stop >/dev/null 2>&1 || true
+  done
   [ "$kafka_was_running" = 1 ] || scripts/kafka.sh stop >/dev/null 2>&1 || true
   [ "$cosmos_was_running" = 1 ] || scripts/cosmos-emulator.sh stop >/dev/null 2>&1 || true
 }
@@ -37,7 +45,8 @@ trap cleanup EXIT
 .venv/bin/mypy
 
 # tests/live/ (in the same run) starts a live Airflow stack with scripts/airflow-live.sh and drives it through REST;
-# CHATTER_SKIP_LIVE_AIRFLOW=1 skips those tests (reported as skipped) for a quicker local run.
+# CHATTER_SKIP_LIVE_AIRFLOW=1 skips those tests (reported as skipped) for a quicker local run. tests/celery/ starts
+# the CeleryExecutor stack (scripts/celery-stack.sh: PostgreSQL, Redis, two workers); CHATTER_SKIP_CELERY=1 skips it.
 set +e
 .venv/bin/python -m pytest -p no:cacheprovider -ra "$@"
 rc=$?

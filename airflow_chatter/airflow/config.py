@@ -38,6 +38,8 @@ _NAME = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 #: Airflow's cron presets; anything else must look like a 5-field cron expression (checked by Airflow too).
 _PRESETS = {"@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly"}
+#: ``schedule: on_pending``: an event-driven drain (an asset watcher fires when documents are pending; assets.py).
+ON_PENDING = "on_pending"
 _CONTAINER = re.compile(r"^[^/\\?#]{1,255}$")
 
 DEFAULT_BACKFILL_LEASE_PREFIX = "backfill-"
@@ -65,7 +67,8 @@ class SourceConfig(BaseModel):
     Required: ``name``, ``database``, ``monitored_container``, ``lease_container`` and
     ``partition_key_paths``. Defaults: connections ``chatter_cosmos_default`` /
     ``chatter_kafka_default``; ``key_strategy`` ``partition_key``; ``max_batch_size`` 100;
-    ``max_documents`` 5000 and ``max_seconds`` 240 per drain task; ``schedule`` every 5 minutes;
+    ``max_documents`` 5000 and ``max_seconds`` 240 per drain task; ``schedule`` every 5 minutes (``on_pending``:
+    event-driven, polled every ``on_pending_poll_seconds``, default 5);
     no pool; no topic mapping; ``lease_prefix`` empty and ``backfill_lease_prefix`` ``backfill-``;
     ``delivered_ttl_seconds`` 86400; ``lease_duration_seconds`` 60; ``cosmos_http_logging`` false
     (the Azure SDK's request/response header lines are kept out of task logs).
@@ -88,6 +91,7 @@ class SourceConfig(BaseModel):
     max_documents: Annotated[int, Field(ge=1)] = 5000
     max_seconds: Annotated[float, Field(gt=0, le=3600)] = 240
     schedule: str | None = "*/5 * * * *"
+    on_pending_poll_seconds: Annotated[float, Field(ge=1, le=600)] = 5
     pool: str | None = None
     pool_slots: Annotated[int, Field(ge=1)] = 1
     max_parallel_drains: Annotated[int, Field(ge=1)] | None = None
@@ -127,9 +131,11 @@ class SourceConfig(BaseModel):
     @field_validator("schedule")
     @classmethod
     def _schedule(cls, value: str | None) -> str | None:
-        if value is None or value in _PRESETS or len(value.split()) == 5:
+        if value is None or value in _PRESETS or value == ON_PENDING or len(value.split()) == 5:
             return value
-        raise ValueError(f"schedule must be a cron expression (5 fields), one of {sorted(_PRESETS)}, or null")
+        raise ValueError(
+            f"schedule must be a cron expression (5 fields), one of {sorted(_PRESETS)}, {ON_PENDING!r}, or null"
+        )
 
     @field_validator("body_resolver")
     @classmethod

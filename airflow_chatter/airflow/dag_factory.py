@@ -18,6 +18,7 @@ from pathlib import Path
 
 from airflow.sdk import DAG, Param
 
+from airflow_chatter.airflow.assets import drain_schedule
 from airflow_chatter.airflow.config import (
     BrokenSource,
     LoadedSources,
@@ -56,7 +57,7 @@ def build_drain_dag(source: SourceConfig) -> DAG:
     # --8<-- [start:chatter_drain_dag]
     with DAG(
         dag_id=source.dag_id,
-        schedule=source.schedule,
+        schedule=drain_schedule(source),  # cron, a preset, or the pending asset (schedule: on_pending)
         start_date=START_DATE,
         catchup=False,
         max_active_runs=1,  # a run's drains finish before the next run lists leases again
