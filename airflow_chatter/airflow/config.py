@@ -23,7 +23,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from airflow_chatter.drain.options import MAX_BATCH_SIZE, MIN_BATCH_SIZE, DeliverySettings, SourceOptions
+from airflow_chatter.drain.options import (
+    DEFAULT_STAMP_CONCURRENCY,
+    MAX_BATCH_SIZE,
+    MAX_STAMP_CONCURRENCY,
+    MIN_BATCH_SIZE,
+    DeliverySettings,
+    SourceOptions,
+)
 from airflow_chatter.errors import ConfigurationError
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
@@ -91,6 +98,12 @@ class SourceConfig(BaseModel):
     monitored_source_identity: str | None = None
     lease_source_identity: str | None = None
     tags: list[str] = Field(default_factory=list)
+    # F-10 / F-11 (docs/config.md "Throughput"): how stamps are written, the RU cap, the 429 retry limits.
+    stamp_mode: Literal["batched", "sequential"] = "batched"
+    stamp_concurrency: Annotated[int, Field(ge=1, le=MAX_STAMP_CONCURRENCY)] = DEFAULT_STAMP_CONCURRENCY
+    max_request_units_per_second: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    max_throttle_retries: Annotated[int, Field(ge=0)] = 9
+    max_throttle_wait_seconds: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 30
 
     @field_validator("name")
     @classmethod
@@ -162,6 +175,11 @@ class SourceConfig(BaseModel):
             additional_pending_filter=import_callable(self.pending_filter, "pending_filter") if resolve else None,
             lease_prefix=self.lease_prefix if lease_prefix is None else lease_prefix,
             lease_duration_seconds=self.lease_duration_seconds,
+            stamp_mode=self.stamp_mode,
+            stamp_concurrency=self.stamp_concurrency,
+            max_request_units_per_second=self.max_request_units_per_second,
+            max_throttle_retries=self.max_throttle_retries,
+            max_throttle_wait_seconds=self.max_throttle_wait_seconds,
         )
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -32,6 +32,10 @@ from airflow_chatter.drain.identity import SourceIdentity, SourceRegistry, insta
 from airflow_chatter.drain.leases import ACTIVE, SPLIT, Lease, LeaseHeldError, LeaseStore
 from airflow_chatter.drain.monitored_container import verify_containers
 from airflow_chatter.drain.options import STATUS_PATCH_PATH, TTL_PATCH_PATH, SourceOptions
+from airflow_chatter.drain.pacing import TokenBucket
+from airflow_chatter.drain.request_units import LEASES, MeteredContainer, RequestUnits, ThrottleLimits
+from airflow_chatter.drain.stamps import StampRequest, StampWriter
+from airflow_chatter.drain.summary import DrainCounts, DrainSummary
 from airflow_chatter.drain.suspension import ConfirmationReceipt, DrainGate
 from airflow_chatter.drain.telemetry import (
     OUTCOME_ADMITTED,
@@ -39,7 +43,6 @@ from airflow_chatter.drain.telemetry import (
     OUTCOME_SKIPPED,
     DrainTelemetry,
     SendSpan,
-    error_type,
 )
 from airflow_chatter.drain.topology import LeaseTopology
 from airflow_chatter.errors import (
@@ -87,88 +90,6 @@ class ResolveContext:
 
 #: ``body_resolver(context) -> OutgoingMessage | None``; ``None`` drops and acknowledges (RSV-02).
 BodyResolver = Callable[[ResolveContext], "OutgoingMessage | None"]
-
-
-@dataclass
-class DrainCounts:
-    """Everything one drain of one lease counts and notes as it runs: the one definition of those fields.
-
-    The engine updates one ``DrainCounts`` while it drains (a plain mutable dataclass, no per-document
-    copying); ``DrainSummary`` is these fields plus the outcome, built once at the end (``DrainSummary.of``).
-    ``continuation_age_seconds`` is how long ago the lease's continuation last advanced, as of the end
-    of the run (near 0 after a successful pass, growing while a lease is refused or failing).
-    """
-
-    lease: str
-    lease_token: str | None = None
-    source_identity: str | None = None
-    published: int = 0
-    delivered: int = 0
-    undeliverable: int = 0
-    skipped: int = 0
-    dropped: int = 0
-    refused_batches: int = 0
-    confirmation_failures: int = 0
-    documents: int = 0
-    pages: int = 0
-    max_lag_seconds: float | None = None
-    continuation_age_seconds: float | None = None
-    continuation: str | None = None
-    suspended: bool = False
-    lease_held_by: str | None = None
-    split_into: tuple[str, ...] = ()
-
-    def lag(self, seconds: float) -> None:
-        if self.max_lag_seconds is None or seconds > self.max_lag_seconds:
-            self.max_lag_seconds = seconds
-
-
-@dataclass
-class DrainSummary(DrainCounts):
-    """What one drain of one lease did: its ``DrainCounts`` and its outcome; ``to_dict()`` is its XCom form (F-09).
-
-    A value: the engine builds it once, at the end of a run, and never changes it afterwards.
-    ``error`` keeps the original exception for ``raise_for_error``; it is not part of ``to_dict``.
-    """
-
-    error_type: str | None = None
-    error_message: str | None = None
-    error: BaseException | None = field(default=None, compare=False, repr=False)
-
-    @classmethod
-    def of(cls, counts: DrainCounts, error: BaseException | None = None) -> DrainSummary:
-        """The summary of a run that counted ``counts`` and ended with ``error`` (``None``: it succeeded)."""
-        return cls(
-            **{f.name: getattr(counts, f.name) for f in fields(DrainCounts)},
-            error_type=error_type(error) if error is not None else None,
-            error_message=str(error) if error is not None else None,
-            error=error,
-        )
-
-    @property
-    def failed(self) -> bool:
-        return self.error is not None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able: plain numbers, strings, booleans, lists and ``None``."""
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "error"}
-        data["split_into"] = list(self.split_into)
-        return data
-
-    def raise_for_error(self) -> None:
-        """Re-raise the original error of a failed drain (F-06); do nothing otherwise."""
-        if self.error is not None:
-            raise self.error
-
-    def log_line(self) -> str:
-        """One line for the task log."""
-        outcome = f"failed with {self.error_type}: {self.error_message}" if self.failed else "ok"
-        return (
-            f"drain lease={self.lease} published={self.published} delivered={self.delivered} "
-            f"undeliverable={self.undeliverable} skipped={self.skipped} dropped={self.dropped} "
-            f"refused={self.refused_batches} confirmation_failures={self.confirmation_failures} "
-            f"pages={self.pages} max_lag={self.max_lag_seconds} suspended={self.suspended} {outcome}"
-        )
 
 
 @dataclass(slots=True)
@@ -261,7 +182,6 @@ class DrainEngine:
         start_from: datetime | None = None,
     ) -> None:
         self.source = source
-        self.monitored = monitored
         self._clock = clock
         # Seconds since the epoch, read once per admitted document (MET-01). For the default clock that is
         # ``time.time()``, the same reading without building an aware ``datetime`` (~1 µs) per document.
@@ -269,6 +189,14 @@ class DrainEngine:
         self._telemetry = telemetry if telemetry is not None else DrainTelemetry()
         # CNT: one error naming every violation of both containers, each under its own name.
         self.properties, lease_properties = verify_containers(monitored, source.partition_key_paths, leases)
+        # F-11: every request of the drain is charged, paced under the source's cap and retried on 429 through these.
+        cap = source.max_request_units_per_second
+        self.request_units = RequestUnits(TokenBucket(cap) if cap is not None else None)
+        limits = ThrottleLimits(source.max_throttle_retries, source.max_throttle_wait_seconds)
+        self.monitored: DocumentContainer = MeteredContainer(monitored, self.request_units, limits)
+        leases = MeteredContainer(leases, self.request_units, limits, kind=LEASES)
+        # F-10: the page's delivered stamps, per partition key in batches (or one by one: ``stamp_mode``).
+        self._stamps = StampWriter(self.monitored, source.stamp_mode, source.stamp_concurrency)  # type: ignore[arg-type]
         self.identity = _source_identity(source, self.properties, lease_properties)
         self.source_identity = self.identity.processor_name
         if registry is not None:
@@ -334,15 +262,16 @@ class DrainEngine:
             self.ensure_leases()  # a current feed range with no lease yet gets one (from its parent, if split)
         tally = DrainCounts(lease_id, source_identity=self.source_identity)
         budget = _Budget(max_documents, max_seconds)
+        self.request_units.reset()
         try:
             current = self.store.acquire(lease_id)
         except LeaseHeldError as held:
             tally.lease_held_by = held.owner
             self._telemetry.log_info("Lease %s is held by %s; left alone", lease_id, held.owner)
-            return DrainSummary.of(tally)
+            return DrainSummary.of(self._charged(tally))
         except Exception as exc:  # noqa: BLE001 - reported with its original type (F-06)
             self._telemetry.record_failure(self.source_identity, lease_id, exc)
-            return DrainSummary.of(tally, exc)
+            return DrainSummary.of(self._charged(tally), exc)
         tally.lease_token = current.token
         holder = _LeaseHolder(current)
         error: BaseException | None = None
@@ -353,9 +282,18 @@ class DrainEngine:
             self._telemetry.record_failure(self.source_identity, holder.lease.token, exc, lease_id=lease_id)
         finally:
             self._finish(holder, tally)
-        summary = DrainSummary.of(tally, error)
+        summary = DrainSummary.of(self._charged(tally), error)
         self._telemetry.log_info("%s", summary.log_line())
         return summary
+
+    def _charged(self, tally: DrainCounts) -> DrainCounts:
+        """``tally`` with this drain's request units and 429s (F-11), which are also recorded as instruments."""
+        units = self.request_units
+        tally.request_units_by_kind = {kind: round(charge, 2) for kind, charge in units.by_kind().items()}
+        tally.request_units = round(sum(tally.request_units_by_kind.values()), 2)
+        tally.throttled, tally.throttle_limit_reached = units.throttled, units.throttle_limit_reached
+        self._telemetry.record_request_units(tally.request_units_by_kind, units.throttled)
+        return tally
 
     # ================================================================== the page loop
 
@@ -556,7 +494,10 @@ class DrainEngine:
             # range over meanwhile; lost already (LeaseLostError), nothing is stamped (the new owner publishes).
             if self.store.needs_renewal(holder.lease):
                 holder.lease = self.store.renew(holder.lease)
-            for planned, outcome, span in zip(run, outcomes, spans, strict=True):
+            batched = self._stamps.mode != "sequential"
+            if batched:
+                written = self._stamp_run_batched(run, outcomes, spans, tally)
+            for planned, outcome, span in zip(run, outcomes, spans, strict=True) if not batched else ():
                 if not outcome.confirmed:
                     failure = outcome.error or PublishError(f"message {planned.message_id!r} was not confirmed")
                     span.end(failure)
@@ -566,6 +507,44 @@ class DrainEngine:
         # SUS-08: one receipt per run is all the gate is shown (the page presents its last), so it is minted once,
         # from the last stamp that landed, not once per document.
         return None if written is None else ConfirmationReceipt.from_status_write(written, self._delivered_value)
+
+    def _stamp_run_batched(
+        self, run: list[_Planned], outcomes: Sequence[Any], spans: Sequence[SendSpan], tally: DrainCounts
+    ) -> Document | None:
+        """F-10: stamp the confirmed prefix of a run at once (per partition key, in batches); then fail as RLY-05/06.
+
+        The documents before the first unconfirmed publish are stamped together; each gets its own outcome. Any
+        failed stamp is one Confirmation Failure for the page (the first, in feed order, is the one reported), as
+        the one-by-one order counted it; stamps of later documents that landed stay (those are delivered). Then an
+        unconfirmed publish fails the page (no stamp for it, not a Confirmation Failure). Either way the page is not
+        checkpointed. Returns the last stamp that landed, in feed order, when all did.
+        """
+        confirmed: list[_Planned] = []
+        failure: BaseException | None = None
+        for planned, outcome, span in zip(run, outcomes, spans, strict=True):
+            if not outcome.confirmed:
+                failure = outcome.error or PublishError(f"message {planned.message_id!r} was not confirmed")
+                span.end(failure)
+                break
+            span.end()
+            confirmed.append(planned)
+        requests = [
+            StampRequest(p.document["id"], p.partition_key, self._delivered_ops, self._delivered_value)
+            for p in confirmed
+        ]
+        written: Document | None = None
+        stamp_failure: BaseException | None = None
+        for stamped in self._stamps.write(requests):
+            if stamped.landed:
+                tally.delivered += 1
+                written = stamped.written
+            elif stamp_failure is None:
+                stamp_failure = stamped.error
+        if stamp_failure is not None:
+            raise ConfirmationFailed(stamp_failure) from stamp_failure
+        if failure is not None:
+            raise failure  # RLY-05: no stamp; not a Confirmation Failure
+        return written
 
     def _stamp_delivered(self, planned: _Planned, tally: DrainCounts) -> Document:
         # The publish comes before the stamp so that a crash between them costs a duplicate message,

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_chatter.drain.stamps import STAMP_MODES
 from airflow_chatter.errors import ConfigurationError
 from airflow_chatter.outbox.document import DEFAULT_DELIVERED_TTL_SECONDS, DELIVERED, PENDING, UNDELIVERABLE
 from airflow_chatter.outbox.mapping import KEY_STRATEGIES, KeyStrategy
@@ -30,9 +31,17 @@ MAX_TTL_SECONDS = 2_147_483_647
 MIN_BATCH_SIZE = 1
 MAX_BATCH_SIZE = 1000
 
+#: F-10: stamp batches in flight per drain, by default and at most (each is one thread and one connection).
+DEFAULT_STAMP_CONCURRENCY = 8
+MAX_STAMP_CONCURRENCY = 64
+
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_positive_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
 def _is_blank(value: object) -> bool:
@@ -104,6 +113,13 @@ class SourceOptions:
     the source identity; give both or neither (CFG-06). ``body_resolver`` replaces verbatim reconstruction (RSV);
     ``additional_pending_filter`` can only narrow what is admitted (PND-03). ``lease_prefix`` (default empty)
     prefixes lease document ids; ``lease_duration_seconds`` (default 60) is how long an unrenewed lease stays owned.
+
+    Throughput (F-10, F-11): ``stamp_mode`` ``batched`` (default: a page's stamps grouped per partition key in
+    transactional batches) or ``sequential`` (one patch after another, in feed order); ``stamp_concurrency``
+    (default 8, 1..64) batches in flight; ``max_request_units_per_second`` (default ``None``: no cap) paces the
+    drain under that many RU/s of measured charges; a 429 is retried after its retry-after at most
+    ``max_throttle_retries`` times per request (default 9) and ``max_throttle_wait_seconds`` in all per drain
+    (default 30), then the drain stops at that page with nothing lost.
     """
 
     name: str
@@ -117,6 +133,11 @@ class SourceOptions:
     additional_pending_filter: Callable[[dict[str, Any]], bool] | None = None
     lease_prefix: str = ""
     lease_duration_seconds: float = 60.0
+    stamp_mode: str = "batched"
+    stamp_concurrency: int = DEFAULT_STAMP_CONCURRENCY
+    max_request_units_per_second: float | None = None
+    max_throttle_retries: int = 9
+    max_throttle_wait_seconds: float = 30.0
 
     def __post_init__(self) -> None:
         if _is_blank(self.name):
@@ -146,6 +167,26 @@ class SourceOptions:
             or duration <= 0
         ):
             raise ConfigurationError("lease_duration_seconds", duration, "must be a positive, finite number of seconds")
+        self._validate_throughput()
+
+    def _validate_throughput(self) -> None:
+        """F-10/F-11 knobs: how stamps are written, the RU cap and the 429 retry limits."""
+        if self.stamp_mode not in STAMP_MODES:
+            raise ConfigurationError("stamp_mode", self.stamp_mode, f"must be one of {list(STAMP_MODES)}")
+        if not _is_int(self.stamp_concurrency) or not 1 <= self.stamp_concurrency <= MAX_STAMP_CONCURRENCY:
+            raise ConfigurationError(
+                "stamp_concurrency", self.stamp_concurrency, f"must be an integer from 1 to {MAX_STAMP_CONCURRENCY}"
+            )
+        cap = self.max_request_units_per_second
+        if cap is not None and not _is_positive_number(cap):
+            raise ConfigurationError(
+                "max_request_units_per_second", cap, "must be a positive, finite number of request units, or None"
+            )
+        if not _is_int(self.max_throttle_retries) or self.max_throttle_retries < 0:
+            raise ConfigurationError("max_throttle_retries", self.max_throttle_retries, "must be an integer >= 0")
+        wait = self.max_throttle_wait_seconds
+        if not _is_positive_number(wait) and wait != 0:
+            raise ConfigurationError("max_throttle_wait_seconds", wait, "must be a finite number of seconds >= 0")
 
     def _validate_declared_identity(self) -> None:
         monitored, lease = self.monitored_source_identity, self.lease_source_identity
@@ -168,7 +209,9 @@ class SourceOptions:
 
 
 __all__ = [
+    "DEFAULT_STAMP_CONCURRENCY",
     "MAX_BATCH_SIZE",
+    "MAX_STAMP_CONCURRENCY",
     "MAX_TTL_SECONDS",
     "MIN_BATCH_SIZE",
     "STATUS_PATCH_PATH",

@@ -34,6 +34,10 @@ BATCHES = "chatter.messaging.outbox.drain.batches"
 FAILURES = "chatter.messaging.outbox.drain.failures"
 UNDELIVERABLE = "chatter.messaging.outbox.drain.undeliverable"
 SUSPENSIONS = "chatter.messaging.outbox.drain.suspensions"
+#: F-11: request units charged to the drain, by kind; and 429s answered to it.
+REQUEST_UNITS = "chatter.messaging.outbox.drain.request_units"
+THROTTLED = "chatter.messaging.outbox.drain.throttled"
+ATTR_REQUEST_KIND = "chatter.messaging.outbox.request_kind"
 
 ATTR_OUTCOME = "chatter.messaging.outbox.drain.outcome"
 ATTR_LEASE_TOKEN = "chatter.messaging.outbox.lease_token"
@@ -98,6 +102,12 @@ class DrainTelemetry:
         self._suspensions = meter.create_counter(
             SUSPENSIONS, unit="{suspension}", description="Drain Suspensions opened."
         )
+        self._request_units = meter.create_counter(
+            REQUEST_UNITS, unit="{request_unit}", description="Request units charged to drains, by kind of request."
+        )
+        self._throttled = meter.create_counter(
+            THROTTLED, unit="{response}", description="429 (throttled) answers to drain requests."
+        )
         self._tracer_provider = tracer_provider
         self._logger = logger if logger is not None else logging.getLogger(LOGGER_NAME)
 
@@ -114,6 +124,14 @@ class DrainTelemetry:
         """
         if count:
             self._documents.add(count, {ATTR_OUTCOME: outcome})
+
+    def record_request_units(self, by_kind: Mapping[str, float], throttled: int) -> None:
+        """F-11: once per drain, its charges by kind (``feed``, ``stamps``, ``leases``, ``other``) and its 429s."""
+        for kind, charge in by_kind.items():
+            if charge:
+                self._request_units.add(charge, {ATTR_REQUEST_KIND: kind})
+        if throttled:
+            self._throttled.add(throttled)
 
     def record_batch(self, size: int, source_identity: str, lease_token: str) -> None:
         """MET-03/04: always paired, same attributes, once per batch before any document."""

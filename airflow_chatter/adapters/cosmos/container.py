@@ -64,6 +64,7 @@ from airflow_chatter.ports import (
 from airflow_chatter.ports import (
     PartitionKey as PartitionKeyValue,
 )
+from airflow_chatter.request_charges import capture
 
 #: The Cosmos DB emulator's well-known account key (any base64 key works with the project's emulator).
 EMULATOR_KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
@@ -335,7 +336,7 @@ class CosmosDocumentContainer(DocumentContainer):
     def properties(self) -> ContainerProperties:
         with translated_errors():
             container = self.container
-            raw = container.read()
+            raw = container.read(response_hook=capture())
             endpoint = self._account_endpoint or container.client_connection.url_connection
         paths = tuple((raw.get("partitionKey") or {}).get("paths") or ())
         self._partition_key_paths = paths
@@ -355,12 +356,16 @@ class CosmosDocumentContainer(DocumentContainer):
     def create(self, document: Document, partition_key: PartitionKeyValue) -> Document:
         self._check_partition_key(document, partition_key)
         with translated_errors():
-            return dict(self.container.create_item(body=document))
+            return dict(self.container.create_item(body=document, response_hook=capture()))
 
     @override
     def read(self, item_id: str, partition_key: PartitionKeyValue) -> Document:
         with translated_errors():
-            return dict(self.container.read_item(item=item_id, partition_key=_sdk_partition_key(partition_key)))
+            return dict(
+                self.container.read_item(
+                    item=item_id, partition_key=_sdk_partition_key(partition_key), response_hook=capture()
+                )
+            )
 
     @override
     def replace(
@@ -375,19 +380,26 @@ class CosmosDocumentContainer(DocumentContainer):
         if str(document.get("id")) != item_id:
             raise BadRequest(f"document id {document.get('id')!r} differs from {item_id!r}")
         with translated_errors():
-            return dict(self.container.replace_item(item=item_id, body=document, **self._if_match(if_match)))
+            return dict(
+                self.container.replace_item(
+                    item=item_id, body=document, response_hook=capture(), **self._if_match(if_match)
+                )
+            )
 
     @override
     def upsert(self, document: Document, partition_key: PartitionKeyValue, *, if_match: str | None = None) -> Document:
         self._check_partition_key(document, partition_key)
         with translated_errors():
-            return dict(self.container.upsert_item(body=document, **self._if_match(if_match)))
+            return dict(self.container.upsert_item(body=document, response_hook=capture(), **self._if_match(if_match)))
 
     @override
     def delete(self, item_id: str, partition_key: PartitionKeyValue, *, if_match: str | None = None) -> None:
         with translated_errors():
             self.container.delete_item(
-                item=item_id, partition_key=_sdk_partition_key(partition_key), **self._if_match(if_match)
+                item=item_id,
+                partition_key=_sdk_partition_key(partition_key),
+                response_hook=capture(),
+                **self._if_match(if_match),
             )
 
     @override
@@ -409,6 +421,7 @@ class CosmosDocumentContainer(DocumentContainer):
                     item=item_id,
                     partition_key=_sdk_partition_key(partition_key),
                     patch_operations=[op.as_cosmos() for op in operations],
+                    response_hook=capture(),
                     **kwargs,
                 )
             )
@@ -431,7 +444,9 @@ class CosmosDocumentContainer(DocumentContainer):
         sdk_operations = [_sdk_batch_operation(op) for op in operations]
         with translated_errors():
             results = self.container.execute_item_batch(
-                batch_operations=sdk_operations, partition_key=_sdk_partition_key(partition_key)
+                batch_operations=sdk_operations,
+                partition_key=_sdk_partition_key(partition_key),
+                response_hook=capture(),
             )
         return [
             BatchOperationResult(
@@ -456,7 +471,7 @@ class CosmosDocumentContainer(DocumentContainer):
             {"name": name if name.startswith("@") else f"@{name}", "value": value}
             for name, value in (parameters or {}).items()
         ]
-        kwargs: dict[str, Any] = {"query": sql, "parameters": sdk_parameters or None}
+        kwargs: dict[str, Any] = {"query": sql, "parameters": sdk_parameters or None, "response_hook": capture()}
         if partition_key is None:
             kwargs["enable_cross_partition_query"] = True
         else:
@@ -534,10 +549,10 @@ class CosmosDocumentContainer(DocumentContainer):
         # This call's own response headers; see the module docstring for why they are not read from the client.
         responses: list[Mapping[str, Any]] = []
 
-        def capture(headers: Mapping[str, Any], _body: Any) -> None:
+        def keep(headers: Mapping[str, Any], _body: Any) -> None:
             responses.append(headers)
 
-        kwargs: dict[str, Any] = {"max_item_count": max_item_count, "response_hook": capture}
+        kwargs: dict[str, Any] = {"max_item_count": max_item_count, "response_hook": capture(keep)}
         if continuation is not None:
             kwargs["continuation"] = _narrow_continuation(continuation, feed_range)
         else:

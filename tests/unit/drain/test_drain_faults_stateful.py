@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from airflow_chatter.drain.engine import DrainEngine, ResolveContext
-from airflow_chatter.ports import Document, OutgoingMessage, PublishError, ServiceUnavailable
+from airflow_chatter.ports import Document, OutgoingMessage, PublishError, ServiceUnavailable, Throttled
 
 from ._drain_support import Rig, clear_faults, fail_operation, outbox_doc
 from ._stateful_support import merge_two, published_ids, split_one, stateful_settings
@@ -181,3 +181,21 @@ class ResolverUnderFaults(DrainUnderFaults):
 
 ResolverUnderFaults.TestCase.settings = DrainUnderFaults.TestCase.settings
 test_rsv_rly_sus_a_resolver_under_any_interleaving_of_faults = ResolverUnderFaults.TestCase
+
+
+class BatchedStampsUnderFaults(DrainUnderFaults):
+    """The same world with the batched stamp writer (F-10): stamps also fail as whole batches (refused, or a 429
+    past the retry limits), and a Confirmation Failure may leave later stamps of its page landed. The invariants
+    and the teardown's "nothing stuck, nothing lost" are the same."""
+
+    def _engine(self) -> DrainEngine:
+        return self.rig.engine(max_batch_size=4, stamp_mode="batched", stamp_concurrency=2, max_throttle_retries=0)
+
+    @rule(times=st.integers(1, 3), throttled=st.booleans())
+    def batches_fail(self, times: int, throttled: bool) -> None:
+        error = Throttled("busy", retry_after_ms=0) if throttled else ServiceUnavailable("batch refused")
+        fail_operation(self.rig.monitored, "execute_batch", error, times=times)
+
+
+BatchedStampsUnderFaults.TestCase.settings = DrainUnderFaults.TestCase.settings
+test_f10_rly_sus_f04_batched_stamps_hold_under_any_interleaving_of_faults = BatchedStampsUnderFaults.TestCase

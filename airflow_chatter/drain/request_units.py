@@ -1,0 +1,270 @@
+"""Request units per drain, by kind; 429s retried within limits; pacing under a cap (F-11).
+
+A drain sees its containers through :class:`MeteredContainer`, one per container and kind of work:
+
+* every call runs with a charge sink set for its thread (``airflow_chatter.request_charges``), so the adapter's
+  per-request ``response_hook`` adds that request's own charge to :class:`RequestUnits` under its kind
+  (``feed`` for change-feed reads, ``stamps`` for status writes, ``leases`` for the lease container, ``other``
+  for the rest: properties, feed-range listings);
+* with a :class:`~airflow_chatter.drain.pacing.TokenBucket` every call first waits until the drain is under its
+  ``max_request_units_per_second``, and every charge is spent from the bucket;
+* a 429 (``Throttled``) is retried after the server's ``retry-after`` (or a short back-off when it names none),
+  counted, within :class:`ThrottleLimits` (retries per request, total seconds waited per drain). Past them the
+  429 is raised as :class:`ThrottleLimitExceeded` (still a 429): the page it hit fails closed, the checkpoint
+  stays at the last confirmed page, and the summary says the drain stopped on the throttle limit.
+
+The SDK's own 429 retries (``retry_throttle_total`` on the client) happen below this and are not counted here.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+from typing_extensions import override
+
+from airflow_chatter.drain.pacing import TokenBucket
+from airflow_chatter.ports import (
+    BatchOperation,
+    BatchOperationResult,
+    ChangeFeedPage,
+    ChangeFeedStart,
+    ContainerProperties,
+    Document,
+    DocumentContainer,
+    FeedRange,
+    PartitionKey,
+    PatchOperation,
+    Throttled,
+)
+from airflow_chatter.request_charges import charged_to
+
+FEED = "feed"
+STAMPS = "stamps"
+LEASES = "leases"
+OTHER = "other"
+KINDS = (FEED, STAMPS, LEASES, OTHER)
+
+#: Back-off for a 429 that names no retry-after.
+DEFAULT_RETRY_AFTER_SECONDS = 0.1
+
+_T = TypeVar("_T")
+
+
+class ThrottleLimitExceeded(Throttled):
+    """A 429 outlasted the source's retry limits; the drain stops at the page it hit, nothing lost."""
+
+
+@dataclass(frozen=True)
+class ThrottleLimits:
+    """``max_retries`` per request (0: none); ``max_wait_seconds`` in all per drain."""
+
+    max_retries: int = 9
+    max_wait_seconds: float = 30.0
+
+
+class RequestUnits:
+    """The charges of one drain, by kind, and its 429s; thread-safe (the stamp writers share it).
+
+    One per engine, :meth:`reset` when a drain starts (an engine drains its leases one after another).
+    """
+
+    def __init__(self, bucket: TokenBucket | None = None) -> None:
+        self._lock = threading.Lock()
+        self._by_kind: dict[str, float] = dict.fromkeys(KINDS, 0.0)
+        self.bucket = bucket
+        self.throttled = 0
+        self.throttle_waited_seconds = 0.0
+        self.throttle_limit_reached = False
+
+    def sink(self, kind: str) -> Callable[[float], None]:
+        def add(charge: float) -> None:
+            with self._lock:
+                self._by_kind[kind] += charge
+            bucket = self.bucket
+            if bucket is not None:
+                bucket.spend(charge)
+
+        return add
+
+    def reset(self) -> None:
+        """Start a new drain: zero the charges, the 429 count and the wait spent against the limits."""
+        with self._lock:
+            self._by_kind = dict.fromkeys(KINDS, 0.0)
+            self.throttled = 0
+            self.throttle_waited_seconds = 0.0
+            self.throttle_limit_reached = False
+
+    def by_kind(self) -> dict[str, float]:
+        with self._lock:
+            return dict(self._by_kind)
+
+    @property
+    def total(self) -> float:
+        with self._lock:
+            return sum(self._by_kind.values())
+
+    def count_throttle(self, waited: float) -> None:
+        with self._lock:
+            self.throttled += 1
+            self.throttle_waited_seconds += waited
+
+
+class MeteredContainer(DocumentContainer):
+    """A container whose every request is charged to ``units`` (by kind), paced, and retried on 429.
+
+    ``kind`` fixes the kind for every call (the lease container), or ``None`` to tell by operation (the monitored
+    container: change-feed reads, stamps, other). ``sleep`` is injectable for tests.
+    """
+
+    def __init__(
+        self,
+        inner: DocumentContainer,
+        units: RequestUnits,
+        limits: ThrottleLimits,
+        *,
+        kind: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.inner = inner
+        self._units = units
+        self._limits = limits
+        self._sleep = sleep
+        if kind is None:
+            self._sinks = {k: units.sink(k) for k in (FEED, STAMPS, OTHER)}
+        else:
+            self._sinks = dict.fromkeys((FEED, STAMPS, OTHER), units.sink(kind))
+
+    def _call(self, kind: str, call: Callable[[], _T]) -> _T:
+        units = self._units
+        retries = 0
+        while True:
+            if units.bucket is not None:
+                units.bucket.wait()
+            try:
+                with charged_to(self._sinks[kind]):
+                    return call()
+            except Throttled as throttled:
+                delay = (
+                    throttled.retry_after_ms / 1000.0
+                    if throttled.retry_after_ms is not None
+                    else DEFAULT_RETRY_AFTER_SECONDS
+                )
+                if (
+                    retries >= self._limits.max_retries
+                    or units.throttle_waited_seconds + delay > self._limits.max_wait_seconds
+                ):
+                    units.count_throttle(0.0)
+                    units.throttle_limit_reached = True
+                    raise ThrottleLimitExceeded(
+                        f"request throttled (429) past the retry limits ({retries} retries, "
+                        f"{units.throttle_waited_seconds:.1f}s waited of max_throttle_wait_seconds="
+                        f"{self._limits.max_wait_seconds}); the drain stops at this page, nothing lost: {throttled}",
+                        retry_after_ms=throttled.retry_after_ms,
+                    ) from throttled
+                units.count_throttle(delay)
+                retries += 1
+                self._sleep(delay)
+
+    # -- the port, delegated ---------------------------------------------------------------------------------
+
+    @override
+    def properties(self) -> ContainerProperties:
+        return self._call(OTHER, self.inner.properties)
+
+    @override
+    def create(self, document: Document, partition_key: PartitionKey) -> Document:
+        return self._call(OTHER, lambda: self.inner.create(document, partition_key))
+
+    @override
+    def read(self, item_id: str, partition_key: PartitionKey) -> Document:
+        return self._call(OTHER, lambda: self.inner.read(item_id, partition_key))
+
+    @override
+    def replace(
+        self, item_id: str, partition_key: PartitionKey, document: Document, *, if_match: str | None = None
+    ) -> Document:
+        return self._call(OTHER, lambda: self.inner.replace(item_id, partition_key, document, if_match=if_match))
+
+    @override
+    def upsert(self, document: Document, partition_key: PartitionKey, *, if_match: str | None = None) -> Document:
+        return self._call(OTHER, lambda: self.inner.upsert(document, partition_key, if_match=if_match))
+
+    @override
+    def delete(self, item_id: str, partition_key: PartitionKey, *, if_match: str | None = None) -> None:
+        self._call(OTHER, lambda: self.inner.delete(item_id, partition_key, if_match=if_match))
+
+    @override
+    def patch(
+        self,
+        item_id: str,
+        partition_key: PartitionKey,
+        operations: Sequence[PatchOperation],
+        *,
+        if_match: str | None = None,
+        filter_predicate: str | None = None,
+    ) -> Document:
+        return self._call(
+            STAMPS,
+            lambda: self.inner.patch(
+                item_id, partition_key, operations, if_match=if_match, filter_predicate=filter_predicate
+            ),
+        )
+
+    @override
+    def execute_batch(
+        self, partition_key: PartitionKey, operations: Sequence[BatchOperation]
+    ) -> list[BatchOperationResult]:
+        return self._call(STAMPS, lambda: self.inner.execute_batch(partition_key, operations))
+
+    @override
+    def query(
+        self, sql: str, parameters: Mapping[str, Any] | None = None, *, partition_key: PartitionKey | None = None
+    ) -> Iterator[Any]:
+        # Materialised inside the call: the pages are requested while iterating, and must be charged and retried.
+        return iter(self._call(OTHER, lambda: list(self.inner.query(sql, parameters, partition_key=partition_key))))
+
+    @override
+    def read_feed_ranges(self, *, force_refresh: bool = False) -> list[FeedRange]:
+        return self._call(OTHER, lambda: self.inner.read_feed_ranges(force_refresh=force_refresh))
+
+    @override
+    def is_feed_range_subset(self, parent: FeedRange, child: FeedRange) -> bool:
+        return self.inner.is_feed_range_subset(parent, child)
+
+    @override
+    def feed_range_overlap(self, a: FeedRange, b: FeedRange) -> FeedRange | None:
+        return self.inner.feed_range_overlap(a, b)
+
+    @override
+    def read_change_feed(
+        self,
+        feed_range: FeedRange,
+        *,
+        continuation: str | None = None,
+        start: ChangeFeedStart | datetime = ChangeFeedStart.BEGINNING,
+        max_item_count: int = 100,
+    ) -> ChangeFeedPage:
+        return self._call(
+            FEED,
+            lambda: self.inner.read_change_feed(
+                feed_range, continuation=continuation, start=start, max_item_count=max_item_count
+            ),
+        )
+
+
+__all__ = [
+    "FEED",
+    "KINDS",
+    "LEASES",
+    "OTHER",
+    "STAMPS",
+    "MeteredContainer",
+    "RequestUnits",
+    "ThrottleLimitExceeded",
+    "ThrottleLimits",
+]

@@ -1,0 +1,188 @@
+"""Writing a page's stamps: one by one (``sequential``) or grouped per partition key in batches (F-10).
+
+The engine hands the writer the stamps of documents whose publishes are confirmed, in feed order, and gets back
+each document's own outcome (the document the write returned, or its error), in the same order.
+
+``batched`` (the default) groups the requests by partition key, cuts each group into transactional batches of at
+most :data:`MAX_BATCH_OPERATIONS` operations and :data:`MAX_BATCH_BYTES`, and writes the batches concurrently on
+up to ``concurrency`` threads. A group of one is a plain point patch (same charge, one request either way). A
+batch refused as a whole (``BatchFailed`` for one of its operations: a document deleted meanwhile, a 412; or any
+other error of the whole request) is retried operation by operation, so every document gets its own outcome and
+the documents that can be stamped are. Each operation is still the RLY-03 patch.
+
+WHY threads on the sync client, not the async one: the hook hands the drain a sync ``CosmosClient``; a request is
+a blocking HTTP call that releases the GIL while it waits, so a handful of threads overlaps the round trips the
+way an event loop would, with no second client, no second connection pool and no event loop inside an Airflow
+task. The measurements are in docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Literal
+
+from airflow_chatter.ports import (
+    BatchOperation,
+    BatchOperationResult,
+    ContainerError,
+    Document,
+    DocumentContainer,
+    PartitionKey,
+    PatchOperation,
+)
+
+StampMode = Literal["batched", "sequential"]
+STAMP_MODES: tuple[str, ...] = ("batched", "sequential")
+
+#: Cosmos DB's limits for one transactional batch.
+MAX_BATCH_OPERATIONS = 100
+MAX_BATCH_BYTES = 2 * 1024 * 1024
+#: Room kept for the request's own envelope when sizing a batch.
+_ENVELOPE_BYTES = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class StampRequest:
+    """One status write: ``operations`` patched onto ``item_id`` in ``partition_key``; ``status`` is the value set."""
+
+    item_id: str
+    partition_key: PartitionKey
+    operations: tuple[PatchOperation, ...]
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
+class StampOutcome:
+    """Exactly one of ``written`` (the document as the write returned it) and ``error`` is set."""
+
+    request: StampRequest
+    written: Document | None = None
+    error: BaseException | None = None
+
+    @property
+    def landed(self) -> bool:
+        return self.error is None
+
+
+class StampWriter:
+    """Writes stamps to ``container`` in ``mode``; ``concurrency`` bounds the batches in flight (batched mode)."""
+
+    def __init__(self, container: DocumentContainer, mode: StampMode = "batched", concurrency: int = 8) -> None:
+        self.container = container
+        self.mode = mode
+        self.concurrency = concurrency
+        self._executor: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def write(self, requests: Sequence[StampRequest]) -> list[StampOutcome]:
+        """Each request's outcome, in input order. ``sequential`` stops at the first failure (later ones unwritten
+        and not reported: the caller fails the page there, as RLY-07 had it)."""
+        if self.mode == "sequential":
+            return self._sequential(requests)
+        chunks = _chunks(requests)
+        if len(chunks) <= 1 or self.concurrency <= 1:
+            results = [self._chunk(chunk) for chunk in chunks]
+        else:
+            results = list(self._pool().map(self._chunk, chunks))
+        by_index: dict[int, StampOutcome] = {}
+        for chunk, outcomes in zip(chunks, results, strict=True):
+            for (index, _request), outcome in zip(chunk, outcomes, strict=True):
+                by_index[index] = outcome
+        return [by_index[i] for i in range(len(requests))]
+
+    def close(self) -> None:
+        """Stop the worker threads (idle ones also stop by themselves when the process exits)."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True)
+
+    # -- internals -------------------------------------------------------------------------------------------
+
+    def _pool(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="chatter-stamp")
+            return self._executor
+
+    def _sequential(self, requests: Sequence[StampRequest]) -> list[StampOutcome]:
+        outcomes: list[StampOutcome] = []
+        for request in requests:
+            outcome = self._one(request)
+            outcomes.append(outcome)
+            if not outcome.landed:
+                break
+        return outcomes
+
+    def _one(self, request: StampRequest) -> StampOutcome:
+        try:
+            written = self.container.patch(request.item_id, request.partition_key, request.operations)
+        except Exception as exc:  # noqa: BLE001 - the document's own outcome; the engine decides what it means
+            return StampOutcome(request, error=exc)
+        return StampOutcome(request, written=written)
+
+    def _chunk(self, chunk: Sequence[tuple[int, StampRequest]]) -> list[StampOutcome]:
+        requests = [request for _index, request in chunk]
+        if len(requests) == 1:
+            return [self._one(requests[0])]
+        operations = [BatchOperation.patch(r.item_id, r.operations) for r in requests]
+        try:
+            results = self.container.execute_batch(requests[0].partition_key, operations)
+        except ContainerError:
+            # F-10: refused as a whole; nothing of it was written. One by one, each document gets its own outcome.
+            return [self._one(request) for request in requests]
+        if len(results) != len(requests):
+            return [self._one(request) for request in requests]
+        return [_outcome(request, result) for request, result in zip(requests, results, strict=True)]
+
+
+def _outcome(request: StampRequest, result: BatchOperationResult) -> StampOutcome:
+    if not 200 <= result.status_code < 300:
+        return StampOutcome(request, error=ContainerError(f"batch patch answered {result.status_code}"))
+    written = result.body
+    if written is None:
+        # A committed patch of a transactional batch may come back without its body; the status is the one set.
+        written = {"id": request.item_id, "status": request.status, "_etag": result.etag}
+    return StampOutcome(request, written=written)
+
+
+def _key(partition_key: PartitionKey) -> str:
+    return json.dumps(partition_key, sort_keys=True, default=str)
+
+
+def _size(request: StampRequest) -> int:
+    ops = [op.as_cosmos() for op in request.operations]
+    return len(request.item_id) + len(json.dumps(ops, default=str)) + 64
+
+
+def _chunks(requests: Sequence[StampRequest]) -> list[list[tuple[int, StampRequest]]]:
+    """Requests grouped per partition key (feed order kept inside a group), cut at the batch limits."""
+    groups: dict[str, list[list[tuple[int, StampRequest]]]] = {}
+    sizes: dict[str, int] = {}
+    for index, request in enumerate(requests):
+        key = _key(request.partition_key)
+        size = _size(request)
+        chunks = groups.setdefault(key, [[]])
+        current = chunks[-1]
+        if current and (len(current) >= MAX_BATCH_OPERATIONS or sizes[key] + size > MAX_BATCH_BYTES - _ENVELOPE_BYTES):
+            current = []
+            chunks.append(current)
+            sizes[key] = 0
+        current.append((index, request))
+        sizes[key] = sizes.get(key, 0) + size
+    return [chunk for chunks in groups.values() for chunk in chunks]
+
+
+__all__ = [
+    "MAX_BATCH_BYTES",
+    "MAX_BATCH_OPERATIONS",
+    "STAMP_MODES",
+    "StampMode",
+    "StampOutcome",
+    "StampRequest",
+    "StampWriter",
+]

@@ -1,0 +1,117 @@
+"""What one drain of one lease counted and how it ended: ``DrainCounts`` while it runs, ``DrainSummary`` after.
+
+The summary is what a drain task pushes to XCom (``to_dict``) and logs (``log_line``, F-09), and what
+``raise_for_error`` re-raises (F-06). F-11 adds the drain's request units, by kind, and its 429s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from airflow_chatter.drain.telemetry import error_type
+
+
+@dataclass
+class DrainCounts:
+    """Everything one drain of one lease counts and notes as it runs: the one definition of those fields.
+
+    The engine updates one ``DrainCounts`` while it drains (a plain mutable dataclass, no per-document
+    copying); ``DrainSummary`` is these fields plus the outcome, built once at the end (``DrainSummary.of``).
+    ``continuation_age_seconds`` is how long ago the lease's continuation last advanced, as of the end
+    of the run (near 0 after a successful pass, growing while a lease is refused or failing).
+    """
+
+    lease: str
+    lease_token: str | None = None
+    source_identity: str | None = None
+    published: int = 0
+    delivered: int = 0
+    undeliverable: int = 0
+    skipped: int = 0
+    dropped: int = 0
+    refused_batches: int = 0
+    confirmation_failures: int = 0
+    documents: int = 0
+    pages: int = 0
+    max_lag_seconds: float | None = None
+    continuation_age_seconds: float | None = None
+    continuation: str | None = None
+    suspended: bool = False
+    lease_held_by: str | None = None
+    split_into: tuple[str, ...] = ()
+    #: F-11: the charges of this drain's requests, in RU, in all and by kind (feed, stamps, leases, other).
+    request_units: float = 0.0
+    request_units_by_kind: Mapping[str, float] = field(default_factory=dict)
+    #: 429s answered to this drain's requests (each retried after its retry-after, or the limit reached).
+    throttled: int = 0
+    throttle_limit_reached: bool = False
+
+    def lag(self, seconds: float) -> None:
+        if self.max_lag_seconds is None or seconds > self.max_lag_seconds:
+            self.max_lag_seconds = seconds
+
+
+@dataclass
+class DrainSummary(DrainCounts):
+    """What one drain of one lease did: its ``DrainCounts`` and its outcome; ``to_dict()`` is its XCom form (F-09).
+
+    A value: the engine builds it once, at the end of a run, and never changes it afterwards.
+    ``error`` keeps the original exception for ``raise_for_error``; it is not part of ``to_dict``.
+    """
+
+    error_type: str | None = None
+    error_message: str | None = None
+    error: BaseException | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def of(cls, counts: DrainCounts, error: BaseException | None = None) -> DrainSummary:
+        """The summary of a run that counted ``counts`` and ended with ``error`` (``None``: it succeeded)."""
+        return cls(
+            **{f.name: getattr(counts, f.name) for f in fields(DrainCounts)},
+            error_type=error_type(error) if error is not None else None,
+            error_message=str(error) if error is not None else None,
+            error=error,
+        )
+
+    @property
+    def request_units_per_delivered(self) -> float | None:
+        """RU per delivered document (all of the drain's charges over its delivered stamps); ``None`` for none."""
+        return None if not self.delivered else self.request_units / self.delivered
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: plain numbers, strings, booleans, lists and ``None``."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "error"}
+        data["split_into"] = list(self.split_into)
+        data["request_units_by_kind"] = dict(self.request_units_by_kind)
+        data["request_units_per_delivered"] = self.request_units_per_delivered
+        return data
+
+    def raise_for_error(self) -> None:
+        """Re-raise the original error of a failed drain (F-06); do nothing otherwise."""
+        if self.error is not None:
+            raise self.error
+
+    def log_line(self) -> str:
+        """One line for the task log."""
+        outcome = f"failed with {self.error_type}: {self.error_message}" if self.failed else "ok"
+        return (
+            f"drain lease={self.lease} published={self.published} delivered={self.delivered} "
+            f"undeliverable={self.undeliverable} skipped={self.skipped} dropped={self.dropped} "
+            f"refused={self.refused_batches} confirmation_failures={self.confirmation_failures} "
+            f"pages={self.pages} max_lag={self.max_lag_seconds} suspended={self.suspended} "
+            f"ru={self.request_units:.1f} ru_per_delivered={_rounded(self.request_units_per_delivered)} "
+            f"throttled={self.throttled} {outcome}"
+        )
+
+
+def _rounded(value: float | None) -> str:
+    return "None" if value is None else f"{value:.2f}"
+
+
+__all__ = ["DrainCounts", "DrainSummary"]

@@ -1,0 +1,397 @@
+"""Store-bound throughput (issue 12): batched stamps, request units, pacing. Ratios side by side, in one run.
+
+    .venv/bin/python benchmarks/stamp_throughput.py [--n 2000] [--stub-n 20000] [--rss 10000,100000]
+
+Real broker and the project emulator (its account-like switches: docs/emulator.md). Every figure is a ratio of two
+measurements taken in this run, on the same N pending 1 KB documents:
+
+(a) batched ÷ sequential drain, 64 partition keys, no added latency                 target ≥ 5
+(b) the same with 5 ms added latency per request                                    target ≥ 10
+(c) every document on its own key at 5 ms: batched ÷ sequential                     target ≥ 3
+    and ÷ the emulator's own concurrent point-patch rate (stamp_concurrency threads) target ≥ 0.7
+(d) drain ÷ store ceiling (the same feed reads + batched patches, no Kafka), 64 keys target ≥ 0.7
+(e) engine overhead: drain ÷ bare relay, both against a container stub that does no work   target ≥ 0.9
+(f) max_request_units_per_second = half the unpaced drain's RU/s: measured RU/s ÷ cap      target 0.9..1.1, 0 429s
+(g) provisioned RU/s below the unpaced rate, no cap: completes, 429s counted, nothing lost
+(h) peak RSS draining 100k ÷ 10k (drain_throughput.py's measurement)                 target ≤ 1.15
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import drain_throughput as base  # noqa: E402
+
+from airflow_chatter.adapters.cosmos.container import (  # noqa: E402
+    CosmosDocumentContainer,
+    create_container,
+    ensure_database,
+    make_cosmos_client,
+)
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisher  # noqa: E402
+from airflow_chatter.drain.engine import DrainEngine, DrainSummary  # noqa: E402
+from airflow_chatter.drain.options import SourceOptions  # noqa: E402
+from airflow_chatter.drain.stamps import StampRequest, StampWriter  # noqa: E402
+from airflow_chatter.outbox.contract import Deliverable, verify  # noqa: E402
+from airflow_chatter.outbox.mapping import to_outgoing_message  # noqa: E402
+from airflow_chatter.ports import (  # noqa: E402
+    BatchOperation,
+    BatchOperationResult,
+    ChangeFeedStart,
+    Document,
+    DocumentContainer,
+    FeedRange,
+    OutgoingMessage,
+    PartitionKey,
+    Publisher,
+)
+
+CONCURRENCY = 8
+PAGE = 1000
+
+
+# ============================================================================================== the emulator
+
+
+class Emulator:
+    """The project emulator: a client, a database, throwaway containers and the admin switches."""
+
+    def __init__(self, connection: Mapping[str, str]) -> None:
+        verify: bool | str = connection.get("COSMOS_VERIFY", "true")
+        verify = True if verify in ("true", "1", "") else False if verify in ("false", "0") else verify
+        self.url, self.key, self.verify = connection["COSMOS_ENDPOINT"], connection["COSMOS_KEY"], verify
+        self.client = self.new_client()
+        self.database = ensure_database(self.client, "airflow-chatter-bench")
+
+    def new_client(self, *, sdk_throttle_retries: int | None = None) -> Any:
+        kwargs: dict[str, Any] = {}
+        if sdk_throttle_retries is not None:
+            from azure.cosmos.documents import ConnectionPolicy, RetryOptions
+
+            policy = ConnectionPolicy()
+            policy.RetryOptions = RetryOptions(max_retry_attempt_count=sdk_throttle_retries)
+            kwargs["connection_policy"] = policy
+        kwargs["connection_timeout"] = 30
+        return make_cosmos_client(self.url, self.key, verify=self.verify, **kwargs)
+
+    def configure(self, **settings: Any) -> None:
+        from tests.fixtures.cosmos import CosmosEndpoint, configure_emulator
+
+        configure_emulator(CosmosEndpoint(self.url, self.key, self.verify, True), **settings)
+
+    def container(self, client: Any = None) -> tuple[Any, CosmosDocumentContainer]:
+        proxy = create_container(self.database, f"bench-{uuid.uuid4().hex[:10]}", ("/tenantId",), default_ttl=-1)
+        if client is not None:
+            proxy = client.get_database_client(self.database.id).get_container_client(proxy.id)
+        return proxy, CosmosDocumentContainer(proxy)
+
+    def drop(self, proxy: Any) -> None:
+        self.database.delete_container(proxy.id)
+
+
+def document(i: int, topic: str, keys: int | None) -> Document:
+    """The i-th pending 1 KB document, on one of ``keys`` partition keys (``None``: its own key)."""
+    doc = base.outbox_document(i, topic)
+    tenant = f"tenant-{i % keys}" if keys is not None else f"own-{i}"
+    doc["tenantId"] = tenant
+    return doc
+
+
+def seed(container: CosmosDocumentContainer, n: int, topic: str, keys: int | None) -> None:
+    """Create N pending documents quickly: batched creates per key, concurrently."""
+    groups: dict[str, list[Document]] = {}
+    for i in range(n):
+        doc = document(i, topic, keys)
+        groups.setdefault(doc["tenantId"], []).append(doc)
+
+    def create(docs: list[Document]) -> None:
+        for start in range(0, len(docs), 100):
+            chunk = docs[start : start + 100]
+            if len(chunk) == 1:
+                container.create(chunk[0], chunk[0]["tenantId"])
+            else:
+                container.execute_batch(chunk[0]["tenantId"], [BatchOperation.create(d) for d in chunk])
+
+    with ThreadPoolExecutor(CONCURRENCY) as pool:
+        list(pool.map(create, groups.values()))
+
+
+def options(name: str, **kwargs: Any) -> SourceOptions:
+    return SourceOptions(name, ("/tenantId",), max_batch_size=PAGE, stamp_concurrency=CONCURRENCY, **kwargs)
+
+
+def drain(monitored: DocumentContainer, publisher: Publisher, n: int, **kwargs: Any) -> tuple[float, DrainSummary]:
+    engine = DrainEngine(
+        options(f"bench-{uuid.uuid4().hex[:6]}", **kwargs), monitored, base.lease_container(), publisher, owner="bench"
+    )
+    engine.ensure_leases()
+    started = time.perf_counter()
+    summaries = engine.drain_all()
+    elapsed = time.perf_counter() - started
+    failed = [s.to_dict() for s in summaries if s.error is not None]
+    delivered = sum(s.delivered for s in summaries)
+    assert delivered == n and not failed, (delivered, failed)
+    total = summaries[0]
+    for other in summaries[1:]:
+        total = other if other.request_units > total.request_units else total
+    units = sum(s.request_units for s in summaries)
+    throttled = sum(s.throttled for s in summaries)
+    return elapsed, DrainSummary(total.lease, delivered=delivered, request_units=units, throttled=throttled)
+
+
+def emulator_drain(
+    emu: Emulator,
+    bootstrap: str,
+    n: int,
+    keys: int | None,
+    latency_ms: int,
+    *,
+    client: Any = None,
+    settings: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> tuple[float, DrainSummary]:
+    proxy, container = emu.container(client)
+    try:
+        topic = base.new_topic(bootstrap, "stamps")
+        emu.configure(latency_ms=0, provisioned_ru_per_second=None)
+        seed(container, n, topic, keys)
+        emu.configure(latency_ms=latency_ms, **(settings or {}))
+        publisher = KafkaPublisher(base.producer_settings(bootstrap))
+        try:
+            assert publisher.send_batch([OutgoingMessage(topic, b"warm-up")])[0].confirmed
+            return drain(container, publisher, n, **kwargs)
+        finally:
+            publisher.close()
+            emu.configure(latency_ms=0, provisioned_ru_per_second=None)
+    finally:
+        emu.drop(proxy)
+
+
+def point_patch_rate(emu: Emulator, n: int, latency_ms: int) -> float:
+    """The emulator's own rate for one-by-one delivered patches on CONCURRENCY threads (no drain, no Kafka)."""
+    proxy, container = emu.container()
+    try:
+        seed(container, n, "unused", None)
+        emu.configure(latency_ms=latency_ms)
+        ids = [(document(i, "unused", None)["id"], f"own-{i}") for i in range(n)]
+        started = time.perf_counter()
+        with ThreadPoolExecutor(CONCURRENCY) as pool:
+            list(pool.map(lambda item: container.patch(item[0], item[1], base.DELIVERED), ids))
+        return n / (time.perf_counter() - started)
+    finally:
+        emu.configure(latency_ms=0)
+        emu.drop(proxy)
+
+
+def store_ceiling(emu: Emulator, n: int, keys: int) -> float:
+    """The same feed reads and batched patches as the drain, with no Kafka and no engine."""
+    proxy, container = emu.container()
+    try:
+        seed(container, n, "unused", keys)
+        writer = StampWriter(container, "batched", CONCURRENCY)
+        (feed_range,) = container.read_feed_ranges()
+        started = time.perf_counter()
+        continuation: str | None = None
+        done = 0
+        while True:
+            page = container.read_change_feed(
+                feed_range, continuation=continuation, start=ChangeFeedStart.BEGINNING, max_item_count=PAGE
+            )
+            continuation = page.continuation
+            if not page.documents:
+                break
+            requests = [StampRequest(d["id"], d["tenantId"], base.DELIVERED, "delivered") for d in page.documents]
+            done += sum(1 for outcome in writer.write(requests) if outcome.landed)
+        elapsed = time.perf_counter() - started
+        writer.close()
+        assert done == n, done
+        return n / elapsed
+    finally:
+        emu.drop(proxy)
+
+
+# ============================================================================================== the no-work stub
+
+
+class Stub(base.SyntheticSource):
+    """A container that does no work: generated pages, every stamp and batch acknowledged at once."""
+
+    def execute_batch(
+        self, partition_key: PartitionKey, operations: Sequence[BatchOperation]
+    ) -> list[BatchOperationResult]:
+        return [
+            BatchOperationResult(200, "stamped", {"id": op.id, "status": "delivered", "_etag": "stamped"})
+            for op in operations
+        ]
+
+
+def stub_drain(bootstrap: str, n: int) -> float:
+    topic = base.new_topic(bootstrap, "stub")
+    publisher = KafkaPublisher(base.producer_settings(bootstrap))
+    try:
+        assert publisher.send_batch([OutgoingMessage(topic, b"warm-up")])[0].confirmed
+        elapsed, _ = drain(Stub(n, topic), publisher, n)
+        return n / elapsed
+    finally:
+        publisher.close()
+
+
+def stub_bare_relay(bootstrap: str, n: int) -> float:
+    """The least a relay does against the same stub: read a page, map, send, wait, patch in batches per key."""
+    topic = base.new_topic(bootstrap, "stub-bare")
+    stub = Stub(n, topic)
+    publisher = KafkaPublisher(base.producer_settings(bootstrap))
+    try:
+        assert publisher.send_batch([OutgoingMessage(topic, b"warm-up")])[0].confirmed
+        started = time.perf_counter()
+        continuation: str | None = None
+        done = 0
+        while True:
+            page = stub.read_change_feed(FeedRange("all"), continuation=continuation, max_item_count=PAGE)
+            continuation = page.continuation
+            if not page.documents:
+                break
+            messages = []
+            for doc in page.documents:
+                verdict = verify(doc)
+                assert isinstance(verdict, Deliverable)
+                messages.append(to_outgoing_message(verdict, doc["tenantId"], "partition_key"))
+            outcomes = publisher.send_batch(messages)
+            assert all(o.confirmed for o in outcomes)
+            groups: dict[str, list[Document]] = {}
+            for doc in page.documents:
+                groups.setdefault(doc["tenantId"], []).append(doc)
+            for key, docs in groups.items():
+                stub.execute_batch(key, [BatchOperation.patch(d["id"], base.DELIVERED) for d in docs])
+            done += len(page.documents)
+        assert done == n
+        return n / (time.perf_counter() - started)
+    finally:
+        publisher.close()
+
+
+# ============================================================================================== report
+
+
+def row(label: str, value: float, target: str) -> str:
+    return f"{label:<64} = {value:7.2f}   (target {target})"
+
+
+def machine() -> str:
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor() or "unknown",
+    )
+    return f"nproc={os.cpu_count()} cpu={cpu} python={platform.python_version()}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=2000, help="documents per emulator measurement")
+    parser.add_argument("--stub-n", type=int, default=20000, help="documents for the engine-overhead pair")
+    parser.add_argument("--rss", default="10000,100000", help="small,large N for the RSS ratio ('' to skip)")
+    args = parser.parse_args()
+    n = args.n
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    print(f"machine: {machine()}")
+    print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
+    lines: list[str] = []
+    with base.kafka_service() as bootstrap, base.emulator_service() as connection:
+        if connection is None:
+            print("emulator: unavailable; nothing measured")
+            sys.exit(1)
+        emu = Emulator(connection)
+        emu.configure(request_charges=True, latency_ms=0, provisioned_ru_per_second=None)
+        rates: dict[str, float] = {}
+        for label, keys, latency in (("64 keys, 0 ms", 64, 0), ("64 keys, 5 ms", 64, 5), ("own keys, 5 ms", None, 5)):
+            seq_s, _ = emulator_drain(emu, bootstrap, n, keys, latency, stamp_mode="sequential")
+            bat_s, bat = emulator_drain(emu, bootstrap, n, keys, latency, stamp_mode="batched")
+            rates[f"seq {label}"], rates[f"bat {label}"] = n / seq_s, n / bat_s
+            if label == "64 keys, 0 ms":
+                unpaced_ru_per_s = bat.request_units / bat_s
+                ru_per_doc = bat.request_units / n
+            print(f"drain {label:<15} sequential {n / seq_s:8,.0f} doc/s   batched {n / bat_s:8,.0f} doc/s")
+        print("measuring the emulator's point-patch rate and the store ceiling ...")
+        patch_rate = point_patch_rate(emu, n, 5)
+        ceiling = store_ceiling(emu, n, 64)
+        print(
+            f"emulator point patches ({CONCURRENCY} threads, 5 ms) {patch_rate:8,.0f}/s   "
+            f"store ceiling (64 keys) {ceiling:8,.0f} doc/s"
+        )
+        print(f"unpaced batched drain: {unpaced_ru_per_s:,.0f} RU/s, {ru_per_doc:.2f} RU per delivered document")
+        cap = unpaced_ru_per_s / 2
+        paced_s, paced = emulator_drain(emu, bootstrap, n, 64, 0, max_request_units_per_second=cap)
+        paced_rate = paced.request_units / paced_s
+        print(f"paced at {cap:,.0f} RU/s: measured {paced_rate:,.0f} RU/s, 429s {paced.throttled}")
+        provisioned = max(50.0, unpaced_ru_per_s / 3)
+        throttled_s, throttled = emulator_drain(
+            emu,
+            bootstrap,
+            n,
+            64,
+            0,
+            client=emu.new_client(sdk_throttle_retries=0),
+            settings={"provisioned_ru_per_second": provisioned},
+            max_throttle_retries=1000,
+            max_throttle_wait_seconds=3600,
+        )
+        print(
+            f"provisioned {provisioned:,.0f} RU/s, no cap: delivered {throttled.delivered}/{n}, "
+            f"429s counted {throttled.throttled}, {n / throttled_s:,.0f} doc/s"
+        )
+        emu.configure(request_charges=False)
+        stub = stub_drain(bootstrap, args.stub_n)
+        bare = stub_bare_relay(bootstrap, args.stub_n)
+        print(f"no-work stub: drain {stub:8,.0f} doc/s   bare relay {bare:8,.0f} doc/s")
+        lines += [
+            row(
+                "(a) batched ÷ sequential, 64 keys, 0 ms",
+                rates["bat 64 keys, 0 ms"] / rates["seq 64 keys, 0 ms"],
+                "≥ 5",
+            ),
+            row(
+                "(b) batched ÷ sequential, 64 keys, 5 ms",
+                rates["bat 64 keys, 5 ms"] / rates["seq 64 keys, 5 ms"],
+                "≥ 10",
+            ),
+            row(
+                "(c) batched ÷ sequential, own keys, 5 ms",
+                rates["bat own keys, 5 ms"] / rates["seq own keys, 5 ms"],
+                "≥ 3",
+            ),
+            row(
+                "(c) batched own keys ÷ emulator point patches, 5 ms", rates["bat own keys, 5 ms"] / patch_rate, "≥ 0.7"
+            ),
+            row("(d) drain ÷ store ceiling, 64 keys", rates["bat 64 keys, 0 ms"] / ceiling, "≥ 0.7"),
+            row("(e) drain ÷ bare relay, no-work stub", stub / bare, "≥ 0.9"),
+            row("(f) paced RU/s ÷ cap", paced_rate / cap, "0.9..1.1, 0 429s") + f"  429s={paced.throttled}",
+            row("(g) provisioned below the rate: delivered ÷ N", throttled.delivered / n, "1.00, 429s > 0")
+            + f"  429s={throttled.throttled}",
+        ]
+        if args.rss:
+            small, large = (int(x) for x in args.rss.split(","))
+            rss_small, rss_large = base.measure_rss(small, bootstrap), base.measure_rss(large, bootstrap)
+            lines.append(row(f"(h) peak RSS {large} ÷ {small}", rss_large / rss_small, "≤ 1.15"))
+    print()
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
