@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_chatter.ports import (
+    MessageRejected,
     OutgoingMessage,
     PublishConfirmation,
     Publisher,
@@ -85,6 +86,14 @@ class KafkaPublishError(PublishError):
     def __init__(self, message: str, *, retriable: bool = True) -> None:
         super().__init__(message)
         self.retriable = retriable
+
+
+class KafkaMessageRejected(KafkaPublishError, MessageRejected):
+    """kafka-python refused the record itself before sending it (an illegal topic name, a value it cannot
+    serialise): never retriable, and the drain stamps the document undeliverable."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retriable=False)
 
 
 @dataclass(frozen=True, repr=False)
@@ -299,6 +308,14 @@ def _record_local_errors() -> tuple[type[BaseException], ...]:
         ke.InvalidRecordError,
         ke.CorruptRecordError,
     )
+
+
+def _is_rejected_record(exc: BaseException) -> bool:
+    """kafka-python's own checks of one record, before any I/O: an illegal topic name (``ValueError``), a key or value
+    it cannot serialise (``TypeError``), a topic the broker calls invalid. The record itself is at fault."""
+    from kafka import errors as ke
+
+    return isinstance(exc, (TypeError, ValueError, ke.InvalidTopicError))
 
 
 def _is_retriable(exc: BaseException) -> bool:
@@ -595,11 +612,12 @@ class KafkaPublisher(Publisher):
 
     @staticmethod
     def _wrap(exc: BaseException, index: int, total: int, message: OutgoingMessage, servers: str) -> KafkaPublishError:
-        error = KafkaPublishError(
-            f"message {index + 1} of {total} to topic {message.topic!r} not acknowledged by "
-            f"{servers}: {_describe(exc)}",
-            retriable=_is_retriable(exc),
-        )
+        text = f"message {index + 1} of {total} to topic {message.topic[:120]!r} not acknowledged by {servers}: "
+        error: KafkaPublishError
+        if _is_rejected_record(exc):
+            error = KafkaMessageRejected(text + _describe(exc)[:500])
+        else:
+            error = KafkaPublishError(text + _describe(exc), retriable=_is_retriable(exc))
         error.__cause__ = exc
         return error
 
