@@ -42,6 +42,7 @@ from airflow_chatter.outbox.contract import Deliverable, verify
 from airflow_chatter.outbox.document import OutboxMessage
 from airflow_chatter.outbox.mapping import to_outgoing_message
 from airflow_chatter.ports import (
+    BatchOperationResult,
     ChangeFeedPage,
     ChangeFeedStart,
     ContainerProperties,
@@ -268,10 +269,17 @@ class SyntheticSource(DocumentContainer):
     ) -> Document:
         return {"id": item_id, "status": operations[0].value, "_etag": "stamped"}
 
+    def execute_batch(self, partition_key: PartitionKey, operations: Sequence[Any]) -> list[BatchOperationResult]:
+        """The batched stamps (F-10, the default): acknowledged without being stored, like ``patch``."""
+        return [
+            BatchOperationResult(200, "stamped", {"id": op.id, "status": "delivered", "_etag": "stamped"})
+            for op in operations
+        ]
+
     def _unused(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("not used by a drain")
 
-    create = read = replace = upsert = delete = execute_batch = query = _unused  # type: ignore[assignment]
+    create = read = replace = upsert = delete = query = _unused  # type: ignore[assignment]
 
 
 # ============================================================================================== measurements

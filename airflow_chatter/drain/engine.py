@@ -213,7 +213,7 @@ class DrainEngine:
             clock=clock,
             start_from=start_from,
         )
-        self.topology = LeaseTopology(self.store, monitored)
+        self.topology = LeaseTopology(self.store, self.monitored)
         delivery = source.delivery
         self._delivered_value = delivery.delivered_status_value
         self._delivered_ops = (

@@ -11,6 +11,9 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -45,3 +48,46 @@ def test_benchmark_script_runs_and_prints_every_ratio(kafka_bootstrap: str) -> N
     ):
         assert re.search(re.escape(label) + r" += +\d+\.\d\d", out), (label, out)
     assert "emulator: skipped" in out
+
+
+def test_stamp_benchmark_runs_and_prints_every_ratio(kafka_bootstrap: str, cosmos_endpoint: Any) -> None:
+    if not cosmos_endpoint.is_emulator:
+        pytest.skip("the stamp benchmark drives the project emulator's switches")
+    env = {
+        **os.environ,
+        "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "COSMOS_ENDPOINT": cosmos_endpoint.url,
+        "COSMOS_KEY": cosmos_endpoint.key,
+        "COSMOS_VERIFY": str(cosmos_endpoint.verify).lower()
+        if isinstance(cosmos_endpoint.verify, bool)
+        else cosmos_endpoint.verify,
+    }
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "stamp_throughput.py"),
+            *("--n", "40", "--stub-n", "200", "--stub-rounds", "1", "--rss", "200,400"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=REPO,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert re.search(r"machine: nproc=\d+ cpu=", out), out
+    for label in (
+        "(a) batched ÷ sequential, 64 keys, 0 ms",
+        "(b) batched ÷ sequential, 64 keys, 5 ms",
+        "(c) batched ÷ sequential, own keys, 5 ms",
+        "(c) batched own keys ÷ emulator point patches, 5 ms",
+        "(d) drain ÷ store ceiling, 64 keys",
+        "(e) drain ÷ bare relay, no-work stub",
+        "(f) paced RU/s ÷ cap",
+        "(g) provisioned below the rate: delivered ÷ N",
+        "(h) peak RSS 400 ÷ 200",
+    ):
+        assert re.search(re.escape(label) + r" += +\d+\.\d\d", out), (label, out)
+    assert re.search(r"\(g\) .*= +1\.00 .*429s=\d+", out), "nothing lost under 429s"

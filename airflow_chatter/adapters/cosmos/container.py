@@ -11,6 +11,10 @@ very headers mapping of *this* call's response and afterwards rewrites its ``eta
 composite continuation token (``ChangeFeedFetcherV2.fetch_change_feed_items``). Keeping a reference to the mapping
 therefore yields this page's token and nobody else's. The captured list is local to the call, so concurrent readers
 need no lock and no client of their own; a lock guards only the lazy construction of the container proxy.
+
+Request charges (F-11) are read the same way: every call passes ``response_hook=capture()``, which adds that
+response's own ``x-ms-request-charge`` to the charge sink of the thread that made the call
+(``airflow_chatter.request_charges``; the drain sets one per kind of request).
 """
 
 from __future__ import annotations
