@@ -216,6 +216,10 @@ def test_sus_15_drain_suspension_survives_a_new_process(
                 raise ServiceUnavailable("stamp refused")
             return super().patch(item_id, partition_key, operations, **kwargs)
 
+        def execute_batch(self, partition_key: Any, operations: Any) -> Any:
+            # F-10: batched stamps (the default stamp_mode) go out as transactional batches of patches.
+            raise ServiceUnavailable("stamp batch refused")
+
     monitored_proxy = cosmos_container_factory(("/tenantId",), -1)
     leases_proxy = cosmos_container_factory(("/id",), None)
     name = f"sus-{uuid.uuid4().hex[:8]}"
@@ -263,6 +267,10 @@ def test_rly_06_stamps_failing_after_publish_the_summary_counts_what_the_broker_
             if any(isinstance(op, PatchOperation) and op.path == "/status" for op in operations):
                 raise ServiceUnavailable("stamp refused")
             return super().patch(item_id, partition_key, operations, **kwargs)
+
+        def execute_batch(self, partition_key: Any, operations: Any) -> Any:
+            # F-10: batched stamps (the default stamp_mode) go out as transactional batches of patches.
+            raise ServiceUnavailable("stamp batch refused")
 
     monitored = StampsFail(cosmos_container_factory(("/tenantId",), -1))
     leases = CosmosDocumentContainer(cosmos_container_factory(("/id",), None))
