@@ -416,6 +416,13 @@ class PublishError(Exception):
     """Raised by a publisher for errors that are not per message (e.g. broker unreachable)."""
 
 
+class MessageRejected(PublishError):
+    """A per-message outcome error: the publisher proved this message can never be sent as it is (its topic name is
+    illegal, a field does not encode), whatever the broker's state. Resending cannot help, so the drain stamps the
+    document ``undeliverable`` instead of stopping its page on it forever (found by the fault suite's fuzzed
+    documents; docs/reliability.md)."""
+
+
 class Publisher(abc.ABC):
     @abc.abstractmethod
     def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:

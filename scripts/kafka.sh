@@ -11,6 +11,8 @@
 #            acknowledged; print the bootstrap address. With KAFKA_BOOTSTRAP_SERVERS set, print it
 #            and do nothing.
 #   stop     SIGTERM the broker named by its own pid file (SIGKILL after $KAFKA_STOP_TIMEOUT s).
+#            KAFKA_KEEP_DATA=1 keeps the log dir on stop and reuses it on the next start (a broker
+#            restart with its topics; the fault suite's outage), instead of a fresh one.
 #   status   exit 0 and print the address when this port's broker runs, exit 3 otherwise.
 #
 # Environment: KAFKA_PORT (19092), KAFKA_VERSION (4.1.0), KAFKA_LOG4J_VERSION (2.25.3),
@@ -321,6 +323,18 @@ cmd_start() {
   cmd_install
   command -v java >/dev/null 2>&1 || die "java (17+) not found on PATH"
 
+  if [ "${KAFKA_KEEP_DATA:-0}" = 1 ] && [ -f "$DATA_DIR/meta.properties" ]; then
+    write_config
+    java_cmd
+    : >"$LOG_FILE"
+    nohup "${JAVA_CMD[@]}" kafka.Kafka "$CONFIG_FILE" </dev/null >>"$LOG_FILE" 2>&1 8>&- 9>&- &
+    pid=$!
+    echo "$pid" >"$PID_FILE"
+    log "restarted broker pid $pid on $ADDRESS with its kept log dir $DATA_DIR"
+    wait_ready "$pid" || die "broker on $ADDRESS did not become ready within ${START_TIMEOUT}s; see $LOG_FILE"
+    echo "$ADDRESS"
+    return 0
+  fi
   rm -rf "$DATA_DIR"
   mkdir -p "$DATA_DIR"
   write_config
@@ -381,7 +395,7 @@ cmd_stop() {
   stop_pid "$pid"
   if is_our_broker "$pid"; then die "broker pid $pid did not stop"; fi
   rm -f "$PID_FILE"
-  rm -rf "$DATA_DIR"
+  [ "${KAFKA_KEEP_DATA:-0}" = 1 ] || rm -rf "$DATA_DIR"
   log "stopped broker pid $pid on $ADDRESS"
 }
 

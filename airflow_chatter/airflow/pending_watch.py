@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from airflow_chatter.airflow.config import SourceConfig
-from airflow_chatter.drain.operations import build_engine, count_pending, peek_pending
 from airflow_chatter.drain.leases import ACTIVE
+from airflow_chatter.drain.operations import build_engine, count_pending, peek_pending
 from airflow_chatter.ports import DocumentContainer, OutgoingMessage, Publisher, PublishOutcome
 
 #: The key of a source without leases: one count over the whole container stands for every range.

@@ -62,6 +62,7 @@ from airflow_chatter.ports import (
     DocumentContainer,
     FeedRange,
     FeedRangeGone,
+    MessageRejected,
     OutgoingMessage,
     PartitionKey,
     PatchOperation,
@@ -469,6 +470,15 @@ class DrainEngine:
         self._telemetry.record_undeliverable(verdict.message)
         return ConfirmationReceipt.from_status_write(written, UNDELIVERABLE)
 
+    def _stamp_rejected(self, planned: _Planned, error: MessageRejected, tally: DrainCounts) -> None:
+        """CTR-04 for a message its publisher rejected as unsendable (an illegal topic name, a field that does not
+        encode): no resend can help, so the document is stamped ``undeliverable`` and the lease advances past it,
+        instead of failing its page on every run forever. The violation text names the publisher's reason."""
+        reason = f"Outbox document {planned.message_id!r} cannot be published as it is: {error}"[:2000]
+        self._stamp_undeliverable(
+            planned.document, planned.partition_key, Undeliverable(planned.message_id, (), reason), tally
+        )
+
     def _publish_and_stamp(
         self, holder: _LeaseHolder, run: list[_Planned], publisher: Publisher, tally: DrainCounts
     ) -> ConfirmationReceipt | None:
@@ -498,6 +508,10 @@ class DrainEngine:
             if batched:
                 written = self._stamp_run_batched(run, outcomes, spans, tally)
             for planned, outcome, span in zip(run, outcomes, spans, strict=True) if not batched else ():
+                if isinstance(outcome.error, MessageRejected):
+                    span.end(outcome.error)
+                    self._stamp_rejected(planned, outcome.error, tally)
+                    continue
                 if not outcome.confirmed:
                     failure = outcome.error or PublishError(f"message {planned.message_id!r} was not confirmed")
                     span.end(failure)
@@ -520,8 +534,13 @@ class DrainEngine:
         checkpointed. Returns the last stamp that landed, in feed order, when all did.
         """
         confirmed: list[_Planned] = []
+        rejected: list[tuple[_Planned, MessageRejected]] = []
         failure: BaseException | None = None
         for planned, outcome, span in zip(run, outcomes, spans, strict=True):
+            if isinstance(outcome.error, MessageRejected):
+                span.end(outcome.error)
+                rejected.append((planned, outcome.error))
+                continue
             if not outcome.confirmed:
                 failure = outcome.error or PublishError(f"message {planned.message_id!r} was not confirmed")
                 span.end(failure)
@@ -542,6 +561,8 @@ class DrainEngine:
                 stamp_failure = stamped.error
         if stamp_failure is not None:
             raise ConfirmationFailed(stamp_failure) from stamp_failure
+        for planned, error in rejected:
+            self._stamp_rejected(planned, error, tally)
         if failure is not None:
             raise failure  # RLY-05: no stamp; not a Confirmation Failure
         return written

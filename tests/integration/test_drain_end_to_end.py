@@ -216,6 +216,10 @@ def test_sus_15_drain_suspension_survives_a_new_process(
                 raise ServiceUnavailable("stamp refused")
             return super().patch(item_id, partition_key, operations, **kwargs)
 
+        def execute_batch(self, partition_key: Any, operations: Any) -> Any:
+            # F-10: batched stamps (the default stamp_mode) go out as transactional batches of patches.
+            raise ServiceUnavailable("stamp batch refused")
+
     monitored_proxy = cosmos_container_factory(("/tenantId",), -1)
     leases_proxy = cosmos_container_factory(("/id",), None)
     name = f"sus-{uuid.uuid4().hex[:8]}"

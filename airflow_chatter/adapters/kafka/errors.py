@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from airflow_chatter.ports import PublishError
+from airflow_chatter.ports import MessageRejected, PublishError
 
 __all__ = [
     "CLASSIFICATION",
@@ -38,6 +38,23 @@ class KafkaPublishError(PublishError):
     def __init__(self, message: str, *, retriable: bool = True) -> None:
         super().__init__(message)
         self.retriable = retriable
+
+
+class KafkaMessageRejected(KafkaPublishError, MessageRejected):
+    """kafka-python refused the record itself before sending it (an illegal topic name, a value it cannot
+    serialise): never retriable, and the drain stamps the document undeliverable."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retriable=False)
+
+
+def is_rejected_record(exc: BaseException) -> bool:
+    """kafka-python's own checks of one record, before any I/O: an illegal topic name (``ValueError``), a key or value
+    it cannot serialise (``TypeError``), a topic the broker calls invalid. The record itself is at fault; a too-large
+    record is not among them (a broker setting decides it, so it stays a host concern and fails the page)."""
+    from kafka import errors as ke
+
+    return isinstance(exc, TypeError | ValueError | ke.InvalidTopicError)
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_chatter.adapters.kafka.diagnosis import ConnectionFailures
-from airflow_chatter.adapters.kafka.errors import KafkaPublishError, classify, describe, is_configuration_error
+from airflow_chatter.adapters.kafka.errors import (
+    KafkaMessageRejected,
+    KafkaPublishError,
+    classify,
+    describe,
+    is_configuration_error,
+    is_rejected_record,
+)
 from airflow_chatter.adapters.kafka.settings import MIN_API_VERSION, KafkaSettings
 from airflow_chatter.ports import (
     OutgoingMessage,
@@ -66,6 +73,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "MIN_API_VERSION",
+    "KafkaMessageRejected",
     "KafkaPublishError",
     "KafkaPublisher",
     "KafkaPublisherSettings",
@@ -372,11 +380,19 @@ class KafkaPublisher(Publisher):
     ) -> KafkaPublishError:
         """The message's error; a failure that is not the record's own also says why a handshake failed, if known."""
         why = None if classify(exc).record_local else failures.explain()
-        error = KafkaPublishError(
-            f"message {index + 1} of {total} to topic {message.topic!r} not acknowledged by "
-            f"{self._settings.servers}: {describe(exc)}" + (f"; {why}" if why else ""),
-            retriable=classify(exc).retriable,
+        text = (
+            f"message {index + 1} of {total} to topic {message.topic[:120]!r} not acknowledged by "
+            f"{self._settings.servers}: "
         )
+        error: KafkaPublishError
+        if is_rejected_record(exc):
+            # The record itself is at fault (an illegal topic name, a value kafka-python cannot serialise): the drain
+            # stamps the document undeliverable instead of failing its page on every run (CTR-04).
+            error = KafkaMessageRejected(text + describe(exc)[:500])
+        else:
+            error = KafkaPublishError(
+                text + describe(exc) + (f"; {why}" if why else ""), retriable=classify(exc).retriable
+            )
         error.__cause__ = exc
         return error
 

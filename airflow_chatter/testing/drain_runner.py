@@ -1,0 +1,111 @@
+"""One drain run in its own OS process, the way Airflow runs a drain task, for the fault suite.
+
+``python -m airflow_chatter.testing.drain_runner '<json>'`` builds a ``DrainEngine`` over the real adapters
+(``CosmosDocumentContainer`` for the monitored and the lease container, ``KafkaPublisher``), drains once, and prints
+one JSON line: ``{"summaries": [...], "held": [...], "error": null}``. It exits 0 whenever it could report, failing
+runs included (their summaries say why): the suite reads outcomes from the report, and a process that was killed or
+hung is told apart by its missing report.
+
+The JSON object: ``endpoint``, ``key``, ``verify`` (a CA path or a boolean), ``database``, ``container``, ``leases``
+(container ids), ``bootstrap``, ``source`` (the source name), ``partition_key_paths``; optional ``mode``
+(``scheduled``: every lease of the set, the default; ``backfill``: every lease of ``lease_prefix`` while holding the
+scheduled leases of its range, as ``ChatterBackfillOperator(exclusive_with_scheduled=True)`` does), ``lease_prefix``,
+``owner``, ``max_seconds``, ``max_batch_size``, ``lease_duration_seconds``, ``stamp_mode``, ``clock_offset_seconds``
+(the drain's clock runs that far ahead of the wall clock: a later run in a later Drain Suspension window without
+waiting a minute for it), and ``kafka`` (``KafkaPublisherSettings`` fields: the timeouts that bound a run).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer, make_cosmos_client
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings
+from airflow_chatter.clock import Clock, utc_now
+from airflow_chatter.drain.engine import DrainEngine
+from airflow_chatter.drain.leases import LeaseHeldError
+from airflow_chatter.drain.operations import BACKFILL_HOLD_MARGIN_SECONDS, exclusive_with
+from airflow_chatter.drain.options import SourceOptions
+from airflow_chatter.drain.summary import DrainSummary
+
+
+def offset_clock(seconds: float) -> Clock:
+    """UTC wall time shifted by ``seconds`` (0: the wall clock itself)."""
+    if not seconds:
+        return utc_now
+    shift = timedelta(seconds=seconds)
+
+    def now() -> datetime:
+        return utc_now() + shift
+
+    return now
+
+
+def build(spec: Mapping[str, Any]) -> tuple[DrainEngine, KafkaPublisher]:
+    client = make_cosmos_client(spec["endpoint"], spec["key"], verify=spec.get("verify", True))
+    database = client.get_database_client(spec["database"])
+    monitored = CosmosDocumentContainer(database.get_container_client(spec["container"]))
+    leases = CosmosDocumentContainer(database.get_container_client(spec["leases"]))
+    publisher = KafkaPublisher(
+        KafkaPublisherSettings(bootstrap_servers=spec["bootstrap"], client_id="chatter-faults", **spec.get("kafka", {}))
+    )
+    options = SourceOptions(
+        name=spec["source"],
+        partition_key_paths=tuple(spec["partition_key_paths"]),
+        max_batch_size=int(spec.get("max_batch_size", 100)),
+        lease_prefix=str(spec.get("lease_prefix", "")),
+        lease_duration_seconds=float(spec.get("lease_duration_seconds", 60.0)),
+        stamp_mode=str(spec.get("stamp_mode", "batched")),
+    )
+    engine = DrainEngine(
+        options,
+        monitored,
+        leases,
+        publisher,
+        owner=spec.get("owner"),
+        clock=offset_clock(float(spec.get("clock_offset_seconds", 0.0))),
+    )
+    return engine, publisher
+
+
+def run(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Drain once as ``spec`` says; the report the process prints."""
+    max_seconds = float(spec.get("max_seconds", 60.0))
+    engine, publisher = build(spec)
+    summaries: list[DrainSummary] = []
+    held: list[dict[str, Any]] = []
+    try:
+        if spec.get("mode", "scheduled") == "backfill":
+            for lease in engine.ensure_leases():
+                try:
+                    with exclusive_with(
+                        engine, lease.id, other_prefix="", hold_seconds=max_seconds + BACKFILL_HOLD_MARGIN_SECONDS
+                    ):
+                        summaries.append(engine.drain_lease(lease.id, max_seconds=max_seconds))
+                except LeaseHeldError as error:
+                    held.append({"lease": lease.id, "owner": error.owner})
+        else:
+            summaries = engine.drain_all(max_seconds=max_seconds)
+    finally:
+        publisher.close()
+    return {"summaries": [s.to_dict() for s in summaries], "held": held, "error": None}
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        raise SystemExit("usage: python -m airflow_chatter.testing.drain_runner '<json spec>'")
+    spec = json.loads(args[0])
+    try:
+        report = run(spec)
+    except Exception as error:  # noqa: BLE001 - reported to the suite, which judges it
+        report = {"summaries": [], "held": [], "error": f"{type(error).__name__}: {error}"}
+    print(json.dumps(report), flush=True)
+
+
+if __name__ == "__main__":
+    main()
