@@ -289,8 +289,10 @@ class KafkaPublisher(Publisher):
 
         The drain stamps nothing after a failed message (fail closed), so a later message sent anyway would be
         acknowledged, stay pending and go out again on every run while the failed one blocks the lease; and a later
-        message with the same key would overtake it. The rest is reported failed at once ("not sent"). Only a
-        failure that is not the record's own (metadata, a closed producer) also rebuilds the producer.
+        message with the same key would overtake it. The rest is reported failed at once ("not sent"). The exception
+        is a record kafka-python rejects for itself (``KafkaMessageRejected``): the drain stamps that document
+        undeliverable and carries on, it is never published, so the rest of the batch goes on. Only a failure that
+        is not the record's own (metadata, a closed producer) also rebuilds the producer.
         """
         partitions = self._partitions
         total = len(messages)
@@ -310,6 +312,8 @@ class KafkaPublisher(Publisher):
                 sent.append(_Sent(index, message, error=self._wrap(exc, index, total, message, failures)))
                 if not classify(exc).record_local:
                     self._needs_rebuild = True
+                if is_rejected_record(exc):
+                    continue  # its document is stamped undeliverable: nothing after it waits for it
                 aborted = KafkaPublishError(
                     f"not sent: message {index + 1} of {total} of this batch failed first ({describe(exc)})"
                 )
