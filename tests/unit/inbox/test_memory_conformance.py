@@ -9,11 +9,11 @@ from datetime import timedelta
 import pytest
 
 from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
-from airflow_chatter.inbox.errors import MarkerNotFoundError
+from airflow_chatter.inbox.errors import ClaimInFlightError, MarkerNotFoundError
 from airflow_chatter.inbox.gate import Inbox, InboxOptions
 from airflow_chatter.inbox.markers import marker_id
 from airflow_chatter.outbox.unit_of_work import UnitOfWork
-from airflow_chatter.ports import Conflict, DocumentContainer, NotFound, ServiceUnavailable
+from airflow_chatter.ports import Conflict, DocumentContainer, NotFound, PreconditionFailed, ServiceUnavailable
 from airflow_chatter.testing.clock import ManualClock
 from airflow_chatter.testing.contracts.inbox import InboxContract
 
@@ -85,8 +85,28 @@ def test_two_late_comers_take_over_an_expired_claim_only_once() -> None:
     clock.advance(6)
     first = inbox.begin("msg-1")
     assert first.decision.value == "taken_over"
-    with pytest.raises(Exception, match="claimed by another attempt"):
+    with pytest.raises(ClaimInFlightError, match="claimed by another attempt"):
         inbox.begin("msg-1")  # the take-over renewed the lease
+
+
+def test_inb_12_of_two_late_comers_racing_for_one_expired_claim_exactly_one_takes_it_over() -> None:
+    """Both read the expired claim; the competitor's take-over lands between the other's read and its ETag-conditional
+    replace, so that replace fails with 412 and the loser decides again on what is there now: a live claim."""
+    container = MemoryDocumentContainer(partition_key_paths=("/idempotencyKey",))
+    clock = ManualClock()
+    options = InboxOptions(claim_lease=timedelta(seconds=5))
+    Inbox(container, options, clock=clock).begin("msg-1")
+    clock.advance(6)
+    winners: list[str] = []
+
+    def competitor_takes_over_first(call: object) -> BaseException:
+        winners.append(Inbox(container, options, clock=clock).begin("msg-1").decision.value)
+        return PreconditionFailed("the competitor's take-over changed the ETag")
+
+    container.faults.fail("replace", on_call=1, error=competitor_takes_over_first)
+    with pytest.raises(ClaimInFlightError, match="claimed by another attempt"):
+        Inbox(container, options, clock=clock).begin("msg-1")
+    assert winners == ["taken_over"], "exactly one late comer took the claim over"
 
 
 def test_the_inbox_marker_vector_matches_the_contract() -> None:
