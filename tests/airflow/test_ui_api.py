@@ -11,6 +11,7 @@ import pytest
 from fastapi import Request
 from fastapi.testclient import TestClient
 
+from airflow_chatter.airflow.conf_guard import STRICT_CONF
 from airflow_chatter.airflow.config import SourceConfig, SourcesFile
 from airflow_chatter.airflow.plugins.api import NotAuthorized, ParamsRejected, User, create_app
 from airflow_chatter.drain.engine import DrainEngine
@@ -81,8 +82,13 @@ class FakeBackend:
         return self.runs_by_dag.get(dag_id, [])[:limit]
 
     def trigger(self, dag_id: str, conf: dict[str, Any], user: User, note: str) -> dict[str, Any]:
-        if conf["start"] not in ("beginning", "point_in_time", "resume"):
-            raise ParamsRejected(f"Invalid input for param start: {conf['start']!r} is not one of the enum values")
+        unknown = set(conf) - set(STRICT_CONF[dag_id])
+        if unknown:  # what the DAG's first task refuses: the UI must send only the DAG's params
+            raise AssertionError(f"the UI sent conf keys the DAG has no param for: {sorted(unknown)}")
+        if conf["start"] not in ("beginning", "resume") and not conf["start"].startswith("20"):
+            raise ParamsRejected(
+                f"Invalid input for param start: {conf['start']!r} is not valid under any of the given schemas"
+            )
         self.triggered.append(conf)
         return {"dag_id": dag_id, "run_id": f"manual__{len(self.triggered)}", "state": "queued"}
 
@@ -332,3 +338,25 @@ def test_the_page_bundle_is_served_as_javascript(client: TestClient) -> None:
     response = client.get("/static/chatter-ui.js")
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/javascript")
     assert "globalThis.AirflowPlugin" in response.text
+
+
+def test_the_ui_backfill_sends_only_the_dags_params_a_timestamp_start_and_refuses_an_unknown_field(
+    client: TestClient, backend: FakeBackend
+) -> None:
+    stamped = client.post(
+        "/api/sources/orders/backfill",
+        json={"start": "2026-11-29T00:00:00Z", "document_budget": 50},
+        headers={**auth("admin"), **key("b5")},
+    )
+    assert stamped.status_code == 200
+    assert backend.triggered[-1] == {
+        "source": "orders",
+        "start": "2026-11-29T00:00:00Z",
+        "feed_ranges": [],
+        "document_budget": 50,
+        "dry_run": True,
+    }, "a dry run unless asked otherwise, and nothing the DAG has no param for"
+    unknown = client.post(
+        "/api/sources/orders/backfill", json={"point_in_time": "x"}, headers={**auth("admin"), **key("b6")}
+    )
+    assert unknown.status_code == 422 and "point_in_time" in unknown.text

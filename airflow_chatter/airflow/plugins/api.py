@@ -23,7 +23,7 @@ from typing import Any, Literal, Protocol
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from airflow_chatter.airflow.config import SourceConfig, SourcesFile
 from airflow_chatter.drain.interventions import (
@@ -105,13 +105,15 @@ class ReleaseBody(BaseModel):
 
 
 class BackfillBody(BaseModel):
-    """The ``chatter_backfill`` DAG's params (validated by Airflow against the DAG's ``Param`` schema)."""
+    """The ``chatter_backfill`` DAG's params (validated by Airflow against the DAG's ``Param`` schema): ``start`` is
+    ``beginning``, ``resume`` or a UTC timestamp; a dry run unless ``dry_run`` is false, as the DAG's own default."""
+
+    model_config = ConfigDict(extra="forbid")
 
     start: str = "beginning"
-    point_in_time: str | None = None
     feed_ranges: list[str] = Field(default_factory=list, max_length=100)
     document_budget: int = 10000
-    dry_run: bool = False
+    dry_run: bool = True
 
 
 # ------------------------------------------------------------------------------------------------

@@ -250,7 +250,8 @@ function Totals({ view }) {
   );
 }
 
-const STARTS = ["beginning", "point_in_time", "resume"];
+// The backfill DAG's `start`: beginning, resume, or a UTC timestamp (the "point in time" choice sends the timestamp).
+const STARTS = ["beginning", "resume", "point in time"];
 
 function Backfill({ source, backfillDag }) {
   const [form, setForm] = useState({ start: "beginning", point_in_time: "", document_budget: 10000, dry_run: true });
@@ -258,7 +259,11 @@ function Backfill({ source, backfillDag }) {
     useCallback((key, body) => post(`/sources/${source}/backfill`, key, body), [source]),
   );
   const set = (name) => (e) => setForm({ ...form, [name]: e.target.type === "checkbox" ? e.target.checked : e.target.value });
-  const body = { ...form, point_in_time: form.point_in_time || null, document_budget: Number(form.document_budget) };
+  const body = {
+    start: form.start === "point in time" ? form.point_in_time : form.start,
+    document_budget: Number(form.document_budget),
+    dry_run: form.dry_run,
+  };
   return h(
     Section,
     { title: `Backfill (runs ${backfillDag})` },
