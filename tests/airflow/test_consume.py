@@ -82,14 +82,15 @@ def test_consumer_config_carries_the_connection_settings(monkeypatch: pytest.Mon
         hook.consumer_config(" ")
 
 
-def test_get_consumer_is_built_without_blocking_and_without_leaking_the_password(
+@pytest.mark.timeout(120)  # a constructor that waited for the unreachable broker fails the test, not the suite
+def test_get_consumer_is_built_against_an_unreachable_broker_without_leaking_the_password(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from airflow.sdk._shared.secrets_masker import redact
     from kafka import KafkaConsumer
 
-    # A loopback port nothing listens on: a constructor that tried to reach it would leave a connection attempt
-    # behind in the client (only loopback addresses are ever a target of these tests).
+    # A loopback port nothing listens on (only loopback addresses are ever a target of these tests): the constructor
+    # must hand back a consumer without waiting for it; kafka-python's background thread may try it meanwhile.
     _conn(
         monkeypatch,
         "kafka_consume_down",
@@ -102,7 +103,6 @@ def test_get_consumer_is_built_without_blocking_and_without_leaking_the_password
     consumer = hook.get_consumer("orders.events", "orders-group")
     try:
         assert isinstance(consumer, KafkaConsumer)
-        assert consumer._client._manager._conns == {}, "the constructor opened no connection to the broker"  # noqa: SLF001
         assert consumer.subscription() == {"orders.events"}
         assert consumer.config["enable_auto_commit"] is False
         assert consumer.config["auto_offset_reset"] == "earliest"
