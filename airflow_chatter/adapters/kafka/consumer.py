@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,6 +207,43 @@ def caught_up(consumer: Any, timeout_ms: int) -> bool:
     return True
 
 
+@dataclass
+class PollStop:
+    """Why :func:`bounded_poll` stopped: ``max_messages``, ``max_seconds`` or ``caught_up``."""
+
+    reason: str = ""
+
+
+def bounded_poll(
+    consumer: Any, *, max_messages: int, deadline: float, clock: Callable[[], float], stop: PollStop
+) -> Iterator[Any]:
+    """Yield at most ``max_messages`` records until ``deadline`` (on ``clock``), stopping early once caught up.
+
+    The one bounded loop of both consumers (``consume_batch`` here, the receiver's ``receive``): each poll waits at
+    most ``MAX_POLL_WAIT_S``, and an empty poll ends the loop when every assigned partition is at its end. ``stop``
+    says why it ended; an exception of the caller's per-record work ends it too, with nothing more polled.
+    """
+    taken = 0
+    while True:
+        if taken >= max_messages:
+            stop.reason = "max_messages"
+            return
+        left = deadline - clock()
+        if left <= 0:
+            stop.reason = "max_seconds"
+            return
+        batch = consumer.poll(timeout_ms=int(min(left, MAX_POLL_WAIT_S) * 1000), max_records=max_messages - taken)
+        if not batch:
+            if caught_up(consumer, timeout_ms=max(100, int((deadline - clock()) * 1000))):
+                stop.reason = "caught_up"
+                return
+            continue
+        for records in batch.values():
+            for record in records:
+                taken += 1
+                yield record
+
+
 def consume_batch(
     consumer: Any,
     handler: Callable[[ConsumedMessage], Any],
@@ -237,28 +274,13 @@ def consume_batch(
     started = clock()
     deadline = started + max_seconds
     next_offsets: dict[tuple[str, int], int] = {}
-    while True:
-        if summary.consumed >= max_messages:
-            summary.stopped_by = "max_messages"
-            break
-        left = deadline - clock()
-        if left <= 0:
-            summary.stopped_by = "max_seconds"
-            break
-        batch = consumer.poll(
-            timeout_ms=int(min(left, MAX_POLL_WAIT_S) * 1000), max_records=max_messages - summary.consumed
-        )
-        if not batch:
-            if caught_up(consumer, timeout_ms=max(100, int((deadline - clock()) * 1000))):
-                summary.stopped_by = "caught_up"
-                break
-            continue
-        for records in batch.values():
-            for record in records:
-                message = to_consumed_message(record)  # F-07: no identity → raise before the handler
-                handler(message)
-                summary._record(message, message.header(event_type_header) or "unknown")
-                next_offsets[(message.topic, message.partition)] = message.offset + 1
+    stop = PollStop()
+    for record in bounded_poll(consumer, max_messages=max_messages, deadline=deadline, clock=clock, stop=stop):
+        message = to_consumed_message(record)  # F-07: no identity → raise before the handler
+        handler(message)
+        summary._record(message, message.header(event_type_header) or "unknown")
+        next_offsets[(message.topic, message.partition)] = message.offset + 1
+    summary.stopped_by = stop.reason
     if next_offsets:
         consumer.commit(
             {

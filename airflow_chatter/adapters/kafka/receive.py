@@ -15,7 +15,7 @@ from typing import Any
 from kafka import TopicPartition
 from kafka.structs import OffsetAndMetadata
 
-from airflow_chatter.adapters.kafka.consumer import MAX_POLL_WAIT_S, caught_up
+from airflow_chatter.adapters.kafka.consumer import PollStop, bounded_poll
 from airflow_chatter.errors import ConfigurationError
 from airflow_chatter.inbox.identity import ReceivedMessage
 from airflow_chatter.inbox.receiver import DeliveryOutcome, IdempotentReceiver, ReceiveSummary
@@ -45,36 +45,21 @@ def receive(
     summary = ReceiveSummary(receiver=receiver.name, group_id=group_id, topics=tuple(topics))
     started = clock()
     deadline = started + max_seconds
-    while True:
-        if summary.received >= max_messages:
-            summary.stopped_by = "max_messages"
-            break
-        left = deadline - clock()
-        if left <= 0:
-            summary.stopped_by = "max_seconds"
-            break
-        batch = consumer.poll(
-            timeout_ms=int(min(left, MAX_POLL_WAIT_S) * 1000), max_records=max_messages - summary.received
+    stop = PollStop()
+    for record in bounded_poll(consumer, max_messages=max_messages, deadline=deadline, clock=clock, stop=stop):
+        message = ReceivedMessage.from_record(record)
+        outcome = receiver.handle_delivery(message)
+        # Only now is the delivery acknowledged: its writes and marker are committed.
+        consumer.commit(
+            {TopicPartition(message.topic, message.partition): OffsetAndMetadata(message.offset + 1, "", -1)}
         )
-        if not batch:
-            if caught_up(consumer, timeout_ms=max(100, int((deadline - clock()) * 1000))):
-                summary.stopped_by = "caught_up"
-                break
-            continue
-        for records in batch.values():
-            for record in records:
-                message = ReceivedMessage.from_record(record)
-                outcome = receiver.handle_delivery(message)
-                # Only now is the delivery acknowledged: its writes and marker are committed.
-                consumer.commit(
-                    {TopicPartition(message.topic, message.partition): OffsetAndMetadata(message.offset + 1, "", -1)}
-                )
-                summary.received += 1
-                if outcome is DeliveryOutcome.DUPLICATE:
-                    summary.duplicates += 1
-                else:
-                    summary.processed += 1
-                summary.committed_offsets[f"{message.topic}:{message.partition}"] = message.offset + 1
+        summary.received += 1
+        if outcome is DeliveryOutcome.DUPLICATE:
+            summary.duplicates += 1
+        else:
+            summary.processed += 1
+        summary.committed_offsets[f"{message.topic}:{message.partition}"] = message.offset + 1
+    summary.stopped_by = stop.reason
     summary.seconds = clock() - started
     return summary
 
