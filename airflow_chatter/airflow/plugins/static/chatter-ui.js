@@ -327,6 +327,7 @@ function OpenPanel({ source, backfillDag, runId }) {
       h(C.Badge, { colorPalette: view.undeliverable_count ? "orange" : "green", "data-testid": "undeliverable-count" }, `${view.undeliverable_count} undeliverable`),
       h(C.Button, { size: "xs", variant: "ghost", onClick: reload }, "Refresh"),
     ),
+    view.idempotency && view.idempotency.warning ? h(C.Text, { mt: 1, fontSize: "xs", color: "fg.warning", "data-testid": "idempotency-warning" }, `Actions: ${view.idempotency.warning}.`) : null,
     run ? h(C.Text, { mt: 2, fontSize: "sm", "data-testid": "this-run" }, `This run: published ${run.published}, delivered ${run.delivered}, undeliverable ${run.undeliverable}, refused batches ${run.refused_batches}.`) : null,
     h(Leases, { source, view, reload }),
     h(Suspensions, { view }),
