@@ -34,6 +34,8 @@ TEXT_RGB = """(() => {
   return [...ctx.getImageData(0, 0, 1, 1).data.slice(0, 3)];
 })()"""
 API = "/chatter/api"
+#: The fault the scenario's suspension state records, as the gate stores a Confirmation Failure's.
+LAST_FAULT = "(ServiceUnavailable) the stamp's patch was refused: Service Unavailable"
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +79,8 @@ def _drain(live: LiveAirflow, api: httpx.Client, dag_id: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def scenario(live_airflow: LiveAirflow, admin: httpx.Client) -> dict[str, Any]:
     """A drain that stamps two documents undeliverable, then one suspended lease (its state written onto the lease
-    document as five Confirmation Failures would leave it: fault injection), with its window already half over."""
+    document as five Confirmation Failures would leave it, the last one's fault included: fault injection), with its
+    window already half over."""
     source = live_airflow.sources[SOURCE]
     good, bad = _documents(source, "scenario")
     _drain(live_airflow, admin, source.drain_dag_id)
@@ -97,6 +100,11 @@ def scenario(live_airflow: LiveAirflow, admin: httpx.Client) -> dict[str, Any]:
                     "suspended": True,
                     "armed_at": armed.isoformat(),
                     "probe_consumed": False,
+                    "last_fault": {
+                        "error_type": "ServiceUnavailable",
+                        "message": LAST_FAULT,
+                        "at": armed.isoformat(),
+                    },
                 },
             }
         ],
@@ -126,6 +134,13 @@ def test_sus_ctr_after_a_drain_the_api_shows_exactly_the_suspended_lease_and_the
     (suspension,) = body["suspensions"]
     assert suspension["consecutive_failures"] == 5
     assert suspension["window_end"] == (scenario["armed_at"] + timedelta(seconds=60)).isoformat()
+    assert suspension["last_fault"] == {
+        "error_type": "ServiceUnavailable",
+        "error_message": LAST_FAULT,
+        "run_id": None,
+        "at": scenario["armed_at"].isoformat(),
+        "recorded_in": "lease",
+    }
     assert body["undeliverable_count"] == 2 and body["attention"] is True
     # Unpausing may start a scheduled run before the manual one: whichever drained, the runs' totals show it.
     assert (body["totals"]["published"], body["totals"]["undeliverable"]) == (3, 2), body["runs"]
@@ -182,6 +197,7 @@ def test_ui_the_page_shows_the_suspension_and_the_undeliverable_documents_in_lig
                 suspended: p.querySelector('[data-testid=suspended-count]').innerText,
                 undeliverable: p.querySelector('[data-testid=undeliverable-count]').innerText,
                 suspensionRows: p.querySelectorAll('[data-testid=suspension-row]').length,
+                lastFault: p.querySelector('[data-testid=suspension-last-fault]').innerText,
                 messageIds: [...p.querySelectorAll('[data-testid=undeliverable-message-id]')].map(e => e.innerText),
                 violations: [...p.querySelectorAll('[data-testid=undeliverable-violations]')].map(e => e.innerText),
             }}; }})()"""
@@ -190,6 +206,7 @@ def test_ui_the_page_shows_the_suspension_and_the_undeliverable_documents_in_lig
             "suspended": "1 suspended",
             "undeliverable": "2 undeliverable",
             "suspensionRows": 1,
+            "lastFault": f"ServiceUnavailable: {LAST_FAULT}",
             "messageIds": sorted(d["MessageId"] for d in scenario["bad"]),
             "violations": ["Destination", "Destination"],
         }

@@ -52,7 +52,7 @@ from airflow_chatter.idempotency.cosmos import CosmosIdempotencyStore
 from airflow_chatter.idempotency.http import HttpIdempotencyOptions, Idempotency
 from airflow_chatter.idempotency.memory import MemoryIdempotencyStore
 from airflow_chatter.idempotency.store import IdempotencyStore
-from airflow_chatter.ports import DocumentContainer
+from airflow_chatter.ports import ContainerError, DocumentContainer
 
 log = logging.getLogger("airflow_chatter.ui")
 
@@ -193,10 +193,9 @@ class _Api:
                 cosmos = CosmosIdempotencyStore(self.backend.idempotency_container(source))
                 try:
                     cosmos.verify_container()
-                except ChatterError as error:
-                    raise HTTPException(
-                        503, {"field": "ui_idempotency_container", "message": f"source {source.name}: {error}"}
-                    ) from None
+                except (ChatterError, ContainerError) as error:
+                    message = f"source {source.name}: {info.container} cannot keep the UI's keys: {error}"
+                    raise HTTPException(503, {"field": "ui_idempotency_container", "message": message}) from None
                 store = cosmos
             guard = self._guards.setdefault(slot, Idempotency(store, HttpIdempotencyOptions(), scope=self._scope))
         return guard

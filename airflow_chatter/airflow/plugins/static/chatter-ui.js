@@ -160,7 +160,7 @@ function Suspensions({ view }) {
       h(Cell, { title: s.lease_id }, short(s.lease_id.split(":").pop())),
       h(Cell, null, String(s.consecutive_failures)),
       h(Cell, null, when(s.window_end), s.window_end && new Date(s.window_end) < new Date() ? " (probe due)" : ""),
-      h(Cell, null, s.last_fault ? `${s.last_fault.error_type}: ${s.last_fault.error_message}` : "not recorded in the recent runs"),
+      h(Cell, { "data-testid": "suspension-last-fault", title: s.last_fault ? `recorded in the ${s.last_fault.recorded_in}${s.last_fault.at ? " at " + s.last_fault.at : ""}` : "" }, s.last_fault ? `${s.last_fault.error_type}: ${s.last_fault.error_message}` : "none recorded"),
     ),
   );
   return h(Section, { title: "Drain Suspensions" }, h(DataTable, { columns: ["Lease", "Consecutive failures", "Window end", "Last fault"], rows, testid: "suspensions", empty: "No lease is suspended." }));
