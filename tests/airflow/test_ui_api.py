@@ -184,7 +184,7 @@ def test_overview_shows_undeliverable_count_leases_and_runs(client: TestClient, 
     assert view["undeliverable_count"] == 2 and view["attention"] is True
     assert view["suspensions"] == [] and len(view["leases"]) == 1
     assert view["runs"][0]["published"] == 1 and view["runs"][0]["undeliverable"] == 2
-    assert view["totals"]["delivered"] == 1
+    assert view["totals"]["delivered"] == 1 and view["totals_from"] == "run summaries"
 
 
 def test_sus_a_suspended_lease_is_listed_with_its_window_end(client: TestClient, backend: FakeBackend) -> None:

@@ -198,6 +198,7 @@ def test_ui_the_page_shows_the_suspension_and_the_undeliverable_documents_in_lig
                 undeliverable: p.querySelector('[data-testid=undeliverable-count]').innerText,
                 suspensionRows: p.querySelectorAll('[data-testid=suspension-row]').length,
                 lastFault: p.querySelector('[data-testid=suspension-last-fault]').innerText,
+                totalsFrom: p.querySelector('[data-testid=totals-source]').innerText.split(' of the ')[0],
                 messageIds: [...p.querySelectorAll('[data-testid=undeliverable-message-id]')].map(e => e.innerText),
                 violations: [...p.querySelectorAll('[data-testid=undeliverable-violations]')].map(e => e.innerText),
             }}; }})()"""
@@ -207,6 +208,7 @@ def test_ui_the_page_shows_the_suspension_and_the_undeliverable_documents_in_lig
             "undeliverable": "2 undeliverable",
             "suspensionRows": 1,
             "lastFault": f"ServiceUnavailable: {LAST_FAULT}",
+            "totalsFrom": "Summed from the drain summaries (XCom)",
             "messageIds": sorted(d["MessageId"] for d in scenario["bad"]),
             "violations": ["Destination", "Destination"],
         }

@@ -319,6 +319,8 @@ def create_app(
         return {
             **dataclasses.asdict(view),
             "attention": view.attention,
+            # The instruments are recorded in the workers' task processes; the api-server has only the summaries.
+            "totals_from": "run summaries",
             "telemetry": backend.telemetry(),
             "idempotency": dataclasses.asdict(api.idempotency(config)),
         }

@@ -244,9 +244,9 @@ function Totals({ view }) {
   const tele = view.telemetry || {};
   return h(
     Section,
-    { title: "Totals over these runs" },
+    { title: "Totals over these runs (from their drain summaries)" },
     h(C.Text, { fontSize: "sm", "data-testid": "totals" }, Object.entries(t).map(([k, v]) => `${k.replace(/_/g, " ")} ${v}`).join(" · ")),
-    h(C.Text, { fontSize: "xs", color: "fg.muted" }, tele.sdk_configured ? `OpenTelemetry SDK configured (${tele.meter_provider}); the drains export the seven instruments.` : "No OpenTelemetry SDK in the api-server; totals come from the runs' summaries. See docs/ui.md to export the instruments to Prometheus."),
+    h(C.Text, { fontSize: "xs", color: "fg.muted", "data-testid": "totals-source" }, `Summed from the drain summaries (XCom) of the ${view.runs.length} runs above, not from the OpenTelemetry instruments: those are recorded in the worker processes that run the drains${tele.sdk_configured ? "" : " (this api-server has no OpenTelemetry SDK)"}. Export them to Prometheus for totals over any period (docs/ui.md).`),
   );
 }
 
