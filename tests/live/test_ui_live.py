@@ -35,7 +35,7 @@ TEXT_RGB = """(() => {
 })()"""
 API = "/chatter/api"
 #: The fault the scenario's suspension state records, as the gate stores a Confirmation Failure's.
-LAST_FAULT = "(ServiceUnavailable) the stamp's patch was refused: Service Unavailable"
+LAST_FAULT = "503 Service Unavailable: the delivered stamp's patch was refused"
 
 
 @pytest.fixture(scope="module")
