@@ -4,7 +4,8 @@
 
 It reads the source from the sources file (``--sources-file``, else ``$CHATTER_SOURCES_FILE``) and its Cosmos DB
 connection from Airflow (``AIRFLOW_CONN_<ID>``, a secrets backend or the metadata DB: run it where Airflow is
-configured), creates the lease container with the shape the drain requires if it is missing, runs the drain's
+configured), creates the lease container with the shape the drain requires if it is missing (and the source's
+``ui_idempotency_container``, when it names one), runs the drain's
 start-time contract check on both containers, and prints what it did. Run it once per source; it is idempotent
 (a second run reports that there is nothing to do). Exit status 0 when the source is ready to drain, 1 when it is
 not (the message names every problem), 2 on a usage error.
@@ -90,8 +91,30 @@ def provision(config: SourceConfig, hook: ChatterCosmosHook) -> list[str]:
         f"monitored container {config.monitored_container!r} passes the start-time check ({_shape(engine.properties)})"
     )
     lines.append(f"source identity {engine.source_identity!r}")
-    lines.append("ready to drain" if lease.created else "nothing to do")
+    created = lease.created
+    if config.ui_idempotency_container is not None:
+        line, made = _ui_idempotency(database, config.ui_idempotency_container)
+        lines.append(line)
+        created = created or made
+    lines.append("ready to drain" if created else "nothing to do")
     return lines
+
+
+def _ui_idempotency(database: Any, container_id: str) -> tuple[str, bool]:
+    """Create (or verify) the UI actions' idempotency container: ``/scope``-partitioned, ``defaultTtl -1``."""
+    from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer
+    from airflow_chatter.adapters.cosmos.provision import provision_idempotency_container
+    from airflow_chatter.ports import NotFound
+
+    try:
+        CosmosDocumentContainer(database.get_container_client(container_id)).properties()
+        existed = True
+    except NotFound:
+        existed = False
+    provision_idempotency_container(database, container_id)  # verifies an existing one, naming every difference
+    if existed:
+        return f"UI idempotency container {container_id!r} exists with the right shape: nothing to do", False
+    return f"created UI idempotency container {container_id!r} (partition key /scope, defaultTtl -1)", True
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -71,7 +71,8 @@ class SourceConfig(BaseModel):
     event-driven, polled every ``on_pending_poll_seconds``, default 5);
     no pool; no topic mapping; ``lease_prefix`` empty and ``backfill_lease_prefix`` ``backfill-``;
     ``delivered_ttl_seconds`` 86400; ``lease_duration_seconds`` 60; ``cosmos_http_logging`` false
-    (the Azure SDK's request/response header lines are kept out of task logs).
+    (the Azure SDK's request/response header lines are kept out of task logs); ``ui_idempotency_container`` none
+    (the UI's actions keep their Idempotency-Keys in the api-server's memory: right for one api-server worker only).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -107,6 +108,11 @@ class SourceConfig(BaseModel):
     cosmos_http_logging: bool = Field(
         default=False, description="Log the Azure SDK's per-request HTTP lines (headers) in task logs."
     )
+    ui_idempotency_container: str | None = Field(
+        default=None,
+        description="Idempotency container (in this source's database) the UI plugin's actions keep their keys in, "
+        "so a double click acts once across api-server workers; none: the api-server's memory (one worker only).",
+    )
     # F-10 / F-11 (docs/config.md "Throughput"): how stamps are written, the RU cap, the 429 retry limits.
     stamp_mode: Literal["batched", "sequential"] = "batched"
     stamp_concurrency: Annotated[int, Field(ge=1, le=MAX_STAMP_CONCURRENCY)] = DEFAULT_STAMP_CONCURRENCY
@@ -125,6 +131,13 @@ class SourceConfig(BaseModel):
     @classmethod
     def _not_blank(cls, value: str) -> str:
         if not value.strip() or not _CONTAINER.match(value):
+            raise ValueError("must be a non-blank name without '/', '\\', '?' or '#'")
+        return value
+
+    @field_validator("ui_idempotency_container")
+    @classmethod
+    def _optional_container(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or not _CONTAINER.match(value)):
             raise ValueError("must be a non-blank name without '/', '\\', '?' or '#'")
         return value
 

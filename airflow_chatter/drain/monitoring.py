@@ -20,7 +20,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from airflow_chatter.clock import Clock, utc_now
 from airflow_chatter.drain.identity import SourceIdentity
@@ -71,12 +71,14 @@ class PendingEstimate:
 
 @dataclass(frozen=True)
 class Fault:
-    """The last failure a drain of a lease reported (its summary's error), and the run it came from."""
+    """The last fault of a lease: the Confirmation Failure its suspension state recorded (``recorded_in`` "lease"),
+    or, for a lease written before faults were recorded, the newest error a drain of it reported ("run summary")."""
 
     error_type: str
     error_message: str
     run_id: str | None
     at: str | None
+    recorded_in: Literal["lease", "run summary"] = "run summary"
 
 
 @dataclass(frozen=True)
@@ -225,7 +227,11 @@ def estimate_pending(
 
 
 def suspension_view(lease: Lease, last_fault: Fault | None = None) -> SuspensionView:
+    """``last_fault`` (from the runs) is shown only when the lease's own state recorded none."""
     state = lease.suspension
+    if state.last_fault is not None:
+        recorded = state.last_fault
+        last_fault = Fault(recorded.error_type, recorded.message, None, _iso(recorded.at), "lease")
     window_end = state.armed_at + WINDOW if state.armed_at is not None else None
     return SuspensionView(
         lease_id=lease.id,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from airflow_chatter.drain.faults import RecordedFault
 from airflow_chatter.drain.telemetry import DrainTelemetry
 from airflow_chatter.ports import Document
 
@@ -37,12 +38,15 @@ class SuspensionState:
 
     ``armed_at`` is when the current window started (opening, probe or re-arm), UTC.
     ``probe_consumed`` says the probe of the window that started at ``armed_at`` was handed out.
+    ``last_fault`` is the newest counted Confirmation Failure's error (type, redacted short message, when), so the
+    UI can say why a lease is suspended; a receipt clears it with the rest of the state.
     """
 
     consecutive_failures: int = 0
     suspended: bool = False
     armed_at: datetime | None = None
     probe_consumed: bool = False
+    last_fault: RecordedFault | None = None
 
     def to_document(self) -> dict[str, Any]:
         """The JSON form stored under the lease's ``suspension`` field."""
@@ -51,6 +55,7 @@ class SuspensionState:
             "suspended": self.suspended,
             "armed_at": self.armed_at.isoformat() if self.armed_at is not None else None,
             "probe_consumed": self.probe_consumed,
+            "last_fault": self.last_fault.to_document() if self.last_fault is not None else None,
         }
 
     @classmethod
@@ -71,7 +76,7 @@ class SuspensionState:
         armed_at = parse_utc(value.get("armed_at"), "suspension.armed_at")
         if suspended and armed_at is None:
             raise ValueError("suspension.armed_at is required while suspended")
-        return cls(failures, suspended, armed_at, probe)
+        return cls(failures, suspended, armed_at, probe, RecordedFault.from_document(value.get("last_fault")))
 
 
 @dataclass(frozen=True)
@@ -158,12 +163,13 @@ class DrainGate:
         attribute)."""
         now = self._now()
         count = state.consecutive_failures + 1
+        recorded = RecordedFault.of(fault, now)
         if state.suspended:
-            return SuspensionState(count, True, now, False)
+            return SuspensionState(count, True, now, False, recorded)
         if count >= THRESHOLD:
             self._telemetry.record_suspension_opened(self.source_identity, lease_token, count, fault, lease_id=lease_id)
-            return SuspensionState(count, True, now, False)
-        return replace(state, consecutive_failures=count)
+            return SuspensionState(count, True, now, False, recorded)
+        return replace(state, consecutive_failures=count, last_fault=recorded)
 
     def present(
         self, lease_token: str, state: SuspensionState, receipt: ConfirmationReceipt, *, lease_id: str | None = None

@@ -50,6 +50,9 @@ class FakeBackend:
     clock: ManualClock = field(default_factory=lambda: ManualClock(T0))
     runs_by_dag: dict[str, list[RunRecord]] = field(default_factory=dict)
     triggered: list[dict[str, Any]] = field(default_factory=list)
+    #: The ``orders`` source as configured (a test may name a ``ui_idempotency_container``) and that container.
+    orders: SourceConfig = SOURCE
+    idempotency: DocumentContainer | None = None
 
     def __post_init__(self) -> None:
         self.stores = {
@@ -73,10 +76,15 @@ class FakeBackend:
         return method in GRANTS[user.name].get(dag_id, set())
 
     def sources(self) -> SourcesFile:
-        return SourcesFile(sources=[SOURCE, OTHER])
+        return SourcesFile(sources=[self.orders, OTHER])
 
     def containers(self, source: SourceConfig) -> tuple[DocumentContainer, DocumentContainer]:
         return self.stores[source.name]
+
+    def idempotency_container(self, source: SourceConfig) -> DocumentContainer:
+        if self.idempotency is None or source.ui_idempotency_container is None:
+            raise AssertionError(f"source {source.name} names no ui_idempotency_container: the store is in memory")
+        return self.idempotency
 
     def runs(self, dag_id: str, limit: int) -> list[RunRecord]:
         return self.runs_by_dag.get(dag_id, [])[:limit]
@@ -110,14 +118,19 @@ class FakeBackend:
         return summary.to_dict()
 
 
-@pytest.fixture
-def backend() -> FakeBackend:
+def drained_backend() -> FakeBackend:
+    """One good and two undeliverable documents on ``orders``, drained once."""
     b = FakeBackend()
     monitored, _ = b.stores[SOURCE.name]
     for doc in (outbox_doc("good-1"), outbox_doc("bad-1", Destination=ABSENT), outbox_doc("bad-2", MessageBody=ABSENT)):
         monitored.create(doc, doc["tenantId"])
     b.drain()
     return b
+
+
+@pytest.fixture
+def backend() -> FakeBackend:
+    return drained_backend()
 
 
 @pytest.fixture
@@ -171,7 +184,7 @@ def test_overview_shows_undeliverable_count_leases_and_runs(client: TestClient, 
     assert view["undeliverable_count"] == 2 and view["attention"] is True
     assert view["suspensions"] == [] and len(view["leases"]) == 1
     assert view["runs"][0]["published"] == 1 and view["runs"][0]["undeliverable"] == 2
-    assert view["totals"]["delivered"] == 1
+    assert view["totals"]["delivered"] == 1 and view["totals_from"] == "run summaries"
 
 
 def test_sus_a_suspended_lease_is_listed_with_its_window_end(client: TestClient, backend: FakeBackend) -> None:
@@ -271,6 +284,22 @@ def test_idm_a_double_submitted_requeue_with_one_key_acts_once(
     assert first.status_code == second.status_code == 200
     assert second.headers["idempotent-replayed"] == "true" and second.json() == first.json()
     assert caplog.text.count("UI requeue by admin") == 1, "the handler ran once"
+
+
+def test_idm_without_an_idempotency_container_the_memory_store_is_announced_in_the_api_and_the_log(
+    client: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    view = client.get("/api/sources/orders", headers=auth("viewer")).json()
+    assert view["idempotency"]["store"] == "memory" and view["idempotency"]["shared_across_workers"] is False
+    assert "single api-server worker" in view["idempotency"]["warning"]
+    body = _requeue_body(client)
+    with caplog.at_level(logging.WARNING, logger="airflow_chatter.ui"):
+        for attempt in ("m1", "m2"):
+            response = client.post(
+                "/api/sources/orders/undeliverable/requeue", json=body, headers={**auth("admin"), **key(attempt)}
+            )
+            assert response.json()["idempotency"] == "memory (single api-server worker only)"
+    assert caplog.text.count("ui_idempotency_container is not set") == 1, "warned once per source"
 
 
 def test_idm_the_idempotency_scope_is_the_authenticated_user(client: TestClient, backend: FakeBackend) -> None:

@@ -41,9 +41,10 @@ def _connection(cosmos_endpoint: Any, database: str) -> str:
     )
 
 
-def _sources(tmp_path: Path, database: str, monitored: str, leases: str) -> Path:
+def _sources(tmp_path: Path, database: str, monitored: str, leases: str, **extra: str) -> Path:
     path = tmp_path / "chatter_sources.yaml"
     entry = {
+        **extra,
         "name": "orders",
         "cosmos_conn_id": CONN_ID,
         "database": database,
@@ -104,6 +105,30 @@ def test_provision_creates_the_lease_container_partitioned_on_id_and_a_second_ru
     assert "created" not in second.stdout
     assert f"lease container '{setup}' exists with the right shape: nothing to do" in second.stdout
     assert second.stdout.strip().endswith("nothing to do")
+
+
+def test_provision_creates_the_sources_ui_idempotency_container_and_verifies_it_on_the_second_run(
+    setup: str, cosmos_database: Any, cosmos_container_factory: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monitored = cosmos_container_factory(partition_key_paths=("/customerId",), default_ttl=-1)
+    idempotency = f"t-ui-idem-{uuid.uuid4().hex[:12]}"
+    sources = _sources(tmp_path, cosmos_database.id, monitored.id, setup, ui_idempotency_container=idempotency)
+    try:
+        assert run(["provision", "--source", "orders", "--sources-file", str(sources)]) == 0
+        first = capsys.readouterr().out
+        assert f"created UI idempotency container '{idempotency}' (partition key /scope, defaultTtl -1)" in first
+        properties = cosmos_database.get_container_client(idempotency).read()
+        assert properties["partitionKey"]["paths"] == ["/scope"] and properties["defaultTtl"] == -1
+
+        assert run(["provision", "--source", "orders", "--sources-file", str(sources)]) == 0
+        second = capsys.readouterr().out
+        assert f"UI idempotency container '{idempotency}' exists with the right shape: nothing to do" in second
+        assert second.strip().endswith("nothing to do")
+    finally:
+        try:
+            cosmos_database.delete_container(idempotency)
+        except Exception:  # noqa: BLE001 - cleanup must not mask the outcome
+            pass
 
 
 def test_cnt_provision_refuses_a_monitored_container_with_a_default_ttl_and_creates_nothing(

@@ -1,5 +1,6 @@
-"""A headless Chromium driven over the DevTools protocol (CDP) with a small websocket client: enough to log in (the
-UI's ``_token`` cookie), open a page, read what it shows, switch Airflow's theme and take screenshots. No Selenium or
+"""A headless Chromium driven over the DevTools protocol (CDP) with a small websocket client: enough to log in through
+Airflow's login form (typing into its fields and clicking its button as a person does), open a page, click a tab,
+read what it shows, switch Airflow's theme and take screenshots. No Selenium or
 Playwright: Debian's ``chromium`` (``scripts/chromium.sh``) and the ``websockets`` package the api-server brings.
 
 Every wait has a deadline; ``close`` kills the one browser process this started (its own process group).
@@ -89,6 +90,31 @@ class Browser:
 
     def set_cookie(self, url: str, name: str, value: str) -> None:
         self.send("Network.setCookie", url=url, name=name, value=value, path="/")
+
+    def cookies(self) -> dict[str, str]:
+        """The browser's cookies, name to value (``_token`` is the one Airflow's login form stores)."""
+        return {c["name"]: c["value"] for c in self.send("Network.getAllCookies")["cookies"]}
+
+    def type_into(self, selector: str, text: str) -> None:
+        """Focus the element ``selector`` and type ``text`` as keyboard input (React sees ordinary input events)."""
+        if not self.evaluate(
+            f"(() => {{ const e = document.querySelector({json.dumps(selector)}); "
+            "if (!e) return false; e.focus(); return document.activeElement === e; })()"
+        ):
+            raise AssertionError(f"no focusable element {selector!r} on the page")
+        self.send("Input.insertText", text=text)
+
+    def click(self, element: str, *, what: str) -> None:
+        """A real mouse click (press and release) on the centre of the element the JS expression ``element`` finds."""
+        box = self.evaluate(
+            f"(() => {{ const e = {element}; if (!e) return null; e.scrollIntoView({{block: 'center'}}); "
+            "const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+        )
+        if not box:
+            raise AssertionError(f"nothing to click: {what} is not on the page")
+        x, y = box
+        for kind in ("mousePressed", "mouseReleased"):
+            self.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
 
     def open(self, url: str) -> None:
         """Navigate and wait until the new document has loaded (a marker on the old one must be gone)."""

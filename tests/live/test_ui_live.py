@@ -1,7 +1,8 @@
 """The UI plugin on the live stack (api-server, scheduler, dag-processor, triggerer; SQLite; SimpleAuthManager) with
 the Cosmos emulator and the real broker: the ``/chatter`` API's auth, what it and the page show after a drain with
 one suspended lease and two undeliverable documents, and a requeue (double-submitted with one key) that the next
-drain publishes. A headless Chromium opens the page in light and dark mode and saves screenshots.
+drain publishes. A headless Chromium signs in through Airflow's login form, opens the page in light and dark mode
+and saves screenshots, and opens the Outbox tab of the drain run.
 
 The tests run in file order and share the state the first one builds (source ``ui`` of the live sources file).
 """
@@ -33,6 +34,8 @@ TEXT_RGB = """(() => {
   return [...ctx.getImageData(0, 0, 1, 1).data.slice(0, 3)];
 })()"""
 API = "/chatter/api"
+#: The fault the scenario's suspension state records, as the gate stores a Confirmation Failure's.
+LAST_FAULT = "503 Service Unavailable: the delivered stamp's patch was refused"
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +79,8 @@ def _drain(live: LiveAirflow, api: httpx.Client, dag_id: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def scenario(live_airflow: LiveAirflow, admin: httpx.Client) -> dict[str, Any]:
     """A drain that stamps two documents undeliverable, then one suspended lease (its state written onto the lease
-    document as five Confirmation Failures would leave it: fault injection), with its window already half over."""
+    document as five Confirmation Failures would leave it, the last one's fault included: fault injection), with its
+    window already half over."""
     source = live_airflow.sources[SOURCE]
     good, bad = _documents(source, "scenario")
     _drain(live_airflow, admin, source.drain_dag_id)
@@ -96,6 +100,11 @@ def scenario(live_airflow: LiveAirflow, admin: httpx.Client) -> dict[str, Any]:
                     "suspended": True,
                     "armed_at": armed.isoformat(),
                     "probe_consumed": False,
+                    "last_fault": {
+                        "error_type": "ServiceUnavailable",
+                        "message": LAST_FAULT,
+                        "at": armed.isoformat(),
+                    },
                 },
             }
         ],
@@ -125,6 +134,13 @@ def test_sus_ctr_after_a_drain_the_api_shows_exactly_the_suspended_lease_and_the
     (suspension,) = body["suspensions"]
     assert suspension["consecutive_failures"] == 5
     assert suspension["window_end"] == (scenario["armed_at"] + timedelta(seconds=60)).isoformat()
+    assert suspension["last_fault"] == {
+        "error_type": "ServiceUnavailable",
+        "error_message": LAST_FAULT,
+        "run_id": None,
+        "at": scenario["armed_at"].isoformat(),
+        "recorded_in": "lease",
+    }
     assert body["undeliverable_count"] == 2 and body["attention"] is True
     # Unpausing may start a scheduled run before the manual one: whichever drained, the runs' totals show it.
     assert (body["totals"]["published"], body["totals"]["undeliverable"]) == (3, 2), body["runs"]
@@ -144,14 +160,33 @@ def test_ui_a_viewer_cannot_requeue(scenario: dict[str, Any], viewer: httpx.Clie
     assert viewer.get(f"{API}/sources/{SOURCE}").json()["undeliverable_count"] == 2
 
 
+def _log_in(browser: Browser, live: LiveAirflow, user: str, next_path: str) -> None:
+    """Open ``next_path`` signed out and sign in through Airflow's login form (simple auth manager), as a person does:
+    the UI sends the browser to the form, the form stores the ``_token`` cookie and returns to ``next_path``."""
+    browser.open(f"{live.url}{next_path}")
+    browser.wait_for(
+        "location.pathname.startsWith('/auth/login') && !!document.querySelector('input[name=password]')",
+        what="Airflow's login form",
+    )
+    assert "_token" not in browser.cookies(), "signed out: the test sets no cookie itself"
+    browser.type_into("input[name=username]", user)
+    browser.type_into("input[name=password]", live.passwords[user])
+    sign_in = "[...document.querySelectorAll('button[type=submit]')].find(b => b.innerText.trim() === 'Sign in')"
+    browser.wait_for(f"{sign_in} && !{sign_in}.disabled", what="the Sign in button to be enabled")
+    browser.click(sign_in, what="the Sign in button")
+    browser.wait_for(
+        f"location.pathname === {json.dumps(next_path)} && !!document.querySelector('[data-testid=chatter-page]')",
+        what=f"{next_path} after signing in",
+    )
+    assert browser.cookies().get("_token"), "the login form stored the UI's token cookie"
+
+
 def test_ui_the_page_shows_the_suspension_and_the_undeliverable_documents_in_light_and_dark(
     scenario: dict[str, Any], live_airflow: LiveAirflow, tmp_path: Path
 ) -> None:
     browser = Browser(tmp_path / "chromium-profile")
     try:
-        browser.open(f"{live_airflow.url}/api/v2/monitor/health")
-        browser.set_cookie(live_airflow.url, "_token", live_airflow.token("admin"))  # what the login form stores
-        browser.open(f"{live_airflow.url}/plugin/chatter")
+        _log_in(browser, live_airflow, "admin", "/plugin/chatter")
         panel = f"document.querySelector('[data-testid=source-{SOURCE}]')"
         browser.wait_for(
             f"{panel} && {panel}.querySelectorAll('[data-testid=undeliverable-row]').length",
@@ -162,6 +197,8 @@ def test_ui_the_page_shows_the_suspension_and_the_undeliverable_documents_in_lig
                 suspended: p.querySelector('[data-testid=suspended-count]').innerText,
                 undeliverable: p.querySelector('[data-testid=undeliverable-count]').innerText,
                 suspensionRows: p.querySelectorAll('[data-testid=suspension-row]').length,
+                lastFault: p.querySelector('[data-testid=suspension-last-fault]').innerText,
+                totalsFrom: p.querySelector('[data-testid=totals-source]').innerText.split(' of the ')[0],
                 messageIds: [...p.querySelectorAll('[data-testid=undeliverable-message-id]')].map(e => e.innerText),
                 violations: [...p.querySelectorAll('[data-testid=undeliverable-violations]')].map(e => e.innerText),
             }}; }})()"""
@@ -170,6 +207,8 @@ def test_ui_the_page_shows_the_suspension_and_the_undeliverable_documents_in_lig
             "suspended": "1 suspended",
             "undeliverable": "2 undeliverable",
             "suspensionRows": 1,
+            "lastFault": f"ServiceUnavailable: {LAST_FAULT}",
+            "totalsFrom": "Summed from the drain summaries (XCom)",
             "messageIds": sorted(d["MessageId"] for d in scenario["bad"]),
             "violations": ["Destination", "Destination"],
         }
@@ -193,6 +232,46 @@ def test_ui_the_page_shows_the_suspension_and_the_undeliverable_documents_in_lig
     )
 
 
+def test_ui_the_outbox_tab_of_a_drain_run_shows_that_runs_totals_and_only_its_source(
+    scenario: dict[str, Any], live_airflow: LiveAirflow, viewer: httpx.Client, tmp_path: Path
+) -> None:
+    source: LiveSource = scenario["source"]
+    runs = viewer.get(f"{API}/sources/{SOURCE}").json()["runs"]
+    # Unpausing may have let a scheduled run drain before the manual one: the tab is opened on the run that drained.
+    (run,) = [r for r in runs if r["published"] == 3]
+    others = [name for name in live_airflow.sources if name != SOURCE]
+    browser = Browser(tmp_path / "chromium-profile")
+    try:
+        _log_in(browser, live_airflow, "viewer", "/plugin/chatter")
+        browser.open(f"{live_airflow.url}/dags/{source.drain_dag_id}/runs/{run['run_id']}")
+        tab = "[...document.querySelectorAll('a, button')].find(e => e.innerText.trim() === 'Outbox')"
+        browser.wait_for(tab, what="the Outbox tab on the run page")
+        browser.click(tab, what="the Outbox tab")
+        browser.wait_for(
+            "location.pathname.endsWith('/plugin/chatter-run') && !!document.querySelector('[data-testid=this-run]') "
+            "&& document.querySelectorAll('[data-testid=undeliverable-row]').length === 2",
+            what="the Outbox tab's panel",
+        )
+        shown = browser.evaluate(
+            f"""(() => ({{
+                thisRun: document.querySelector('[data-testid=this-run]').innerText,
+                panels: [...document.querySelectorAll('[data-testid^=source-]')].map(e => e.dataset.testid),
+                glance: !!document.querySelector('[data-testid=chatter-glance]'),
+                suspended: document.querySelector('[data-testid=source-{SOURCE}] [data-testid=suspended-count]')
+                    .innerText,
+            }}))()"""
+        )
+        browser.screenshot(tmp_path / "chatter-ui-run-tab.png")
+    finally:
+        browser.close()
+    assert shown == {
+        "thisRun": "This run: published 3, delivered 3, undeliverable 2, refused batches 0.",
+        "panels": [f"source-{SOURCE}"],
+        "glance": False,
+        "suspended": "1 suspended",
+    }, f"other sources {others} must not appear on this DAG's tab"
+
+
 def test_idm_rly_a_double_submitted_requeue_acts_once_and_the_next_drain_publishes_them(
     scenario: dict[str, Any], live_airflow: LiveAirflow, admin: httpx.Client
 ) -> None:
@@ -212,6 +291,7 @@ def test_idm_rly_a_double_submitted_requeue_acts_once_and_the_next_drain_publish
     assert first.status_code == second.status_code == 200, (first.text, second.text)
     assert sorted(first.json()["requeued"]) == sorted(d["id"] for d in scenario["bad"])
     assert second.headers.get("idempotent-replayed") == "true" and second.json() == first.json()
+    assert first.json()["idempotency"] == "cosmos", "the key is in the source's Cosmos idempotency container"
     log = (live_airflow.home / "process-logs" / "api-server.log").read_text()
     assert log.count(f"UI requeue by admin on source {SOURCE}") == 1, "the requeue ran once, logged with the user"
     statuses = {d["id"]: source.monitored.read_item(d["id"], d["customerId"])["status"] for d in scenario["bad"]}

@@ -7,6 +7,10 @@ otherwise). Actions also pass the Idempotency-Key guard (a double click acts onc
 authorised **before** the guard runs, and the guard's scope is the authenticated user, so one user's key never
 replays to another and a refused request is never stored. Every action is logged with the user and what changed.
 
+The guard's store is per source: the Cosmos idempotency container the source names (``ui_idempotency_container``),
+shared by every api-server worker; without one, this process's memory, which is right for a single worker only: the
+API says so (``idempotency`` in the overview and in each action's answer) and logs a warning once per source.
+
 What only Airflow knows (who asks, what they may do, the recent runs' XCom, triggering a run) comes through a
 ``Backend`` (``backend.py`` in Airflow; a fake in the API tests). The Cosmos side is the core's read model
 (``airflow_chatter.drain.monitoring``) and interventions: parameterised queries, every list paged with a cap.
@@ -24,6 +28,7 @@ from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, 
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
 
 from airflow_chatter.airflow.config import SourceConfig, SourcesFile
 from airflow_chatter.drain.interventions import (
@@ -43,10 +48,11 @@ from airflow_chatter.drain.monitoring import (
     source_overview,
 )
 from airflow_chatter.errors import ChatterError, ConfigurationError
+from airflow_chatter.idempotency.cosmos import CosmosIdempotencyStore
 from airflow_chatter.idempotency.http import HttpIdempotencyOptions, Idempotency
 from airflow_chatter.idempotency.memory import MemoryIdempotencyStore
 from airflow_chatter.idempotency.store import IdempotencyStore
-from airflow_chatter.ports import DocumentContainer
+from airflow_chatter.ports import ContainerError, DocumentContainer
 
 log = logging.getLogger("airflow_chatter.ui")
 
@@ -81,6 +87,7 @@ class Backend(Protocol):
     def authorized(self, user: User, method: Method, dag_id: str, *, run: bool = False) -> bool: ...
     def sources(self) -> SourcesFile: ...
     def containers(self, source: SourceConfig) -> tuple[DocumentContainer, DocumentContainer]: ...
+    def idempotency_container(self, source: SourceConfig) -> DocumentContainer: ...
     def runs(self, dag_id: str, limit: int) -> list[RunRecord]: ...
     def trigger(self, dag_id: str, conf: dict[str, Any], user: User, note: str) -> dict[str, Any]: ...
     def telemetry(self) -> dict[str, Any]: ...
@@ -128,15 +135,75 @@ def _problem(status: int, detail: str, field: str | None = None) -> JSONResponse
     return JSONResponse(body, status_code=status)
 
 
+#: What the API says when a source's UI actions keep their keys in memory.
+MEMORY_WARNING = (
+    "ui_idempotency_container is not set for this source, so the UI actions' Idempotency-Keys are kept in one "
+    "api-server process's memory: a double click acts once only with a single api-server worker "
+    "(AIRFLOW__API__WORKERS=1)"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class IdempotencyInfo:
+    """Where a source's UI actions keep their Idempotency-Keys, as the API reports it."""
+
+    store: Literal["cosmos", "memory"]
+    shared_across_workers: bool
+    container: str | None = None
+    warning: str | None = None
+
+
 class _Api:
-    def __init__(self, backend: Backend, store: IdempotencyStore, backfill_dag_id: str) -> None:
+    def __init__(self, backend: Backend, store: IdempotencyStore | None, backfill_dag_id: str) -> None:
         self.backend = backend
         self.backfill_dag_id = backfill_dag_id
-        self.guard = Idempotency(store, HttpIdempotencyOptions(), scope=self._scope)
+        self._override = store
+        self._memory = MemoryIdempotencyStore()
+        self._guards: dict[object, Idempotency] = {}
+        self._warned: set[str] = set()
 
     @staticmethod
     def _scope(request: Request) -> str:
         return f"chatter-ui:{request.state.chatter_user.name}"
+
+    def idempotency(self, source: SourceConfig) -> IdempotencyInfo:
+        if self._override is not None:
+            shared = not isinstance(self._override, MemoryIdempotencyStore)
+            return IdempotencyInfo("cosmos" if shared else "memory", shared, None, None if shared else MEMORY_WARNING)
+        if source.ui_idempotency_container is None:
+            return IdempotencyInfo("memory", False, None, MEMORY_WARNING)
+        return IdempotencyInfo("cosmos", True, f"{source.database}/{source.ui_idempotency_container}")
+
+    def guard(self, source: SourceConfig) -> Idempotency:
+        """The source's guard: over its Cosmos idempotency container (verified once), else over memory."""
+        info = self.idempotency(source)
+        if self._override is not None:
+            slot: object = "override"
+        elif info.store == "memory":
+            slot = "memory"
+            if source.name not in self._warned:
+                self._warned.add(source.name)
+                log.warning("UI actions on source %s: %s", source.name, MEMORY_WARNING)
+        else:
+            slot = (source.cosmos_conn_id, info.container)
+        guard = self._guards.get(slot)
+        if guard is None:
+            store = self._override or self._memory
+            if slot not in ("override", "memory"):
+                cosmos = CosmosIdempotencyStore(self.backend.idempotency_container(source))
+                try:
+                    cosmos.verify_container()
+                except (ChatterError, ContainerError) as error:
+                    message = f"source {source.name}: {info.container} cannot keep the UI's keys: {error}"
+                    raise HTTPException(503, {"field": "ui_idempotency_container", "message": message}) from None
+                store = cosmos
+            guard = self._guards.setdefault(slot, Idempotency(store, HttpIdempotencyOptions(), scope=self._scope))
+        return guard
+
+    def store_kind(self, source: SourceConfig) -> str:
+        """An action's answer says where its key is kept: ``cosmos``, or ``memory (single api-server worker only)``."""
+        info = self.idempotency(source)
+        return "cosmos" if info.shared_across_workers else "memory (single api-server worker only)"
 
     def source(self, name: str) -> SourceConfig:
         try:
@@ -163,8 +230,12 @@ def create_app(
     idempotency_store: IdempotencyStore | None = None,
     backfill_dag_id: str = "chatter_backfill",
 ) -> FastAPI:
-    """The plugin's FastAPI app over ``backend``; its OpenAPI schema is at ``/openapi.json``."""
-    api = _Api(backend, idempotency_store or MemoryIdempotencyStore(), backfill_dag_id)
+    """The plugin's FastAPI app over ``backend``; its OpenAPI schema is at ``/openapi.json``.
+
+    ``idempotency_store`` overrides every source's store (tests, a deployment with its own store); by default each
+    source's is its ``ui_idempotency_container``, else this process's memory.
+    """
+    api = _Api(backend, idempotency_store, backfill_dag_id)
     app = FastAPI(
         title="airflow-chatter",
         description="Monitoring and operating the outbox drains: leases, Drain Suspensions, undeliverable "
@@ -189,14 +260,17 @@ def create_app(
 
             async def handler(request: Request) -> Response:
                 try:
-                    user, _ = await api.check(request, "PUT")
+                    user, source = await api.check(request, "PUT")
+                    if source is None:  # every action route has a {source}
+                        return _problem(404, "no source in the path", "source")
+                    guard = await run_in_threadpool(api.guard, source)
                 except NotAuthorized as error:
                     return _problem(error.status, error.detail)
                 except HTTPException as error:
                     detail = error.detail if isinstance(error.detail, dict) else {"message": error.detail}
                     return _problem(error.status_code, str(detail.get("message")), detail.get("field"))
                 request.state.chatter_user = user
-                return await api.guard.handle(request, original)
+                return await guard.handle(request, original)
 
             return handler
 
@@ -242,7 +316,14 @@ def create_app(
         monitored, leases = backend.containers(config)
         store = monitor_store(config.to_options(), monitored, leases)
         view = source_overview(config.name, config.dag_id, store, monitored, backend.runs(config.dag_id, runs))
-        return {**dataclasses.asdict(view), "attention": view.attention, "telemetry": backend.telemetry()}
+        return {
+            **dataclasses.asdict(view),
+            "attention": view.attention,
+            # The instruments are recorded in the workers' task processes; the api-server has only the summaries.
+            "totals_from": "run summaries",
+            "telemetry": backend.telemetry(),
+            "idempotency": dataclasses.asdict(api.idempotency(config)),
+        }
 
     @reader.get("/sources/{source}/undeliverable", summary="Undeliverable documents, paged, with their violations")
     def undeliverable(
@@ -282,7 +363,7 @@ def create_app(
             list(result.changed_meanwhile),
             list(result.not_found),
         )
-        return {"source": config.name, "by": user.name, **result.to_dict()}
+        return {"source": config.name, "by": user.name, **result.to_dict(), "idempotency": api.store_kind(config)}
 
     @actions.post("/sources/{source}/leases/{lease_id}/release", summary="Release a stuck lease")
     def release(source: str, lease_id: str, body: ReleaseBody, request: Request) -> dict[str, Any]:
@@ -302,7 +383,7 @@ def create_app(
             released.previous_owner,
             released.released,
         )
-        return {"source": config.name, "by": user.name, **released.to_dict()}
+        return {"source": config.name, "by": user.name, **released.to_dict(), "idempotency": api.store_kind(config)}
 
     @actions.post("/sources/{source}/backfill", summary="Trigger a backfill drain of the source")
     def backfill(source: str, body: BackfillBody, request: Request) -> dict[str, Any]:
@@ -316,7 +397,7 @@ def create_app(
         except ParamsRejected as error:
             raise HTTPException(400, {"field": "params", "message": str(error)}) from None
         log.info("UI backfill by %s on source %s: run %s with %s", user.name, config.name, run.get("run_id"), conf)
-        return {"source": config.name, "by": user.name, **run}
+        return {"source": config.name, "by": user.name, **run, "idempotency": api.store_kind(config)}
 
     app.include_router(reader)
     app.include_router(actions)

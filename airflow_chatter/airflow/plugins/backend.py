@@ -91,6 +91,15 @@ class AirflowBackend:
                 )
             return self._containers[key]
 
+    def idempotency_container(self, source: SourceConfig) -> DocumentContainer:
+        """The source's ``ui_idempotency_container`` (the API verifies its shape before the first action)."""
+        from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
+
+        if source.ui_idempotency_container is None:
+            raise ValueError(f"source {source.name} has no ui_idempotency_container")
+        hook = ChatterCosmosHook(source.cosmos_conn_id, database_name=source.database)
+        return hook.get_container(source.ui_idempotency_container)
+
     # -- the metadata DB ---------------------------------------------------------------------------
 
     def runs(self, dag_id: str, limit: int) -> list[RunRecord]:

@@ -160,7 +160,7 @@ function Suspensions({ view }) {
       h(Cell, { title: s.lease_id }, short(s.lease_id.split(":").pop())),
       h(Cell, null, String(s.consecutive_failures)),
       h(Cell, null, when(s.window_end), s.window_end && new Date(s.window_end) < new Date() ? " (probe due)" : ""),
-      h(Cell, null, s.last_fault ? `${s.last_fault.error_type}: ${s.last_fault.error_message}` : "not recorded in the recent runs"),
+      h(Cell, { "data-testid": "suspension-last-fault", title: s.last_fault ? `recorded in the ${s.last_fault.recorded_in}${s.last_fault.at ? " at " + s.last_fault.at : ""}` : "" }, s.last_fault ? `${s.last_fault.error_type}: ${s.last_fault.error_message}` : "none recorded"),
     ),
   );
   return h(Section, { title: "Drain Suspensions" }, h(DataTable, { columns: ["Lease", "Consecutive failures", "Window end", "Last fault"], rows, testid: "suspensions", empty: "No lease is suspended." }));
@@ -244,9 +244,9 @@ function Totals({ view }) {
   const tele = view.telemetry || {};
   return h(
     Section,
-    { title: "Totals over these runs" },
+    { title: "Totals over these runs (from their drain summaries)" },
     h(C.Text, { fontSize: "sm", "data-testid": "totals" }, Object.entries(t).map(([k, v]) => `${k.replace(/_/g, " ")} ${v}`).join(" · ")),
-    h(C.Text, { fontSize: "xs", color: "fg.muted" }, tele.sdk_configured ? `OpenTelemetry SDK configured (${tele.meter_provider}); the drains export the seven instruments.` : "No OpenTelemetry SDK in the api-server; totals come from the runs' summaries. See docs/ui.md to export the instruments to Prometheus."),
+    h(C.Text, { fontSize: "xs", color: "fg.muted", "data-testid": "totals-source" }, `Summed from the drain summaries (XCom) of the ${view.runs.length} runs above, not from the OpenTelemetry instruments: those are recorded in the worker processes that run the drains${tele.sdk_configured ? "" : " (this api-server has no OpenTelemetry SDK)"}. Export them to Prometheus for totals over any period (docs/ui.md).`),
   );
 }
 
@@ -327,6 +327,7 @@ function OpenPanel({ source, backfillDag, runId }) {
       h(C.Badge, { colorPalette: view.undeliverable_count ? "orange" : "green", "data-testid": "undeliverable-count" }, `${view.undeliverable_count} undeliverable`),
       h(C.Button, { size: "xs", variant: "ghost", onClick: reload }, "Refresh"),
     ),
+    view.idempotency && view.idempotency.warning ? h(C.Text, { mt: 1, fontSize: "xs", color: "fg.warning", "data-testid": "idempotency-warning" }, `Actions: ${view.idempotency.warning}.`) : null,
     run ? h(C.Text, { mt: 2, fontSize: "sm", "data-testid": "this-run" }, `This run: published ${run.published}, delivered ${run.delivered}, undeliverable ${run.undeliverable}, refused batches ${run.refused_batches}.`) : null,
     h(Leases, { source, view, reload }),
     h(Suspensions, { view }),
