@@ -329,6 +329,7 @@ def test_example_consume_dag_writes_each_receipt_once_and_fails_on_a_message_wit
     assert run.state == "success", run.state
     [summary] = xcoms(run, "receive")
     assert (summary["received"], summary["processed"], summary["duplicates"]) == (30, 30, 0)
+    assert summary["dispatched"] == 0, "the example handler dispatches nothing in-process"
     assert summary["stopped_by"] == "caught_up"
     assert receipts() == 20
     ends = _end_offsets(kafka_bootstrap, kafka_topic)

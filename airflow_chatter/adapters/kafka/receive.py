@@ -48,6 +48,7 @@ def receive(
     stop = PollStop()
     for record in bounded_poll(consumer, max_messages=max_messages, deadline=deadline, clock=clock, stop=stop):
         message = ReceivedMessage.from_record(record)
+        dispatched = receiver.dispatched
         outcome = receiver.handle_delivery(message)
         # Only now is the delivery acknowledged: its writes and marker are committed.
         consumer.commit(
@@ -58,6 +59,7 @@ def receive(
             summary.duplicates += 1
         else:
             summary.processed += 1
+        summary.dispatched += receiver.dispatched - dispatched
         summary.committed_offsets[f"{message.topic}:{message.partition}"] = message.offset + 1
     summary.stopped_by = stop.reason
     summary.seconds = clock() - started
