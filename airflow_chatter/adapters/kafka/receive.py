@@ -2,7 +2,8 @@
 ``IdempotentReceiver`` and commit its offset only after its unit of work committed.
 
 It lives in the kafka adapter because it drives a kafka-python ``KafkaConsumer``; the core receiver
-(``airflow_chatter.inbox.receiver``) sees only ``ReceivedMessage`` values. The poll bound and the caught-up check are
+(``airflow_chatter.inbox.receiver``) sees only ``ReceivedMessage`` values (``airflow_chatter.ports``, the one value of a
+consumed record, which the at-least-once consumer hands its handlers too). The poll bound and the caught-up check are
 the at-least-once consumer's (``consumer.py``), so both loops stop the same way.
 """
 
@@ -17,8 +18,8 @@ from kafka.structs import OffsetAndMetadata
 
 from airflow_chatter.adapters.kafka.consumer import PollStop, bounded_poll
 from airflow_chatter.errors import ConfigurationError
-from airflow_chatter.inbox.identity import ReceivedMessage
 from airflow_chatter.inbox.receiver import DeliveryOutcome, IdempotentReceiver, ReceiveSummary
+from airflow_chatter.ports import ReceivedMessage
 
 
 def receive(
