@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_chatter.adapters.kafka.settings import KafkaSettings
+from airflow_chatter.inbox.errors import MissingMessageIdError
 from airflow_chatter.ports import MESSAGE_ID_HEADER, ReceivedMessage
 
 log = logging.getLogger(__name__)
@@ -51,19 +52,6 @@ EVENT_TYPE_HEADER = "event-type"
 DEFAULT_SESSION_TIMEOUT_MS = 6_000
 #: A consumer poll never waits longer than this, so the time budget is checked often.
 MAX_POLL_WAIT_S = 1.0
-
-
-class MissingMessageIdError(ValueError):
-    """A consumed message has no usable ``message-id`` header (F-07: not processed, not acknowledged)."""
-
-    def __init__(self, topic: str, partition: int, offset: int, reason: str) -> None:
-        super().__init__(
-            f"message at {topic}[{partition}]@{offset} {reason}: it has no identity to deduplicate on, so it is "
-            "neither processed nor acknowledged (the group's offset stays before it)"
-        )
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
 
 
 def consumer_config(
