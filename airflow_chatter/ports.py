@@ -382,12 +382,71 @@ class DocumentContainer(abc.ABC):
 # --------------------------------------------------------------------------------------------
 
 
+#: The header a message's identity travels in (F-02): what the drain writes and the inbox deduplicates on (F-07).
+MESSAGE_ID_HEADER = "message-id"
+
+
 @dataclass(frozen=True)
 class OutgoingMessage:
     topic: str
     value: bytes
     key: bytes | None = None
     headers: tuple[tuple[str, bytes], ...] = ()
+
+
+@dataclass(frozen=True)
+class ReceivedMessage:
+    """One consumed Kafka record: what the idempotent receiver (``Delivery.message``) and the at-least-once
+    consumer (``consume_batch``) hand their handlers. The Kafka adapter builds it (``from_record``), so the core
+    reads records without importing ``kafka``.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    timestamp_ms: int | None = None
+
+    @classmethod
+    def from_record(cls, record: Any) -> ReceivedMessage:
+        """From a kafka-python ``ConsumerRecord``."""
+        return cls(
+            topic=record.topic,
+            partition=int(record.partition),
+            offset=int(record.offset),
+            key=record.key,
+            value=record.value,
+            headers=tuple((str(k), v) for k, v in (record.headers or ())),
+            timestamp_ms=getattr(record, "timestamp", None),
+        )
+
+    def header_bytes(self, name: str) -> bytes | None:
+        """The first header called ``name`` (case-insensitive) as bytes; ``None`` if absent."""
+        wanted = name.lower()
+        return next((v for k, v in self.headers if k.lower() == wanted), None)
+
+    def header(self, name: str) -> str | None:
+        """The first header called ``name`` (case-insensitive), decoded as UTF-8; ``None`` if absent."""
+        value = self.header_bytes(name)
+        return None if value is None else value.decode("utf-8", errors="replace")
+
+    @property
+    def message_id(self) -> str | None:
+        """The ``message-id`` header, strict UTF-8; ``None`` when absent or not UTF-8. The at-least-once consumer
+        hands on only messages where it is non-blank; the receiver decides identity through its identity function."""
+        raw = self.header_bytes(MESSAGE_ID_HEADER)
+        if raw is None:
+            return None
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+
+    @property
+    def where(self) -> str:
+        return f"{self.topic}[{self.partition}]@{self.offset}"
 
 
 @dataclass(frozen=True)

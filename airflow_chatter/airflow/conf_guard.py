@@ -8,6 +8,11 @@ looks only at ``POST /api/v2/dags/<dag id>/dagRuns`` (the REST API and the UI's 
 :data:`STRICT_CONF`, buffers that request's body and hands it on unchanged otherwise; every other request passes
 through untouched.
 
+An api-server served under a path (``[api] base_url = http://host/airflow/``) is a FastAPI app whose ``root_path``
+is that path, so the request's ``scope`` carries it: the guard matches the path below it, as Starlette's router
+does (``/airflow/api/v2/...`` from a proxy that forwards the prefix, ``/api/v2/...`` from one that strips it).
+Anything else that merely contains those words (a plugin's ``/pluginsv2/.../api/v2/dags/...``) is not the endpoint.
+
 Pure ASGI and standard library only: the plugin module that registers it is imported by every Airflow process.
 """
 
@@ -47,6 +52,16 @@ def unknown_conf_keys(dag_id: str, body: object) -> tuple[list[str], tuple[str, 
     return (unknown, allowed) if unknown else None
 
 
+def route_path(scope: Scope) -> str:
+    """The request's path below the app's ``root_path`` (Airflow's ``[api] base_url`` path), as the router sees it:
+    a path under the root path loses it, any other path is kept whole (a proxy stripped the prefix already)."""
+    path = str(scope.get("path", ""))
+    root = str(scope.get("root_path", "")).rstrip("/")
+    if root and path.startswith(root) and path[len(root) : len(root) + 1] in ("", "/"):
+        return path[len(root) :]
+    return path
+
+
 class ChatterConfGuard:
     """ASGI middleware: 400 for a chatter manual DAG run whose conf names a key the DAG has no param for."""
 
@@ -54,7 +69,7 @@ class ChatterConfGuard:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        match = _DAG_RUNS.match(scope.get("path", "")) if scope.get("type") == "http" else None
+        match = _DAG_RUNS.match(route_path(scope)) if scope.get("type") == "http" else None
         if match is None or scope.get("method") != "POST" or match.group("dag_id") not in STRICT_CONF:
             await self.app(scope, receive, send)
             return

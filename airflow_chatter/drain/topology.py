@@ -62,7 +62,7 @@ class LeaseTopology:
         for feed_range in ranges:
             own = known.get(feed_range.token)
             if own is None or own.state != ACTIVE:
-                serving = self._settle(feed_range, own, known, held, now)
+                serving = self._settle(feed_range, own, ranges, known, held, now)
                 if serving is not None:
                     served[feed_range.token] = serving
         self._retire_split_leftovers(ranges, known, served, now)
@@ -101,6 +101,7 @@ class LeaseTopology:
         self,
         feed_range: FeedRange,
         own: Lease | None,
+        ranges: list[FeedRange],
         known: dict[str, Lease],
         held: list[Lease],
         now: datetime,
@@ -111,11 +112,12 @@ class LeaseTopology:
         if blocking:
             return blocking
         parent = self._parent_of(feed_range, known.values())
-        if parent is None and own is None:
+        if parent is not None:
+            # A split found through is_feed_range_subset only (the tokens' overlap cannot be computed).
+            return self._split_contained(parent, ranges, known, now)
+        if own is None:
             parent = _split_parent_of(feed_range, known.values())
         if parent is not None:
-            if parent.state == ACTIVE and self.store.held_elsewhere(parent, now):
-                return [parent]
             known[feed_range.token] = self.store.create(
                 feed_range, parent.continuation, parent.start_from, parent.suspension
             )
@@ -141,6 +143,31 @@ class LeaseTopology:
             known[feed_range.token] = self.store.create(feed_range, None, self.store.start_from)
         return None
 
+    def _split_contained(
+        self, parent: Lease, ranges: list[FeedRange], known: dict[str, Lease], now: datetime
+    ) -> list[Lease] | None:
+        """Replace an active ``parent`` by the current ranges inside it, as ``_split_spanning`` does: retired first
+        (conditionally, naming its children), then each child created from its position; ``None`` once they are in
+        ``known``, else the lease that still drains them (another drain holds or took the parent).
+
+        In this order no two active leases ever cover one range. A listing that stops after the retirement leaves
+        the parent split with its children recorded, and the next one creates those still missing from its
+        position (``_split_parent_of``); creating one that exists returns it, so nothing is skipped or doubled.
+        """
+        if self.store.held_elsewhere(parent, now):
+            return [parent]
+        children = [r for r in ranges if _is_child(self.monitored, parent.feed_range, r)]
+        retired = self.store.retire(parent, SPLIT, children, "marking it split")
+        parent = known[parent.token] = self.store.get(parent.id)
+        if not retired and parent.state == ACTIVE:
+            return [parent]  # a drain took it meanwhile: it stays whole until a listing after it let go
+        if parent.state != SPLIT:
+            return []  # another listing retired it otherwise meanwhile: the next listing settles the range
+        for child in children:
+            if child.token not in known or known[child.token].state != ACTIVE:
+                known[child.token] = self.store.create(child, parent.continuation, parent.start_from, parent.suspension)
+        return None
+
     def _retire_split_leftovers(
         self,
         ranges: list[FeedRange],
@@ -148,8 +175,8 @@ class LeaseTopology:
         served: dict[str, list[Lease]],
         now: datetime,
     ) -> None:
-        """Retire, as split, an active lease no current range is, whose children exist now: what
-        ``_split_spanning`` does where the tokens cannot be compared (``is_feed_range_subset`` only)."""
+        """Retire, as split, an active lease no current range is, whose children all have active leases already
+        (``_split_contained`` met none of them without one): a state a listing of an older release could leave."""
         current = {r.token for r in ranges}
         serving = {lease.token for leases in served.values() for lease in leases}
         for lease in list(known.values()):

@@ -2,8 +2,23 @@
 
 from __future__ import annotations
 
-from airflow_chatter.adapters.kafka.consumer import MissingMessageIdError
 from airflow_chatter.errors import ChatterError
+
+
+class MissingMessageIdError(ValueError):
+    """A consumed message has no usable ``message-id`` header (F-07: not processed, not acknowledged).
+
+    Raised by the at-least-once consumer (``adapters.kafka.consumer``, which re-exports it); defined here, in the core,
+    because the receiver's ``MissingIdentityError`` is one too, and the core imports no adapter."""
+
+    def __init__(self, topic: str, partition: int, offset: int, reason: str) -> None:
+        super().__init__(
+            f"message at {topic}[{partition}]@{offset} {reason}: it has no identity to deduplicate on, so it is "
+            "neither processed nor acknowledged (the group's offset stays before it)"
+        )
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
 
 
 class InboxIdentityError(ChatterError, ValueError):
@@ -60,4 +75,5 @@ __all__ = [
     "InboxIdentityError",
     "MarkerNotFoundError",
     "MissingIdentityError",
+    "MissingMessageIdError",
 ]

@@ -15,53 +15,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from airflow_chatter.inbox.errors import MissingIdentityError
-from airflow_chatter.outbox.mapping import MESSAGE_ID_HEADER
-from airflow_chatter.ports import PartitionKey
-
-
-@dataclass(frozen=True)
-class ReceivedMessage:
-    """One Kafka record as the receiver sees it, before any identity is decided."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...] = ()
-    timestamp_ms: int | None = None
-
-    @classmethod
-    def from_record(cls, record: Any) -> ReceivedMessage:
-        """From a kafka-python ``ConsumerRecord``."""
-        return cls(
-            topic=record.topic,
-            partition=int(record.partition),
-            offset=int(record.offset),
-            key=record.key,
-            value=record.value,
-            headers=tuple((str(k), v) for k, v in (record.headers or ())),
-            timestamp_ms=getattr(record, "timestamp", None),
-        )
-
-    def header_bytes(self, name: str) -> bytes | None:
-        """The first header called ``name`` (case-insensitive) as bytes; ``None`` if absent."""
-        wanted = name.lower()
-        return next((v for k, v in self.headers if k.lower() == wanted), None)
-
-    def header(self, name: str) -> str | None:
-        """The first header called ``name`` (case-insensitive), decoded as UTF-8; ``None`` if absent."""
-        value = self.header_bytes(name)
-        return None if value is None else value.decode("utf-8", errors="replace")
-
-    @property
-    def where(self) -> str:
-        return f"{self.topic}[{self.partition}]@{self.offset}"
-
+from airflow_chatter.ports import MESSAGE_ID_HEADER, PartitionKey, ReceivedMessage
 
 #: A user identity function: the delivery's identity, or ``None``/blank when it has none.
 IdentityFunction = Callable[[ReceivedMessage], "str | None"]
@@ -71,13 +27,7 @@ PartitionKeyResolver = Callable[[ReceivedMessage], PartitionKey]
 
 def message_id_identity(message: ReceivedMessage) -> str | None:
     """The default identity: the ``message-id`` header, strict UTF-8; ``None`` when absent or not UTF-8."""
-    raw = message.header_bytes(MESSAGE_ID_HEADER)
-    if raw is None:
-        return None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+    return message.message_id
 
 
 def topic_partition_offset_identity(message: ReceivedMessage) -> str:

@@ -20,6 +20,7 @@ Nothing here imports Airflow.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -65,7 +66,8 @@ class Delivery:
     identity: str
     receiver: str
     unit_of_work: UnitOfWork | None
-    #: How many messages were dispatched in-process while handling this delivery.
+    #: How many messages were dispatched in-process while handling this delivery (``dispatch``); the receiver adds
+    #: them to its ``dispatched`` once the delivery is processed.
     dispatched: int = 0
 
     def send(self, message: OutboxMessage) -> Document:
@@ -94,6 +96,11 @@ class IdempotentReceiver:
     ``tier="standalone"``: ``inbox`` is the standalone ``Inbox`` (its receiver scope is set to ``name``) and the
     handler writes wherever it likes. ``name`` scopes every marker (the operator defaults it to the consumer group);
     ``identity`` is the identity function (default: the ``message-id`` header).
+
+    ``dispatched`` counts the messages handled in-process (``Delivery.dispatch``) inside the deliveries it
+    processed: they ran without an inbox claim of their own (C-02) and committed with their delivery (F-07), so they
+    are not among the processed deliveries. A failed attempt's and a duplicate's dispatches committed nothing and
+    are not counted.
     """
 
     def __init__(
@@ -118,6 +125,8 @@ class IdempotentReceiver:
         self.tier = tier
         self.identity = identity
         self._clock = clock
+        self._dispatched = 0
+        self._dispatched_lock = threading.Lock()
         if tier == "document":
             if container is None:
                 raise ConfigurationError("container", None, "is required in the document tier")
@@ -135,6 +144,16 @@ class IdempotentReceiver:
         else:
             raise ConfigurationError("tier", tier, "must be 'document' or 'standalone'")
 
+    @property
+    def dispatched(self) -> int:
+        """Messages dispatched in-process inside the deliveries this receiver processed (see the class docstring)."""
+        return self._dispatched
+
+    def _processed(self, delivery: Delivery) -> DeliveryOutcome:
+        with self._dispatched_lock:
+            self._dispatched += delivery.dispatched
+        return DeliveryOutcome.PROCESSED
+
     def handle_delivery(self, message: ReceivedMessage) -> DeliveryOutcome:
         """One receive attempt of one delivery; raises when it must come again (nothing acknowledged)."""
         identity = delivery_identity(message, self.identity)  # F-07: no identity → raise before anything runs
@@ -146,16 +165,18 @@ class IdempotentReceiver:
         claim = inbox.begin(identity)
         if not claim.should_run:
             return DeliveryOutcome.DUPLICATE
-        self.handler(Delivery(message, identity, self.name, None))
+        delivery = Delivery(message, identity, self.name, None)
+        self.handler(delivery)
         inbox.complete(claim)
-        return DeliveryOutcome.PROCESSED
+        return self._processed(delivery)
 
     def _document(self, message: ReceivedMessage, identity: str) -> DeliveryOutcome:
         partition_key = self.partition_key(message)
         unit = UnitOfWork(self.container, self.partition_key_paths, partition_key)
         marker = document_tier_marker(identity, self.name, self.partition_key_paths, unit.partition_key, self._clock())
         unit.stage_inbox_marker(marker)  # DTI-01: op 0, before the handler; a marker-only batch still runs (DTI-03)
-        self.handler(Delivery(message, identity, self.name, unit))
+        delivery = Delivery(message, identity, self.name, unit)
+        self.handler(delivery)
         try:
             self.commit(unit)
         except CommitFailedError as failure:
@@ -175,7 +196,7 @@ class IdempotentReceiver:
                 raise ForeignDocumentError(item_id, reason) from failure
             log.info("delivery %s (identity %r) is a duplicate for receiver %r", message.where, identity, self.name)
             return DeliveryOutcome.DUPLICATE
-        return DeliveryOutcome.PROCESSED
+        return self._processed(delivery)
 
     def commit(self, unit: UnitOfWork) -> None:
         """Commit the delivery's unit of work (the seam between handler and commit)."""
@@ -192,6 +213,8 @@ class ReceiveSummary:
     received: int = 0
     processed: int = 0
     duplicates: int = 0
+    #: Messages dispatched in-process inside the processed deliveries (``IdempotentReceiver.dispatched``).
+    dispatched: int = 0
     #: "topic:partition" → the committed offset (the next one to read).
     committed_offsets: dict[str, int] = field(default_factory=dict)
     stopped_by: str = ""
@@ -205,6 +228,7 @@ class ReceiveSummary:
             "received": self.received,
             "processed": self.processed,
             "duplicates": self.duplicates,
+            "dispatched": self.dispatched,
             "committed_offsets": dict(sorted(self.committed_offsets.items())),
             "stopped_by": self.stopped_by,
             "seconds": round(self.seconds, 3),

@@ -11,14 +11,13 @@ from typing import Any, Literal
 
 from airflow_chatter.outbox.contract import Deliverable
 from airflow_chatter.outbox.partition_keys import partition_key_to_kafka_key
-from airflow_chatter.ports import OutgoingMessage, PartitionKey
+from airflow_chatter.ports import MESSAGE_ID_HEADER, OutgoingMessage, PartitionKey
 
 #: How the Kafka record key is chosen: the document's partition key (default, keeps one aggregate's messages in
 #: one Kafka partition in feed order), the message id, or no key.
 KeyStrategy = Literal["partition_key", "message_id", "none"]
 KEY_STRATEGIES: frozenset[str] = frozenset({"partition_key", "message_id", "none"})
 
-MESSAGE_ID_HEADER = "message-id"
 CONTENT_TYPE_HEADER = "content-type"
 #: The W3C trace-context entries the drain's send span may overwrite when tracing is on (RLY-09).
 TRACE_HEADERS: tuple[str, ...] = ("traceparent", "tracestate")

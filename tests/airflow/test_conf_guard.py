@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -91,3 +94,103 @@ def test_the_guard_knows_exactly_the_params_of_the_shipped_manual_dags(airflow_d
 
     for dag in (backfill_dag(DAGS_FOLDER), requeue_dag(DAGS_FOLDER)):
         assert set(dag.params) == set(STRICT_CONF[dag.dag_id]), dag.dag_id
+
+
+def _served_under(root_path: str) -> tuple[TestClient, list[str]]:
+    """Airflow's api-server as it is built with ``[api] base_url = http://host<root_path>/``: a FastAPI app with that
+    ``root_path`` and the guard added as a root middleware (``app.add_middleware``), recording the paths it served.
+    It also serves a plugin's endpoint whose path merely contains the trigger endpoint's words."""
+    from fastapi import FastAPI
+
+    received: list[str] = []
+    app = FastAPI(root_path=root_path)
+
+    @app.post("/api/v2/dags/{dag_id}/dagRuns")
+    async def create_run(request: Request) -> dict[str, str]:
+        received.append(request.url.path)
+        return {"dag_run_id": "manual__1"}
+
+    @app.post("/pluginsv2/notes/api/v2/dags/{dag_id}/dagRuns")
+    async def plugin_endpoint(request: Request) -> dict[str, str]:
+        received.append(request.url.path)
+        return {"note": "kept"}
+
+    app.add_middleware(ChatterConfGuard)
+    return TestClient(app), received
+
+
+UNKNOWN = {"conf": {"colour": "red"}}
+
+
+@pytest.mark.parametrize(
+    ("root_path", "path"),
+    [
+        ("", "/api/v2/dags/chatter_backfill/dagRuns"),  # no base_url path
+        ("/airflow", "/airflow/api/v2/dags/chatter_backfill/dagRuns"),  # a proxy that forwards the prefix
+        ("/airflow", "/api/v2/dags/chatter_backfill/dagRuns"),  # a proxy that strips it (root_path still set)
+        ("/team/a/airflow", "/team/a/airflow/api/v2/dags/chatter_requeue/dagRuns/"),
+    ],
+)
+def test_a_run_with_an_unknown_conf_key_is_refused_under_the_api_servers_base_url_prefix(
+    root_path: str, path: str
+) -> None:
+    client, received = _served_under(root_path)
+    response = client.post(path, json=UNKNOWN)
+    assert response.status_code == 400, response.text
+    assert "unknown key(s) 'colour'" in response.json()["detail"]
+    assert received == [], "Airflow never saw the request"
+
+
+@pytest.mark.parametrize(
+    ("root_path", "path"),
+    [
+        ("/airflow", "/airflow/pluginsv2/notes/api/v2/dags/chatter_backfill/dagRuns"),
+        ("", "/pluginsv2/notes/api/v2/dags/chatter_backfill/dagRuns"),
+        ("/airflow", "/airflowx/api/v2/dags/chatter_backfill/dagRuns"),  # not the prefix: only shares its letters
+    ],
+)
+def test_a_path_that_only_contains_the_trigger_endpoints_words_is_not_guarded(root_path: str, path: str) -> None:
+    client, received = _served_under(root_path)
+    response = client.post(path, json=UNKNOWN)
+    assert response.status_code != 400, response.text
+    if "pluginsv2" in path:
+        assert response.json() == {"note": "kept"} and received == [path]
+
+
+_REAL_API_SERVER = """
+import json, os, sys
+from pathlib import Path
+from airflow_chatter.airflow.local_env import apply_local_airflow_env, local_airflow_env
+apply_local_airflow_env(local_airflow_env(Path(sys.argv[1]), dags_folder=Path(sys.argv[2])))
+os.environ["AIRFLOW__API__BASE_URL"] = "http://127.0.0.1:1/airflow/"
+from airflow.utils import db
+db.initdb()
+from airflow.api_fastapi.app import create_app
+from starlette.testclient import TestClient
+client = TestClient(create_app())
+paths = ["/airflow/api/v2/dags/chatter_backfill/dagRuns", "/airflow/api/v2/dags/other/dagRuns"]
+print(json.dumps({p: client.post(p, json={"conf": {"colour": "red"}}).status_code for p in paths}))
+"""
+
+
+@pytest.mark.airflow
+def test_airflows_own_api_server_under_a_base_url_path_runs_the_guard_on_the_prefixed_trigger_endpoint(
+    tmp_path: Path,
+) -> None:
+    # Airflow reads [api] base_url when its app module is first imported, so the api-server is built in a child.
+    from tests.fixtures.airflow import DAGS_FOLDER, REPO_ROOT
+
+    child = subprocess.run(
+        [sys.executable, "-c", _REAL_API_SERVER, str(tmp_path), str(DAGS_FOLDER)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert child.returncode == 0, child.stderr[-2000:]
+    statuses = json.loads(child.stdout.strip().splitlines()[-1])
+    assert statuses == {
+        "/airflow/api/v2/dags/chatter_backfill/dagRuns": 400,  # the guard, before Airflow's auth
+        "/airflow/api/v2/dags/other/dagRuns": 401,  # not guarded: Airflow's own answer (no credentials)
+    }

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from airflow_chatter.adapters.kafka.consumer import (
-    ConsumedMessage,
     MissingMessageIdError,
     consume_batch,
-    to_consumed_message,
+    to_received_message,
 )
 from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
 from airflow_chatter.errors import ConfigurationError
+from airflow_chatter.ports import ReceivedMessage
 from tests.airflow._support import xcoms
 
 DAGS = Path(__file__).resolve().parents[2] / "dags"
@@ -191,7 +191,7 @@ def test_consume_batch_stops_at_max_messages() -> None:
 )
 def test_a_message_without_identity_is_neither_handled_nor_committed(headers: list[tuple[str, bytes]]) -> None:
     consumer = _FakeConsumer([[_ok(0, 0), _Record(0, 1, headers)]])
-    handled: list[ConsumedMessage] = []
+    handled: list[ReceivedMessage] = []
     with pytest.raises(MissingMessageIdError, match=r"t\[0\]@1"):
         consume_batch(consumer, handled.append, max_messages=10, max_seconds=5)
     assert [m.offset for m in handled] == [0]
@@ -201,7 +201,7 @@ def test_a_message_without_identity_is_neither_handled_nor_committed(headers: li
 def test_a_failing_handler_commits_nothing() -> None:
     consumer = _FakeConsumer([[_ok(0, 0), _ok(0, 1)]])
 
-    def handler(message: ConsumedMessage) -> None:
+    def handler(message: ReceivedMessage) -> None:
         if message.offset == 1:
             raise RuntimeError("downstream down")
 
@@ -210,10 +210,24 @@ def test_a_failing_handler_commits_nothing() -> None:
     assert consumer.commits == []
 
 
-def test_consumed_message_reads_headers_case_insensitively() -> None:
-    message = to_consumed_message(_Record(2, 9, [("Message-Id", b"abc"), ("Event-Type", b"OrderPlaced")]))
+def test_a_consumed_message_reads_headers_case_insensitively() -> None:
+    message = to_received_message(_Record(2, 9, [("Message-Id", b"abc"), ("Event-Type", b"OrderPlaced")]))
     assert message.message_id == "abc" and message.header("event-type") == "OrderPlaced"
     assert message.header("missing") is None
+
+
+def test_the_consumer_hands_its_handler_the_same_message_value_the_receiver_gets() -> None:
+    # One consumed Kafka record, one type: consume_batch's handler and the receiver's (Delivery.message) read it alike.
+    record = _ok(1, 4)
+    handled: list[ReceivedMessage] = []
+    consume_batch(_FakeConsumer([[record]]), handled.append, max_messages=10, max_seconds=5)
+    assert handled == [ReceivedMessage.from_record(record)]
+    (message,) = handled
+    assert (message.where, message.message_id, message.header_bytes("event-type")) == (
+        "t[1]@4",
+        "m-1-4",
+        b"OrderPlaced",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -329,6 +343,7 @@ def test_example_consume_dag_writes_each_receipt_once_and_fails_on_a_message_wit
     assert run.state == "success", run.state
     [summary] = xcoms(run, "receive")
     assert (summary["received"], summary["processed"], summary["duplicates"]) == (30, 30, 0)
+    assert summary["dispatched"] == 0, "the example handler dispatches nothing in-process"
     assert summary["stopped_by"] == "caught_up"
     assert receipts() == 20
     ends = _end_offsets(kafka_bootstrap, kafka_topic)

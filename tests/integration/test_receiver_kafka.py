@@ -27,7 +27,7 @@ from airflow_chatter.adapters.kafka.receive import receive
 from airflow_chatter.inbox.errors import MissingIdentityError
 from airflow_chatter.inbox.gate import Inbox, InboxOptions
 from airflow_chatter.inbox.markers import marker_id
-from airflow_chatter.inbox.receiver import IdempotentReceiver, ReceiveSummary
+from airflow_chatter.inbox.receiver import Delivery, IdempotentReceiver, ReceiveSummary
 from airflow_chatter.ports import DocumentContainer, OutgoingMessage
 from airflow_chatter.testing.clock import ManualClock
 from tests.fixtures.cosmos import ContainerFactory, CosmosEndpoint
@@ -115,6 +115,31 @@ def test_dti_02_a_redelivered_topic_applies_the_writes_once(
     again = run_receiver(kafka_bootstrap, topic, "g2", document_receiver(app, "orders"))
     assert (again.processed, again.duplicates) == (0, 4), "every redelivery was recognised by its marker"
     assert (count(app, "order-"), count(app, "outbox:"), count(app, "inbox:")) == (3, 3, 3)
+
+
+def test_f_07_the_summary_reports_the_messages_dispatched_inside_the_processed_deliveries(
+    kafka_bootstrap: str, topic: str, publisher: KafkaPublisher, app: DocumentContainer
+) -> None:
+    def nested(delivery: Delivery, suffix: str) -> None:
+        assert delivery.unit_of_work is not None
+        delivery.unit_of_work.create({"id": f"nested-{delivery.identity}-{suffix}", "tenantId": TENANT})
+
+    def outer(delivery: Delivery) -> None:
+        write_order(delivery)
+        delivery.dispatch(nested, "reserve")
+        delivery.dispatch(nested, "notify")
+
+    def receiver() -> IdempotentReceiver:
+        return IdempotentReceiver(outer, name="orders", container=app, partition_key_paths="/tenantId")
+
+    produce(publisher, topic, "a", "b", "a")
+    first = run_receiver(kafka_bootstrap, topic, "g1", receiver())
+    assert (first.received, first.processed, first.duplicates, first.dispatched) == (3, 2, 1, 4)
+    assert first.to_dict()["dispatched"] == 4, "reported with its siblings in the XCom summary"
+    assert count(app, "nested-") == 4, "the dispatched messages' writes committed with their deliveries"
+    again = run_receiver(kafka_bootstrap, topic, "g2", receiver())
+    assert (again.duplicates, again.dispatched) == (3, 0), "a duplicate's dispatched writes were discarded"
+    assert count(app, "nested-") == 4
 
 
 def test_f_07_a_message_without_identity_is_neither_processed_nor_committed(

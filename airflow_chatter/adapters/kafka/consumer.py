@@ -11,7 +11,8 @@ The consuming half of the relay, for downstream jobs (the example DAG
   ``session_timeout_ms`` (6 s by default, not kafka-python's 45 s).
 * **Identity or nothing.** Every message must carry a non-blank UTF-8 ``message-id`` header: the inbox
   deduplicates on it. A message without one raises ``MissingMessageIdError`` before any handler runs;
-  it is not processed and not acknowledged.
+  it is not processed and not acknowledged. The handler gets the one consumed-record value of the package,
+  ``airflow_chatter.ports.ReceivedMessage`` (what the idempotent receiver hands its handlers too).
 * **Commit after the handler.** ``consume_batch`` polls until ``max_messages`` were handled, the
   consumer caught up with the end of its partitions, or ``max_seconds`` passed; it calls the handler
   once per message in partition order and commits ``last offset + 1`` per partition only after every
@@ -32,17 +33,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_chatter.adapters.kafka.settings import KafkaSettings
-from airflow_chatter.outbox.mapping import MESSAGE_ID_HEADER
+from airflow_chatter.inbox.errors import MissingMessageIdError
+from airflow_chatter.ports import MESSAGE_ID_HEADER, ReceivedMessage
 
 log = logging.getLogger(__name__)
 
 __all__ = [
     "BatchSummary",
-    "ConsumedMessage",
     "MissingMessageIdError",
     "consume_batch",
     "consumer_config",
-    "to_consumed_message",
+    "to_received_message",
 ]
 
 #: Header the example producers put the event type in (a context entry of the outbox message).
@@ -51,19 +52,6 @@ EVENT_TYPE_HEADER = "event-type"
 DEFAULT_SESSION_TIMEOUT_MS = 6_000
 #: A consumer poll never waits longer than this, so the time budget is checked often.
 MAX_POLL_WAIT_S = 1.0
-
-
-class MissingMessageIdError(ValueError):
-    """A consumed message has no usable ``message-id`` header (F-07: not processed, not acknowledged)."""
-
-    def __init__(self, topic: str, partition: int, offset: int, reason: str) -> None:
-        super().__init__(
-            f"message at {topic}[{partition}]@{offset} {reason}: it has no identity to deduplicate on, so it is "
-            "neither processed nor acknowledged (the group's offset stays before it)"
-        )
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
 
 
 def consumer_config(
@@ -102,52 +90,19 @@ def consumer_config(
     return config
 
 
-@dataclass(frozen=True)
-class ConsumedMessage:
-    """One Kafka record as a handler sees it. ``message_id`` is the ``message-id`` header, never blank."""
-
-    message_id: str
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes], ...] = ()
-    timestamp_ms: int | None = None
-
-    def header(self, name: str) -> str | None:
-        """The first header called ``name`` (case-insensitive), decoded as UTF-8; ``None`` if absent."""
-        wanted = name.lower()
-        for key, value in self.headers:
-            if key.lower() == wanted:
-                return None if value is None else value.decode("utf-8", errors="replace")
-        return None
-
-
-def to_consumed_message(record: Any) -> ConsumedMessage:
-    """Turn a kafka-python ``ConsumerRecord`` into a ``ConsumedMessage``; ``MissingMessageIdError`` if it
-    has no ``message-id`` header, an empty or blank one, or one that is not UTF-8."""
-    headers = tuple((str(k), v) for k, v in (record.headers or ()))
-    found = [v for k, v in headers if k.lower() == MESSAGE_ID_HEADER]
-    where = (record.topic, int(record.partition), int(record.offset))
-    if not found:
+def to_received_message(record: Any) -> ReceivedMessage:
+    """Turn a kafka-python ``ConsumerRecord`` into a ``ReceivedMessage`` whose ``message_id`` is set;
+    ``MissingMessageIdError`` if it has no ``message-id`` header, an empty or blank one, or one that is not UTF-8."""
+    message = ReceivedMessage.from_record(record)
+    where = (message.topic, message.partition, message.offset)
+    raw = message.header_bytes(MESSAGE_ID_HEADER)
+    if raw is None:
         raise MissingMessageIdError(*where, f"has no {MESSAGE_ID_HEADER!r} header")
-    try:
-        message_id = (found[0] or b"").decode("utf-8")
-    except UnicodeDecodeError:
-        raise MissingMessageIdError(*where, f"has a {MESSAGE_ID_HEADER!r} header that is not UTF-8") from None
-    if not message_id.strip():
+    if message.message_id is None:
+        raise MissingMessageIdError(*where, f"has a {MESSAGE_ID_HEADER!r} header that is not UTF-8")
+    if not message.message_id.strip():
         raise MissingMessageIdError(*where, f"has a blank {MESSAGE_ID_HEADER!r} header")
-    return ConsumedMessage(
-        message_id=message_id,
-        topic=record.topic,
-        partition=int(record.partition),
-        offset=int(record.offset),
-        key=record.key,
-        value=record.value,
-        headers=headers,
-        timestamp_ms=getattr(record, "timestamp", None),
-    )
+    return message
 
 
 @dataclass
@@ -176,7 +131,7 @@ class BatchSummary:
             "seconds": round(self.seconds, 3),
         }
 
-    def _record(self, message: ConsumedMessage, event_type: str) -> None:
+    def _record(self, message: ReceivedMessage, event_type: str) -> None:
         self.consumed += 1
         self.by_event_type[event_type] += 1
         entry = self.partitions.setdefault(
@@ -246,7 +201,7 @@ def bounded_poll(
 
 def consume_batch(
     consumer: Any,
-    handler: Callable[[ConsumedMessage], Any],
+    handler: Callable[[ReceivedMessage], Any],
     *,
     max_messages: int,
     max_seconds: float,
@@ -276,7 +231,7 @@ def consume_batch(
     next_offsets: dict[tuple[str, int], int] = {}
     stop = PollStop()
     for record in bounded_poll(consumer, max_messages=max_messages, deadline=deadline, clock=clock, stop=stop):
-        message = to_consumed_message(record)  # F-07: no identity → raise before the handler
+        message = to_received_message(record)  # F-07: no identity → raise before the handler
         handler(message)
         summary._record(message, message.header(event_type_header) or "unknown")
         next_offsets[(message.topic, message.partition)] = message.offset + 1

@@ -2,7 +2,8 @@
 ``IdempotentReceiver`` and commit its offset only after its unit of work committed.
 
 It lives in the kafka adapter because it drives a kafka-python ``KafkaConsumer``; the core receiver
-(``airflow_chatter.inbox.receiver``) sees only ``ReceivedMessage`` values. The poll bound and the caught-up check are
+(``airflow_chatter.inbox.receiver``) sees only ``ReceivedMessage`` values (``airflow_chatter.ports``, the one value of a
+consumed record, which the at-least-once consumer hands its handlers too). The poll bound and the caught-up check are
 the at-least-once consumer's (``consumer.py``), so both loops stop the same way.
 """
 
@@ -17,8 +18,8 @@ from kafka.structs import OffsetAndMetadata
 
 from airflow_chatter.adapters.kafka.consumer import PollStop, bounded_poll
 from airflow_chatter.errors import ConfigurationError
-from airflow_chatter.inbox.identity import ReceivedMessage
 from airflow_chatter.inbox.receiver import DeliveryOutcome, IdempotentReceiver, ReceiveSummary
+from airflow_chatter.ports import ReceivedMessage
 
 
 def receive(
@@ -48,6 +49,7 @@ def receive(
     stop = PollStop()
     for record in bounded_poll(consumer, max_messages=max_messages, deadline=deadline, clock=clock, stop=stop):
         message = ReceivedMessage.from_record(record)
+        dispatched = receiver.dispatched
         outcome = receiver.handle_delivery(message)
         # Only now is the delivery acknowledged: its writes and marker are committed.
         consumer.commit(
@@ -58,6 +60,7 @@ def receive(
             summary.duplicates += 1
         else:
             summary.processed += 1
+        summary.dispatched += receiver.dispatched - dispatched
         summary.committed_offsets[f"{message.topic}:{message.partition}"] = message.offset + 1
     summary.stopped_by = stop.reason
     summary.seconds = clock() - started

@@ -149,13 +149,14 @@ class ChatterReceiveOperator(BaseOperator):
             consumer.close(autocommit=False)
         result = summary.to_dict()
         self.log.info(
-            "receive topic=%s group=%s receiver=%s received=%d processed=%d duplicates=%d stopped_by=%s",
+            "receive topic=%s group=%s receiver=%s received=%d processed=%d duplicates=%d dispatched=%d stopped_by=%s",
             self.topic,
             self.group_id,
             name,
             result["received"],
             result["processed"],
             result["duplicates"],
+            result["dispatched"],
             result["stopped_by"],
         )
         return result

@@ -388,10 +388,13 @@ class InboxContract(abc.ABC):
         with pytest.raises(RuntimeError, match="after dispatching"):
             receiver.handle_delivery(message(identity, key=self.tenant))
         assert self.read_or_none(container, f"nested-{identity}", self.tenant) is None, "C-01: nested work rolled back"
+        assert receiver.dispatched == 0, "a failed attempt's dispatches committed nothing: not counted"
         assert receiver.handle_delivery(message(identity, key=self.tenant)) is DeliveryOutcome.PROCESSED
         assert container.read(f"nested-{identity}", self.tenant)["id"], "C-04: the redelivery was not skipped"
         assert container.read(f"sibling-{identity}", self.tenant)["id"], "C-04: a sibling dispatch still ran"
+        assert receiver.dispatched == 2, "F-07: both nested messages committed with the processed delivery"
         assert receiver.handle_delivery(message(identity, key=self.tenant)) is DeliveryOutcome.DUPLICATE
+        assert receiver.dispatched == 2, "a duplicate's handler ran (document tier) but its dispatches were discarded"
 
     def test_f_07_two_receivers_with_different_names_both_process_one_message(self) -> None:
         identity = self.ids()

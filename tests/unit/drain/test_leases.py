@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from airflow_chatter.drain.leases import SPLIT, LeaseHeldError, LeaseLostError, LeaseStore, lease_id_for
+from airflow_chatter.drain.leases import ACTIVE, SPLIT, LeaseHeldError, LeaseLostError, LeaseStore, lease_id_for
 from airflow_chatter.drain.suspension import SuspensionState
 from airflow_chatter.drain.topology import LeaseTopology
 from airflow_chatter.errors import ConfigurationError, InvalidLeaseDocumentError
-from airflow_chatter.ports import FeedRange, FeedRangeGone
+from airflow_chatter.ports import BadRequest, FeedRange, FeedRangeGone, ServiceUnavailable
 
 from ._drain_support import T0, ManualClock, memory_container, split
 
@@ -165,6 +165,55 @@ def test_f04_ensure_leases_maps_a_split_it_discovers_onto_the_parent(
     children = LeaseTopology(store, monitored).ensure_leases()
     assert len(children) == 2 and all(c.continuation == "parent-cont" for c in children)
     assert store.get(parent.id).state == SPLIT
+
+
+def _overlapping_active_leases(store: LeaseStore) -> list[tuple[str, str]]:
+    """Pairs of active leases whose ranges overlap, from the EPK bounds of their tokens."""
+    active = [lease for lease in store.list_leases() if lease.state == ACTIVE]
+    pairs = []
+    for i, a in enumerate(active):
+        for b in active[i + 1 :]:
+            a_bounds, b_bounds = a.feed_range.epk_bounds(), b.feed_range.epk_bounds()
+            assert a_bounds is not None and b_bounds is not None
+            if a_bounds[0] < b_bounds[1] and b_bounds[0] < a_bounds[1]:
+                pairs.append((a.id, b.id))
+    return pairs
+
+
+@pytest.mark.parametrize("crash_at_write", [1, 2, 3, 4])
+def test_f04_a_split_found_without_feed_range_overlap_never_leaves_two_active_leases_on_one_range(
+    monitored,
+    container,
+    clock: ManualClock,  # type: ignore[no-untyped-def]
+    crash_at_write: int,
+) -> None:
+    # The parent splits in three; the container cannot compute overlaps (BadRequest, as for a token not in the EPK
+    # format), so the topology finds the children through is_feed_range_subset. The listing crashes at its n-th
+    # write to the lease container: after every write the leases must still cover each range once, and the next
+    # listing must carry the split through from the parent's position (its children recorded, nothing skipped).
+    store = _store(container, clock)
+    (parent,) = LeaseTopology(store, monitored).ensure_leases()
+    store.release(store.checkpoint(store.acquire(parent.id), "parent-cont"))
+    left, right = split(monitored, parent.feed_range)
+    split(monitored, left)
+    children = monitored.read_feed_ranges(force_refresh=True)
+    monitored.faults.fail("feed_range_overlap", error=BadRequest("the ranges cannot be compared"))
+    container.faults.fail(
+        "*",
+        error=ServiceUnavailable("the listing stops here"),
+        on_call=crash_at_write,
+        when=lambda call: call.operation in ("create", "replace"),
+    )
+    with pytest.raises(ServiceUnavailable, match="the listing stops here"):
+        LeaseTopology(store, monitored).ensure_leases()
+    assert _overlapping_active_leases(store) == [], f"two active leases overlap after write {crash_at_write - 1}"
+    container.faults.clear()
+    leases = LeaseTopology(store, monitored).ensure_leases()
+    assert sorted(lease.token for lease in leases) == sorted(r.token for r in children)
+    assert all(lease.continuation == "parent-cont" for lease in leases), "every child resumes at the parent's position"
+    retired = store.get(parent.id)
+    assert retired.state == SPLIT and set(retired.children) == {r.token for r in children}
+    assert _overlapping_active_leases(store) == []
 
 
 def test_f04_a_split_with_no_children_reraises_gone(monitored, container, clock: ManualClock) -> None:  # type: ignore[no-untyped-def]
