@@ -108,7 +108,8 @@ class DrainEngine:
     providers; ``owner`` names this drain on the leases it takes (default: host + uuid); ``registry``
     catches two sources sharing one processor name (SRC-04). ``start_from`` (aware UTC datetime) is where
     the leases this engine creates for new ranges start reading instead of the beginning: a backfill from a
-    point in time. Leave it ``None`` for the scheduled drain (RLY-08).
+    point in time. Leave it ``None`` for the scheduled drain (RLY-08). ``throttle_limits`` are the Cosmos
+    connection's 429 limits (F-11); the source's ``max_throttle_*`` override them, and the default is 9 / 30 s.
 
     Building the engine verifies the monitored container (CNT) and the lease container (partitioned on
     ``/id``, no default TTL that would purge leases) and raises one ``ContainerContractError`` naming every violation
@@ -128,6 +129,7 @@ class DrainEngine:
         default_publisher: str = DEFAULT_PUBLISHER,
         registry: SourceRegistry | None = None,
         start_from: datetime | None = None,
+        throttle_limits: ThrottleLimits | None = None,
     ) -> None:
         self.source = source
         self._clock = clock
@@ -140,9 +142,12 @@ class DrainEngine:
         # F-11: every request of the drain is charged, paced under the source's cap and retried on 429 through these.
         cap = source.max_request_units_per_second
         self.request_units = RequestUnits(TokenBucket(cap) if cap is not None else None)
-        limits = ThrottleLimits(source.max_throttle_retries, source.max_throttle_wait_seconds)
-        self.monitored: DocumentContainer = MeteredContainer(monitored, self.request_units, limits)
-        leases = MeteredContainer(leases, self.request_units, limits, kind=LEASES)
+        # The Cosmos connection's 429 limits (``throttle_limits``), each overridden by the source's own.
+        self.throttle_limits = (throttle_limits or ThrottleLimits()).overridden(
+            source.max_throttle_retries, source.max_throttle_wait_seconds
+        )
+        self.monitored: DocumentContainer = MeteredContainer(monitored, self.request_units, self.throttle_limits)
+        leases = MeteredContainer(leases, self.request_units, self.throttle_limits, kind=LEASES)
         # F-10: the page's delivered stamps, per partition key in batches (or one by one: ``stamp_mode``).
         self._stamps = StampWriter(self.monitored, source.stamp_mode, source.stamp_concurrency)  # type: ignore[arg-type]
         self.identity = _source_identity(source, self.properties, lease_properties)

@@ -108,3 +108,66 @@ def test_f11_a_cap_below_the_provisioned_throughput_paces_the_drain_clear_of_429
     assert summary.delivered == 30
     assert stats["throttled"] == 0 and summary.throttled == 0
     assert _statuses(proxy) == {"delivered"}
+
+
+def test_f11_the_cosmos_connections_429_limit_stops_the_drain_at_a_page_boundary_with_nothing_lost_and_says_so(
+    emulator: CosmosEndpoint, cosmos_container_factory: ContainerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The limits come from the connection's extras through the hook (the source sets none). The containers use a
+    client whose SDK retries no 429 (as above): the hook's own client would wait every 429 out inside the SDK."""
+    import json
+
+    from azure.cosmos.documents import ConnectionPolicy, RetryOptions
+
+    from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
+    from airflow_chatter.drain.request_units import ThrottleLimitExceeded, ThrottleLimits
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_CHATTER_COSMOS_RU",
+        json.dumps(
+            {
+                "conn_type": "chattercosmos",
+                "host": emulator.url,
+                "password": emulator.key,
+                "extra": {"max_throttle_retries": "0", "max_throttle_wait_seconds": "5"},
+            }
+        ),
+    )
+    limits = ChatterCosmosHook("chatter_cosmos_ru").throttle_limits()
+    assert limits == ThrottleLimits(0, 5.0)
+
+    proxy = cosmos_container_factory(("/tenantId",), default_ttl=-1)
+    _seed(CosmosDocumentContainer(proxy), 40, tenants=40)
+    policy = ConnectionPolicy()
+    policy.RetryOptions = RetryOptions(max_retry_attempt_count=0)
+    client = emulator.client(connection_policy=policy)
+    unretried = CosmosDocumentContainer(
+        client.get_database_client(proxy.container_link.split("/")[1]).get_container_client(proxy.id)
+    )
+    leases = MemoryDocumentContainer(partition_key_paths=("/id",), container_id="leases")
+    source = SourceOptions("ru-source", ("/tenantId",), max_batch_size=5, stamp_concurrency=4)
+    publisher = FakePublisher()
+
+    def engine() -> DrainEngine:
+        return DrainEngine(source, unretried, leases, publisher, owner="ru-test", throttle_limits=limits)
+
+    link = f"{proxy.container_link}"
+    with emulator_configured(emulator, request_charges=True, containers={link: {"provisioned_ru_per_second": 30}}):
+        (stopped,) = engine().drain_all()
+    assert stopped.throttle_limit_reached and stopped.throttled >= 1
+    with pytest.raises(ThrottleLimitExceeded, match=r"max_throttle_retries=0.*stops at this page, nothing lost"):
+        stopped.raise_for_error()
+    assert "failed with ThrottleLimitExceeded" in stopped.log_line(), "the summary line says why it stopped"
+    assert stopped.delivered < 40, "it stopped early"
+    pending = {
+        row["id"]
+        for row in proxy.query_items("SELECT c.id FROM c WHERE c.status = 'pending'", enable_cross_partition_query=True)
+    }
+    assert pending, "documents were left for the next run"
+
+    (finished,) = engine().drain_all()  # throughput back: the next run resumes from the last confirmed page
+    finished.raise_for_error()
+    assert _statuses(proxy) == {"delivered"}, "nothing lost"
+    assert finished.delivered >= len(pending), "the documents left pending are delivered by the next run"
+    sent_ids = {dict(m.headers)["message-id"].decode() for m in publisher.sent}
+    assert len(sent_ids) == 40, "every message went out at least once across the two runs"

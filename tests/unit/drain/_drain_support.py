@@ -231,6 +231,19 @@ class Rig:
             owner=owner,
         )
 
+    def engine_with(self, *, throttle_limits: Any = None, **source_kwargs: Any) -> DrainEngine:
+        """An engine given the Cosmos connection's 429 limits (what the Airflow layer reads from the hook)."""
+        return DrainEngine(
+            self.source(**source_kwargs),
+            self.monitored,
+            self.leases,
+            self.publisher,
+            clock=self.clock,
+            telemetry=self.telemetry,
+            owner="drain-a",
+            throttle_limits=throttle_limits,
+        )
+
     def seed(self, *documents: Document) -> list[Document]:
         return [self.monitored.create(doc, self._pk(doc)) for doc in documents]
 
