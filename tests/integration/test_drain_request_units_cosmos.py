@@ -171,3 +171,48 @@ def test_f11_the_cosmos_connections_429_limit_stops_the_drain_at_a_page_boundary
     assert finished.delivered >= len(pending), "the documents left pending are delivered by the next run"
     sent_ids = {dict(m.headers)["message-id"].decode() for m in publisher.sent}
     assert len(sent_ids) == 40, "every message went out at least once across the two runs"
+
+
+class _CountingContainer(CosmosDocumentContainer):
+    """The Cosmos adapter, counting the stamp requests the drain sends."""
+
+    def __init__(self, proxy: Any) -> None:
+        super().__init__(proxy)
+        self.stamp_requests: list[str] = []
+
+    def patch(self, *args: Any, **kwargs: Any) -> Any:
+        self.stamp_requests.append("patch")
+        return super().patch(*args, **kwargs)
+
+    def execute_batch(self, *args: Any, **kwargs: Any) -> Any:
+        self.stamp_requests.append("batch")
+        return super().execute_batch(*args, **kwargs)
+
+
+def test_f10_ctr_04_a_mixed_pages_undeliverable_stamps_ride_its_transactional_batches_on_the_emulator(
+    cosmos_container_factory: ContainerFactory,
+) -> None:
+    proxy = cosmos_container_factory(("/tenantId",), default_ttl=-1)
+    container = _CountingContainer(proxy)
+    expected: dict[str, str] = {}
+    for tenant in ("t0", "t1"):
+        for n, broken in enumerate((False, True, False)):
+            doc = OutboxMessage(f"mix-{tenant}-{n}", "orders", '{"n":1}', "application/json", {}).to_document(
+                ("/tenantId",), tenant
+            )
+            if broken:
+                doc.pop("Destination")  # violates the Outbox Document Contract: stamped undeliverable (CTR-04)
+            container.create(doc, tenant)
+            expected[doc["id"]] = "undeliverable" if broken else "delivered"
+    container.stamp_requests.clear()
+    publisher = FakePublisher()
+    leases = MemoryDocumentContainer(partition_key_paths=("/id",), container_id="leases")
+    engine = DrainEngine(SourceOptions("mixed", ("/tenantId",)), container, leases, publisher, owner="mixed")
+    (summary,) = engine.drain_all()
+    summary.raise_for_error()
+    assert (summary.delivered, summary.undeliverable) == (4, 2)
+    assert container.stamp_requests == ["batch", "batch"], "one transactional batch per partition key"
+    assert [len(batch) for batch in publisher.batches] == [4], "the undeliverable documents cut no send_batch"
+    stored = {row["id"]: row for row in proxy.query_items("SELECT * FROM c", enable_cross_partition_query=True)}
+    assert {doc_id: row["status"] for doc_id, row in stored.items()} == expected
+    assert all("ttl" not in row for row in stored.values() if row["status"] == "undeliverable"), "CTR-04: no ttl"
