@@ -166,3 +166,15 @@ def test_f11_a_drain_task_stops_on_the_connection_s_retry_limit_unless_the_sourc
     else:
         summary = drain.execute(context={})
         assert summary["throttled"] == 2 and summary["delivered"] == 6
+
+
+def test_f11_test_connection_refuses_a_bad_429_limit_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from unittest import mock
+
+    from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
+
+    conn = _cosmos_connection(monkeypatch, "cosmos_bad_test", max_throttle_wait_seconds="soon")
+    with mock.patch("airflow_chatter.adapters.cosmos.client.CosmosClient") as client:
+        ok, message = ChatterCosmosHook(conn).test_connection()
+    assert not ok and "extra max_throttle_wait_seconds='soon'" in message, message
+    assert not client.called, "refused before any network I/O"

@@ -131,6 +131,7 @@ class ChatterCosmosHook(AzureCosmosDBHook):
         conn = self.get_connection(self.conn_id)
         extras = conn.extra_dejson
         endpoint, _ = self.endpoint()
+        self.throttle_limits()  # a bad 429 limit is refused before any I/O (and by Test Connection), naming it
         ca_cert_path = self._extra(extras, "ca_cert_path")
         verify: bool | str = as_bool(
             self._extra(extras, "connection_verify"),
