@@ -117,8 +117,9 @@ class SourceConfig(BaseModel):
     stamp_mode: Literal["batched", "sequential"] = "batched"
     stamp_concurrency: Annotated[int, Field(ge=1, le=MAX_STAMP_CONCURRENCY)] = DEFAULT_STAMP_CONCURRENCY
     max_request_units_per_second: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
-    max_throttle_retries: Annotated[int, Field(ge=0)] = 9
-    max_throttle_wait_seconds: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 30
+    # None: the Cosmos connection's extra of the same name, else 9 retries / 30 s; a value here wins over it.
+    max_throttle_retries: Annotated[int, Field(ge=0)] | None = None
+    max_throttle_wait_seconds: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
 
     @field_validator("name")
     @classmethod

@@ -38,6 +38,22 @@ _COSMOS_CONN_FIELDS: dict[str, Any] = {
         "label": "Connection timeout (s)",
         "schema": {"type": ["integer", "null"], "minimum": 1, "default": 10},
     },
+    "max_throttle_retries": {
+        "label": "429 retries per request",
+        "description": (
+            "A throttled (429) Cosmos request of a drain is retried after the server's retry-after at most this "
+            "many times (default 9). A source's own max_throttle_retries wins."
+        ),
+        "schema": {"type": ["integer", "null"], "minimum": 0},
+    },
+    "max_throttle_wait_seconds": {
+        "label": "429 wait per drain (s)",
+        "description": (
+            "Seconds a drain task may spend waiting out 429s in all (default 30); past it the drain stops at a "
+            "page boundary, nothing lost. A source's own max_throttle_wait_seconds wins."
+        ),
+        "schema": {"type": ["number", "null"], "minimum": 0},
+    },
     "subscription_id": {"label": "Subscription ID (optional)", "schema": _NULLABLE_STRING},
     "resource_group_name": {"label": "Resource Group Name (optional)", "schema": _NULLABLE_STRING},
     "managed_identity_client_id": {"label": "Managed Identity Client ID", "schema": _NULLABLE_STRING},

@@ -24,7 +24,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import partial
 from typing import Any
 
 from airflow_chatter.clock import Clock, utc_now
@@ -33,8 +32,10 @@ from airflow_chatter.drain.leases import ACTIVE, SPLIT, Lease, LeaseHeldError, L
 from airflow_chatter.drain.monitored_container import verify_containers
 from airflow_chatter.drain.options import STATUS_PATCH_PATH, TTL_PATCH_PATH, SourceOptions
 from airflow_chatter.drain.pacing import TokenBucket
+from airflow_chatter.drain.page_run import Planned, PublishRun, RunEntry, Unsent
 from airflow_chatter.drain.request_units import LEASES, MeteredContainer, RequestUnits, ThrottleLimits
-from airflow_chatter.drain.stamps import StampRequest, StampWriter
+from airflow_chatter.drain.run_stamps import RunStamp, RunStamps
+from airflow_chatter.drain.stamps import StampWriter
 from airflow_chatter.drain.summary import DrainCounts, DrainSummary
 from airflow_chatter.drain.suspension import ConfirmationReceipt, DrainGate
 from airflow_chatter.drain.telemetry import (
@@ -93,62 +94,8 @@ class ResolveContext:
 BodyResolver = Callable[[ResolveContext], "OutgoingMessage | None"]
 
 
-@dataclass(slots=True)
-class _Planned:
-    """A document admitted for publishing, waiting for its publish batch."""
-
-    document: Document
-    partition_key: PartitionKey
-    message_id: str
-    destination: str
-    context: Mapping[str, Any]
-    deliverable: Deliverable | None = None
-    resolved: OutgoingMessage | None = None
-
-
-#: What ``_admit`` decides for one document: publish it with that publisher, write a stamp in place, or nothing.
-_Step = tuple[_Planned, Publisher] | Callable[[], ConfirmationReceipt] | None
-
-
-class _PublishRun:
-    """The documents of a page admitted since the last stamp, waiting for one ``send_batch`` to their publisher.
-
-    The one place that keeps feed order within a page: the pending run is published (and stamped) when the
-    publisher changes, before a stamp is written in place, when the page ends, and when an error leaves the
-    page (an earlier document is finished before a later one fails). Used as a context manager by the page,
-    so no path through the page can skip a flush. ``receipt`` is the page's last Confirmation Receipt.
-    """
-
-    def __init__(self, publish: Callable[[list[_Planned], Publisher], ConfirmationReceipt | None]) -> None:
-        self._publish = publish
-        self._run: list[_Planned] = []
-        self._publisher: Publisher | None = None
-        self.receipt: ConfirmationReceipt | None = None
-
-    def add(self, planned: _Planned, publisher: Publisher) -> None:
-        if self._publisher is not None and publisher is not self._publisher:
-            self.flush()
-        self._run.append(planned)
-        self._publisher = publisher
-
-    def stamp(self, write: Callable[[], ConfirmationReceipt]) -> None:
-        """Write a stamp in place, after everything admitted before it is published and stamped."""
-        self.flush()
-        self.receipt = write()
-
-    def flush(self) -> None:
-        run, publisher = self._run, self._publisher
-        self._run, self._publisher = [], None
-        if run:
-            assert publisher is not None
-            self.receipt = self._publish(run, publisher) or self.receipt
-
-    def __enter__(self) -> _PublishRun:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        if exc is None or isinstance(exc, Exception):
-            self.flush()  # a flush that fails while an error leaves the page reports the earlier document's error
+#: What ``_admit`` decides for one document: publish it with that publisher, stamp it without publishing, or nothing.
+_Step = tuple[Planned, Publisher] | Unsent | None
 
 
 class DrainEngine:
@@ -161,7 +108,8 @@ class DrainEngine:
     providers; ``owner`` names this drain on the leases it takes (default: host + uuid); ``registry``
     catches two sources sharing one processor name (SRC-04). ``start_from`` (aware UTC datetime) is where
     the leases this engine creates for new ranges start reading instead of the beginning: a backfill from a
-    point in time. Leave it ``None`` for the scheduled drain (RLY-08).
+    point in time. Leave it ``None`` for the scheduled drain (RLY-08). ``throttle_limits`` are the Cosmos
+    connection's 429 limits (F-11); the source's ``max_throttle_*`` override them, and the default is 9 / 30 s.
 
     Building the engine verifies the monitored container (CNT) and the lease container (partitioned on
     ``/id``, no default TTL that would purge leases) and raises one ``ContainerContractError`` naming every violation
@@ -181,6 +129,7 @@ class DrainEngine:
         default_publisher: str = DEFAULT_PUBLISHER,
         registry: SourceRegistry | None = None,
         start_from: datetime | None = None,
+        throttle_limits: ThrottleLimits | None = None,
     ) -> None:
         self.source = source
         self._clock = clock
@@ -193,9 +142,12 @@ class DrainEngine:
         # F-11: every request of the drain is charged, paced under the source's cap and retried on 429 through these.
         cap = source.max_request_units_per_second
         self.request_units = RequestUnits(TokenBucket(cap) if cap is not None else None)
-        limits = ThrottleLimits(source.max_throttle_retries, source.max_throttle_wait_seconds)
-        self.monitored: DocumentContainer = MeteredContainer(monitored, self.request_units, limits)
-        leases = MeteredContainer(leases, self.request_units, limits, kind=LEASES)
+        # The Cosmos connection's 429 limits (``throttle_limits``), each overridden by the source's own.
+        self.throttle_limits = (throttle_limits or ThrottleLimits()).overridden(
+            source.max_throttle_retries, source.max_throttle_wait_seconds
+        )
+        self.monitored: DocumentContainer = MeteredContainer(monitored, self.request_units, self.throttle_limits)
+        leases = MeteredContainer(leases, self.request_units, self.throttle_limits, kind=LEASES)
         # F-10: the page's delivered stamps, per partition key in batches (or one by one: ``stamp_mode``).
         self._stamps = StampWriter(self.monitored, source.stamp_mode, source.stamp_concurrency)  # type: ignore[arg-type]
         self.identity = _source_identity(source, self.properties, lease_properties)
@@ -222,6 +174,15 @@ class DrainEngine:
         )
         # CTR-04: one op, and no ttl: an undeliverable document must outlive any container default.
         self._undeliverable_ops = (PatchOperation("set", STATUS_PATCH_PATH, UNDELIVERABLE),)
+        # F-10, batched: a run's delivered and undeliverable stamps written together (run_stamps.py says what each
+        # outcome counts); sequential mode writes them one by one below, as RLY-07 had it.
+        self._run_stamps = RunStamps(
+            self._stamps,
+            self._telemetry,
+            delivered_ops=self._delivered_ops,
+            delivered_value=self._delivered_value,
+            undeliverable_ops=self._undeliverable_ops,
+        )
 
     # ================================================================== public API
 
@@ -391,10 +352,15 @@ class DrainEngine:
     def _drain_page_documents(
         self, holder: _LeaseHolder, documents: Sequence[Document], tally: DrainCounts
     ) -> ConfirmationReceipt | None:
-        def publish(run: list[_Planned], publisher: Publisher) -> ConfirmationReceipt | None:
+        def publish(run: list[RunEntry], publisher: Publisher | None) -> ConfirmationReceipt | None:
             return self._publish_and_stamp(holder, run, publisher, tally)
 
-        with _PublishRun(publish) as run:
+        def stamp_in_place(unsent: Unsent) -> ConfirmationReceipt:
+            return self._stamp_unsent(unsent, tally)
+
+        # F-10: in batched mode a document stamped without a publish rides the pending run (page_run.py).
+        in_place = stamp_in_place if self._stamps.mode == "sequential" else None
+        with PublishRun(publish, in_place) as run:
             for document in documents:
                 step = self._admit(document, tally)
                 if isinstance(step, tuple):
@@ -406,9 +372,8 @@ class DrainEngine:
     def _admit(self, document: Document, tally: DrainCounts) -> _Step:
         """Gate one document: what to publish (with its publisher), a stamp to write in place, or nothing.
 
-        Runs no stamp and flushes nothing itself: ``_PublishRun`` publishes the pending run before a stamp
-        is written or an error leaves the page, so feed order holds (an earlier document is always published
-        and stamped before a later one is stamped or fails).
+        Runs no stamp and flushes nothing itself: ``PublishRun`` keeps feed order (page_run.py): an earlier
+        document is always published and stamped before a later one is stamped or fails.
         """
         # BAT-04: the pre-gate is the pure pending predicate; it runs no user code.
         if not is_pending_outbox(document):
@@ -425,9 +390,9 @@ class DrainEngine:
             return self._resolve(document, partition_key, message_id, tally)
         verdict = verify(document)
         if isinstance(verdict, Undeliverable):
-            return partial(self._stamp_undeliverable, document, partition_key, verdict, tally)
+            return Unsent(document, partition_key, verdict)
         publisher = self._publisher_for(verdict)  # F-03 UnknownPublisherError: a host concern, retried next run
-        planned = _Planned(
+        planned = Planned(
             document, partition_key, message_id, verdict.destination, verdict.context, deliverable=verdict
         )
         return planned, publisher
@@ -441,10 +406,10 @@ class DrainEngine:
         assert resolver is not None
         resolved = resolver(ResolveContext(message_id, partition_key, self.properties.partition_key_paths, document))
         if resolved is None:
-            return partial(self._drop, document, partition_key, tally)
+            return Unsent(document, partition_key)
         if not isinstance(resolved, OutgoingMessage):
             raise ConfigurationError("body_resolver", type(resolved).__name__, "must return an OutgoingMessage or None")
-        planned = _Planned(
+        planned = Planned(
             document,
             partition_key,
             message_id,
@@ -453,6 +418,12 @@ class DrainEngine:
             resolved=resolved,
         )
         return planned, self._publishers[self._default_publisher]
+
+    def _stamp_unsent(self, unsent: Unsent, tally: DrainCounts) -> ConfirmationReceipt:
+        """Sequential mode: the stamp of a document that is not published, written in place."""
+        if unsent.verdict is None:
+            return self._drop(unsent.document, unsent.partition_key, tally)
+        return self._stamp_undeliverable(unsent.document, unsent.partition_key, unsent.verdict, tally)
 
     def _drop(self, document: Document, partition_key: PartitionKey, tally: DrainCounts) -> ConfirmationReceipt:
         """RSV-02: drop-and-acknowledge. A failure here is an ordinary drain failure (SUS-13)."""
@@ -470,29 +441,35 @@ class DrainEngine:
         self._telemetry.record_undeliverable(verdict.message)
         return ConfirmationReceipt.from_status_write(written, UNDELIVERABLE)
 
-    def _stamp_rejected(self, planned: _Planned, error: MessageRejected, tally: DrainCounts) -> None:
+    def _stamp_rejected(self, planned: Planned, error: MessageRejected, tally: DrainCounts) -> None:
         """CTR-04 for a message its publisher rejected as unsendable (an illegal topic name, a field that does not
         encode): no resend can help, so the document is stamped ``undeliverable`` and the lease advances past it,
         instead of failing its page on every run forever. The violation text names the publisher's reason."""
-        reason = f"Outbox document {planned.message_id!r} cannot be published as it is: {error}"[:2000]
+        reason = _rejected_reason(planned, error)
         self._stamp_undeliverable(
             planned.document, planned.partition_key, Undeliverable(planned.message_id, (), reason), tally
         )
 
     def _publish_and_stamp(
-        self, holder: _LeaseHolder, run: list[_Planned], publisher: Publisher, tally: DrainCounts
+        self, holder: _LeaseHolder, run: list[RunEntry], publisher: Publisher | None, tally: DrainCounts
     ) -> ConfirmationReceipt | None:
-        """Publish a run in one ``send_batch``, then stamp each confirmed message in feed order.
+        """Publish a run's documents in one ``send_batch``, then stamp each confirmed message in feed order.
+
+        In batched mode the run also holds the documents stamped without a publish (page_run.py), stamped with it.
 
         NOTE: a Kafka batch is in flight as a whole, so when message k fails, messages after k may
         already be acknowledged. They are neither stamped nor checkpointed and go out again next run
         (at-least-once; consumers deduplicate on ``message-id``). What fail-closed guarantees is that
         no document after the first failure is *stamped*, and no later publish batch is sent.
         """
+        planned = [entry for entry in run if isinstance(entry, Planned)]
+        if not planned:
+            return self._stamp_run_batched(run, (), (), tally)
+        assert publisher is not None
         written: Document | None = None
-        spans_for = [(p.destination, p.message_id, p.context) for p in run]
+        spans_for = [(p.destination, p.message_id, p.context) for p in planned]
         with self._telemetry.send_spans(spans_for) as spans:
-            messages = [self._message(p, span) for p, span in zip(run, spans, strict=True)]
+            messages = [self._message(p, span) for p, span in zip(planned, spans, strict=True)]
             outcomes = publisher.send_batch(messages)  # PublishError propagates: RLY-05
             if len(outcomes) != len(messages):
                 raise PublishError(f"publisher returned {len(outcomes)} outcomes for {len(messages)} messages")
@@ -504,70 +481,64 @@ class DrainEngine:
             # range over meanwhile; lost already (LeaseLostError), nothing is stamped (the new owner publishes).
             if self.store.needs_renewal(holder.lease):
                 holder.lease = self.store.renew(holder.lease)
-            batched = self._stamps.mode != "sequential"
-            if batched:
-                written = self._stamp_run_batched(run, outcomes, spans, tally)
-            for planned, outcome, span in zip(run, outcomes, spans, strict=True) if not batched else ():
+            if self._stamps.mode != "sequential":
+                return self._stamp_run_batched(run, outcomes, spans, tally)
+            for entry, outcome, span in zip(planned, outcomes, spans, strict=True):
                 if isinstance(outcome.error, MessageRejected):
                     span.end(outcome.error)
-                    self._stamp_rejected(planned, outcome.error, tally)
+                    self._stamp_rejected(entry, outcome.error, tally)
                     continue
                 if not outcome.confirmed:
-                    failure = outcome.error or PublishError(f"message {planned.message_id!r} was not confirmed")
+                    failure = outcome.error or PublishError(f"message {entry.message_id!r} was not confirmed")
                     span.end(failure)
                     raise failure  # RLY-05: no stamp; not a Confirmation Failure
                 span.end()
-                written = self._stamp_delivered(planned, tally)
+                written = self._stamp_delivered(entry, tally)
         # SUS-08: one receipt per run is all the gate is shown (the page presents its last), so it is minted once,
         # from the last stamp that landed, not once per document.
         return None if written is None else ConfirmationReceipt.from_status_write(written, self._delivered_value)
 
     def _stamp_run_batched(
-        self, run: list[_Planned], outcomes: Sequence[Any], spans: Sequence[SendSpan], tally: DrainCounts
-    ) -> Document | None:
+        self, run: Sequence[RunEntry], outcomes: Sequence[Any], spans: Sequence[SendSpan], tally: DrainCounts
+    ) -> ConfirmationReceipt | None:
         """F-10: stamp the confirmed prefix of a run at once (per partition key, in batches); then fail as RLY-05/06.
 
-        The documents before the first unconfirmed publish are stamped together; each gets its own outcome. Any
-        failed stamp is one Confirmation Failure for the page (the first, in feed order, is the one reported), as
-        the one-by-one order counted it; stamps of later documents that landed stay (those are delivered). Then an
-        unconfirmed publish fails the page (no stamp for it, not a Confirmation Failure). Either way the page is not
-        checkpointed. Returns the last stamp that landed, in feed order, when all did.
+        The run's documents, in feed order, up to the first unconfirmed publish: a delivered stamp for each
+        confirmed publish, an undeliverable stamp for each rejected message and each Undeliverable verdict, the
+        drop stamp of each resolver drop, all written together, each with its own outcome (run_stamps.py: what the
+        outcomes count, which failure is a Confirmation Failure). Then an unconfirmed publish fails the page (no
+        stamp for it, not a Confirmation Failure). Either way a failing page is not checkpointed.
         """
-        confirmed: list[_Planned] = []
-        rejected: list[tuple[_Planned, MessageRejected]] = []
+        sent = iter(zip(outcomes, spans, strict=True))
+        stamps: list[RunStamp] = []
         failure: BaseException | None = None
-        for planned, outcome, span in zip(run, outcomes, spans, strict=True):
+        for entry in run:
+            if isinstance(entry, Unsent):
+                if entry.verdict is None:
+                    stamps.append(self._run_stamps.dropped(entry.document, entry.partition_key, tally))
+                else:
+                    stamps.append(
+                        self._run_stamps.undeliverable(entry.document, entry.partition_key, entry.verdict.message)
+                    )
+                continue
+            outcome, span = next(sent)
             if isinstance(outcome.error, MessageRejected):
                 span.end(outcome.error)
-                rejected.append((planned, outcome.error))
+                reason = _rejected_reason(entry, outcome.error)
+                stamps.append(self._run_stamps.undeliverable(entry.document, entry.partition_key, reason))
                 continue
             if not outcome.confirmed:
-                failure = outcome.error or PublishError(f"message {planned.message_id!r} was not confirmed")
+                failure = outcome.error or PublishError(f"message {entry.message_id!r} was not confirmed")
                 span.end(failure)
                 break
             span.end()
-            confirmed.append(planned)
-        requests = [
-            StampRequest(p.document["id"], p.partition_key, self._delivered_ops, self._delivered_value)
-            for p in confirmed
-        ]
-        written: Document | None = None
-        stamp_failure: BaseException | None = None
-        for stamped in self._stamps.write(requests):
-            if stamped.landed:
-                tally.delivered += 1
-                written = stamped.written
-            elif stamp_failure is None:
-                stamp_failure = stamped.error
-        if stamp_failure is not None:
-            raise ConfirmationFailed(stamp_failure) from stamp_failure
-        for planned, error in rejected:
-            self._stamp_rejected(planned, error, tally)
+            stamps.append(self._run_stamps.delivered(entry.document, entry.partition_key))
+        receipt = self._run_stamps.write(stamps, tally)
         if failure is not None:
             raise failure  # RLY-05: no stamp; not a Confirmation Failure
-        return written
+        return receipt
 
-    def _stamp_delivered(self, planned: _Planned, tally: DrainCounts) -> Document:
+    def _stamp_delivered(self, planned: Planned, tally: DrainCounts) -> Document:
         # The publish comes before the stamp so that a crash between them costs a duplicate message,
         # never a lost one. A failed stamp here is a Confirmation Failure (RLY-06, SUS-02..13).
         try:
@@ -577,7 +548,7 @@ class DrainEngine:
         tally.delivered += 1
         return written
 
-    def _message(self, planned: _Planned, span: SendSpan) -> OutgoingMessage:
+    def _message(self, planned: Planned, span: SendSpan) -> OutgoingMessage:
         if planned.deliverable is not None:
             return to_outgoing_message(
                 planned.deliverable, planned.partition_key, self.source.key_strategy, trace_headers=span.headers
@@ -636,6 +607,11 @@ class _Budget:
         if self.max_documents is None:
             return max_batch_size
         return max(1, min(max_batch_size, self.max_documents - documents))
+
+
+def _rejected_reason(planned: Planned, error: MessageRejected) -> str:
+    """The violation text of a message its publisher rejected as unsendable (CTR-04), naming the publisher's reason."""
+    return f"Outbox document {planned.message_id!r} cannot be published as it is: {error}"[:2000]
 
 
 def _persisted_context(document: Document) -> Mapping[str, Any]:

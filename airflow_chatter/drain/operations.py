@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from airflow_chatter.drain.engine import DrainEngine
 from airflow_chatter.drain.leases import ACTIVE, Lease, LeaseHeldError, LeaseLostError, LeaseStore
 from airflow_chatter.drain.options import SourceOptions
+from airflow_chatter.drain.request_units import ThrottleLimits
 from airflow_chatter.drain.topology import LeaseTopology
 from airflow_chatter.errors import ChatterError
 from airflow_chatter.outbox.document import (
@@ -113,11 +114,13 @@ def build_engine(
     extra_filter: PendingFilter | None = None,
     owner: str | None = None,
     start_from: datetime | None = None,
+    throttle_limits: ThrottleLimits | None = None,
 ) -> DrainEngine:
     """Build the ``DrainEngine`` of a source; imports its resolver/filter (do this in a task).
 
     ``start_from`` is where the leases the engine creates start reading (a backfill from a point in time);
     never give it for the scheduled lease set, whose new leases must start at the beginning (RLY-08).
+    ``throttle_limits`` are the Cosmos connection's 429 limits; the source's own override them (F-11).
     """
     options = config.to_options(resolve=True, lease_prefix=lease_prefix)
     if extra_filter is not None:
@@ -126,7 +129,9 @@ def build_engine(
         )
     if config.topics:
         publisher = TopicMappingPublisher(publisher, config.topics)
-    return DrainEngine(options, monitored, leases, publisher, owner=owner, start_from=start_from)
+    return DrainEngine(
+        options, monitored, leases, publisher, owner=owner, start_from=start_from, throttle_limits=throttle_limits
+    )
 
 
 def lease_report(lease: Lease) -> dict[str, Any]:

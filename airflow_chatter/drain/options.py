@@ -118,8 +118,9 @@ class SourceOptions:
     transactional batches) or ``sequential`` (one patch after another, in feed order); ``stamp_concurrency``
     (default 8, 1..64) batches in flight; ``max_request_units_per_second`` (default ``None``: no cap) paces the
     drain under that many RU/s of measured charges; a 429 is retried after its retry-after at most
-    ``max_throttle_retries`` times per request (default 9) and ``max_throttle_wait_seconds`` in all per drain
-    (default 30), then the drain stops at that page with nothing lost.
+    ``max_throttle_retries`` times per request and ``max_throttle_wait_seconds`` in all per drain, then the drain
+    stops at that page with nothing lost. ``None`` (the default) for either takes the Cosmos connection's extra of
+    the same name, else 9 retries and 30 s (``DrainEngine(throttle_limits=...)``): a source's value wins.
     """
 
     name: str
@@ -136,8 +137,8 @@ class SourceOptions:
     stamp_mode: str = "batched"
     stamp_concurrency: int = DEFAULT_STAMP_CONCURRENCY
     max_request_units_per_second: float | None = None
-    max_throttle_retries: int = 9
-    max_throttle_wait_seconds: float = 30.0
+    max_throttle_retries: int | None = None
+    max_throttle_wait_seconds: float | None = None
 
     def __post_init__(self) -> None:
         if _is_blank(self.name):
@@ -182,11 +183,14 @@ class SourceOptions:
             raise ConfigurationError(
                 "max_request_units_per_second", cap, "must be a positive, finite number of request units, or None"
             )
-        if not _is_int(self.max_throttle_retries) or self.max_throttle_retries < 0:
-            raise ConfigurationError("max_throttle_retries", self.max_throttle_retries, "must be an integer >= 0")
+        retries = self.max_throttle_retries
+        if retries is not None and (not _is_int(retries) or retries < 0):
+            raise ConfigurationError("max_throttle_retries", retries, "must be an integer >= 0, or None")
         wait = self.max_throttle_wait_seconds
-        if not _is_positive_number(wait) and wait != 0:
-            raise ConfigurationError("max_throttle_wait_seconds", wait, "must be a finite number of seconds >= 0")
+        if wait is not None and not _is_positive_number(wait) and wait != 0:
+            raise ConfigurationError(
+                "max_throttle_wait_seconds", wait, "must be a finite number of seconds >= 0, or None"
+            )
 
     def _validate_declared_identity(self) -> None:
         monitored, lease = self.monitored_source_identity, self.lease_source_identity

@@ -51,6 +51,9 @@ KINDS = (FEED, STAMPS, LEASES, OTHER)
 
 #: Back-off for a 429 that names no retry-after.
 DEFAULT_RETRY_AFTER_SECONDS = 0.1
+#: The 429 limits where neither the source nor its Cosmos connection sets one.
+DEFAULT_MAX_THROTTLE_RETRIES = 9
+DEFAULT_MAX_THROTTLE_WAIT_SECONDS = 30.0
 
 _T = TypeVar("_T")
 
@@ -61,10 +64,21 @@ class ThrottleLimitExceeded(Throttled):
 
 @dataclass(frozen=True)
 class ThrottleLimits:
-    """``max_retries`` per request (0: none); ``max_wait_seconds`` in all per drain."""
+    """``max_retries`` per request (0: none); ``max_wait_seconds`` in all per drain.
 
-    max_retries: int = 9
-    max_wait_seconds: float = 30.0
+    Set on the Cosmos connection (extras of the same names, the hook builds these) and on the source; the source's
+    own values win (:meth:`overridden`), and what neither sets is the default, 9 retries and 30 s.
+    """
+
+    max_retries: int = DEFAULT_MAX_THROTTLE_RETRIES
+    max_wait_seconds: float = DEFAULT_MAX_THROTTLE_WAIT_SECONDS
+
+    def overridden(self, max_retries: int | None, max_wait_seconds: float | None) -> ThrottleLimits:
+        """These limits with each value the source sets (not ``None``) in place of this one."""
+        return ThrottleLimits(
+            self.max_retries if max_retries is None else max_retries,
+            self.max_wait_seconds if max_wait_seconds is None else max_wait_seconds,
+        )
 
 
 class RequestUnits:
@@ -161,9 +175,10 @@ class MeteredContainer(DocumentContainer):
                     units.count_throttle(0.0)
                     units.throttle_limit_reached = True
                     raise ThrottleLimitExceeded(
-                        f"request throttled (429) past the retry limits ({retries} retries, "
-                        f"{units.throttle_waited_seconds:.1f}s waited of max_throttle_wait_seconds="
-                        f"{self._limits.max_wait_seconds}); the drain stops at this page, nothing lost: {throttled}",
+                        f"request throttled (429) past the retry limits ({retries} retries of max_throttle_retries="
+                        f"{self._limits.max_retries}, {units.throttle_waited_seconds:.1f}s waited of "
+                        f"max_throttle_wait_seconds={self._limits.max_wait_seconds}; set on the source or its Cosmos "
+                        f"connection); the drain stops at this page, nothing lost: {throttled}",
                         retry_after_ms=throttled.retry_after_ms,
                     ) from throttled
                 units.count_throttle(delay)
@@ -258,6 +273,8 @@ class MeteredContainer(DocumentContainer):
 
 
 __all__ = [
+    "DEFAULT_MAX_THROTTLE_RETRIES",
+    "DEFAULT_MAX_THROTTLE_WAIT_SECONDS",
     "FEED",
     "KINDS",
     "LEASES",

@@ -71,11 +71,22 @@ class World:
         return counts
 
 
-def install_world(monkeypatch: pytest.MonkeyPatch, *, feed_ranges: int = 1, clock: Clock = utc_now) -> World:
+def install_world(
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    feed_ranges: int = 1,
+    clock: Clock = utc_now,
+    cosmos_extras: dict[str, Any] | None = None,
+) -> World:
     """Route ChatterCosmosHook/ChatterKafkaHook to memory containers and a fake publisher.
 
-    ``clock`` gives the monitored container's ``_ts`` (tests about points in time move it by hand).
+    ``clock`` gives the monitored container's ``_ts`` (tests about points in time move it by hand). The default
+    Cosmos connection exists (the hook reads its extras, e.g. the 429 limits), with ``cosmos_extras``.
     """
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_CHATTER_COSMOS_DEFAULT",
+        json.dumps({"conn_type": "chattercosmos", "host": "https://127.0.0.1:8081/", "extra": cosmos_extras or {}}),
+    )
     from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
     from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
 

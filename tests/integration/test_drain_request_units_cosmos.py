@@ -108,3 +108,111 @@ def test_f11_a_cap_below_the_provisioned_throughput_paces_the_drain_clear_of_429
     assert summary.delivered == 30
     assert stats["throttled"] == 0 and summary.throttled == 0
     assert _statuses(proxy) == {"delivered"}
+
+
+def test_f11_the_cosmos_connections_429_limit_stops_the_drain_at_a_page_boundary_with_nothing_lost_and_says_so(
+    emulator: CosmosEndpoint, cosmos_container_factory: ContainerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The limits come from the connection's extras through the hook (the source sets none). The containers use a
+    client whose SDK retries no 429 (as above): the hook's own client would wait every 429 out inside the SDK."""
+    import json
+
+    from azure.cosmos.documents import ConnectionPolicy, RetryOptions
+
+    from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
+    from airflow_chatter.drain.request_units import ThrottleLimitExceeded, ThrottleLimits
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_CHATTER_COSMOS_RU",
+        json.dumps(
+            {
+                "conn_type": "chattercosmos",
+                "host": emulator.url,
+                "password": emulator.key,
+                "extra": {"max_throttle_retries": "0", "max_throttle_wait_seconds": "5"},
+            }
+        ),
+    )
+    limits = ChatterCosmosHook("chatter_cosmos_ru").throttle_limits()
+    assert limits == ThrottleLimits(0, 5.0)
+
+    proxy = cosmos_container_factory(("/tenantId",), default_ttl=-1)
+    _seed(CosmosDocumentContainer(proxy), 40, tenants=40)
+    policy = ConnectionPolicy()
+    policy.RetryOptions = RetryOptions(max_retry_attempt_count=0)
+    client = emulator.client(connection_policy=policy)
+    unretried = CosmosDocumentContainer(
+        client.get_database_client(proxy.container_link.split("/")[1]).get_container_client(proxy.id)
+    )
+    leases = MemoryDocumentContainer(partition_key_paths=("/id",), container_id="leases")
+    source = SourceOptions("ru-source", ("/tenantId",), max_batch_size=5, stamp_concurrency=4)
+    publisher = FakePublisher()
+
+    def engine() -> DrainEngine:
+        return DrainEngine(source, unretried, leases, publisher, owner="ru-test", throttle_limits=limits)
+
+    link = f"{proxy.container_link}"
+    with emulator_configured(emulator, request_charges=True, containers={link: {"provisioned_ru_per_second": 30}}):
+        (stopped,) = engine().drain_all()
+    assert stopped.throttle_limit_reached and stopped.throttled >= 1
+    with pytest.raises(ThrottleLimitExceeded, match=r"max_throttle_retries=0.*stops at this page, nothing lost"):
+        stopped.raise_for_error()
+    assert "failed with ThrottleLimitExceeded" in stopped.log_line(), "the summary line says why it stopped"
+    assert stopped.delivered < 40, "it stopped early"
+    pending = {
+        row["id"]
+        for row in proxy.query_items("SELECT c.id FROM c WHERE c.status = 'pending'", enable_cross_partition_query=True)
+    }
+    assert pending, "documents were left for the next run"
+
+    (finished,) = engine().drain_all()  # throughput back: the next run resumes from the last confirmed page
+    finished.raise_for_error()
+    assert _statuses(proxy) == {"delivered"}, "nothing lost"
+    assert finished.delivered >= len(pending), "the documents left pending are delivered by the next run"
+    sent_ids = {dict(m.headers)["message-id"].decode() for m in publisher.sent}
+    assert len(sent_ids) == 40, "every message went out at least once across the two runs"
+
+
+class _CountingContainer(CosmosDocumentContainer):
+    """The Cosmos adapter, counting the stamp requests the drain sends."""
+
+    def __init__(self, proxy: Any) -> None:
+        super().__init__(proxy)
+        self.stamp_requests: list[str] = []
+
+    def patch(self, *args: Any, **kwargs: Any) -> Any:
+        self.stamp_requests.append("patch")
+        return super().patch(*args, **kwargs)
+
+    def execute_batch(self, *args: Any, **kwargs: Any) -> Any:
+        self.stamp_requests.append("batch")
+        return super().execute_batch(*args, **kwargs)
+
+
+def test_f10_ctr_04_a_mixed_pages_undeliverable_stamps_ride_its_transactional_batches_on_the_emulator(
+    cosmos_container_factory: ContainerFactory,
+) -> None:
+    proxy = cosmos_container_factory(("/tenantId",), default_ttl=-1)
+    container = _CountingContainer(proxy)
+    expected: dict[str, str] = {}
+    for tenant in ("t0", "t1"):
+        for n, broken in enumerate((False, True, False)):
+            doc = OutboxMessage(f"mix-{tenant}-{n}", "orders", '{"n":1}', "application/json", {}).to_document(
+                ("/tenantId",), tenant
+            )
+            if broken:
+                doc.pop("Destination")  # violates the Outbox Document Contract: stamped undeliverable (CTR-04)
+            container.create(doc, tenant)
+            expected[doc["id"]] = "undeliverable" if broken else "delivered"
+    container.stamp_requests.clear()
+    publisher = FakePublisher()
+    leases = MemoryDocumentContainer(partition_key_paths=("/id",), container_id="leases")
+    engine = DrainEngine(SourceOptions("mixed", ("/tenantId",)), container, leases, publisher, owner="mixed")
+    (summary,) = engine.drain_all()
+    summary.raise_for_error()
+    assert (summary.delivered, summary.undeliverable) == (4, 2)
+    assert container.stamp_requests == ["batch", "batch"], "one transactional batch per partition key"
+    assert [len(batch) for batch in publisher.batches] == [4], "the undeliverable documents cut no send_batch"
+    stored = {row["id"]: row for row in proxy.query_items("SELECT * FROM c", enable_cross_partition_query=True)}
+    assert {doc_id: row["status"] for doc_id, row in stored.items()} == expected
+    assert all("ttl" not in row for row in stored.values() if row["status"] == "undeliverable"), "CTR-04: no ttl"

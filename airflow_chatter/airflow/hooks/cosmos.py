@@ -21,12 +21,13 @@ from airflow.providers.microsoft.azure.hooks.cosmos import AzureCosmosDBHook
 from airflow.providers.microsoft.azure.utils import get_field
 
 from airflow_chatter.airflow.hooks._secrets import mask, scrub
-from airflow_chatter.airflow.values import as_bool
+from airflow_chatter.airflow.values import as_bool, as_int, as_seconds, is_unset
 from airflow_chatter.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from azure.cosmos import CosmosClient
 
+    from airflow_chatter.drain.request_units import ThrottleLimits
     from airflow_chatter.ports import DocumentContainer
 
 
@@ -43,8 +44,9 @@ class ChatterCosmosHook(AzureCosmosDBHook):
     extra ``resource_group_name`` is set, fetches the key through the management plane as the azure
     provider does. Extras: ``database_name`` (the default database), ``connection_verify`` (default
     true), ``ca_cert_path`` (a PEM file to verify a local emulator), ``connection_timeout`` (seconds,
-    default 10), and the azure provider's ``subscription_id``, ``resource_group_name``,
-    ``managed_identity_client_id`` and ``workload_identity_tenant_id``.
+    default 10), ``max_throttle_retries`` / ``max_throttle_wait_seconds`` (the 429 limits of every drain through
+    this connection, F-11; a source's own values win; default 9 and 30 s), and the azure provider's
+    ``subscription_id``, ``resource_group_name``, ``managed_identity_client_id`` and ``workload_identity_tenant_id``.
 
     :param chatter_cosmos_conn_id: the connection id; default ``chatter_cosmos_default``.
     :param database_name: overrides the connection's ``database_name`` extra.
@@ -97,6 +99,28 @@ class ChatterCosmosHook(AzureCosmosDBHook):
             return login, True
         raise ConfigurationError(f"connection {self.conn_id!r} host", None, "must be the Cosmos endpoint URI")
 
+    def throttle_limits(self) -> ThrottleLimits:
+        """The connection's 429 limits (F-11), from its extras; no network I/O. A source's own limits override these.
+
+        ``max_throttle_retries``: an integer >= 0 (retries per request after the server's retry-after);
+        ``max_throttle_wait_seconds``: a finite number >= 0 (seconds of 429 waits per drain). Unset: 9 and 30.
+        A bad value is refused naming the connection and the extra.
+        """
+        from airflow_chatter.drain.request_units import ThrottleLimits
+
+        extras = self.get_connection(self.conn_id).extra_dejson
+        defaults = ThrottleLimits()
+        retries = self._extra(extras, "max_throttle_retries")
+        wait = self._extra(extras, "max_throttle_wait_seconds")
+        return ThrottleLimits(
+            defaults.max_retries
+            if is_unset(retries)
+            else as_int(retries, f"connection {self.conn_id!r} extra max_throttle_retries", minimum=0),
+            defaults.max_wait_seconds
+            if is_unset(wait)
+            else as_seconds(wait, f"connection {self.conn_id!r} extra max_throttle_wait_seconds"),
+        )
+
     def client_kwargs(self) -> dict[str, Any]:
         """Return ``CosmosClient`` keyword arguments from the connection (no network I/O).
 
@@ -107,6 +131,7 @@ class ChatterCosmosHook(AzureCosmosDBHook):
         conn = self.get_connection(self.conn_id)
         extras = conn.extra_dejson
         endpoint, _ = self.endpoint()
+        self.throttle_limits()  # a bad 429 limit is refused before any I/O (and by Test Connection), naming it
         ca_cert_path = self._extra(extras, "ca_cert_path")
         verify: bool | str = as_bool(
             self._extra(extras, "connection_verify"),

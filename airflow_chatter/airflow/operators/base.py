@@ -23,6 +23,7 @@ from airflow_chatter.ports import NotFound, OutgoingMessage, Publisher, PublishO
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
     from airflow_chatter.drain.engine import DrainEngine
     from airflow_chatter.ports import DocumentContainer
 
@@ -163,12 +164,16 @@ class ChatterSourceBaseOperator(BaseOperator):
             return instance_name()
         return f"airflow:{ti.dag_id}.{ti.task_id}[{getattr(ti, 'map_index', -1)}]@{instance_name()}"
 
-    def containers(self) -> tuple[DocumentContainer, DocumentContainer]:
-        """The monitored and lease containers (lazy adapters: no I/O yet)."""
+    def cosmos_hook(self) -> ChatterCosmosHook:
         from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
 
         config = self.config
-        hook = ChatterCosmosHook(self.cosmos_conn_id or config.cosmos_conn_id, database_name=config.database)
+        return ChatterCosmosHook(self.cosmos_conn_id or config.cosmos_conn_id, database_name=config.database)
+
+    def containers(self) -> tuple[DocumentContainer, DocumentContainer]:
+        """The monitored and lease containers (lazy adapters: no I/O yet)."""
+        config = self.config
+        hook = self.cosmos_hook()
         return hook.get_container(config.monitored_container), hook.get_container(config.lease_container)
 
     def publisher(self) -> Publisher:
@@ -184,10 +189,15 @@ class ChatterSourceBaseOperator(BaseOperator):
         since: datetime | None = None,
         start_from: datetime | None = None,
     ) -> DrainEngine:
-        """``since`` filters what a lease reads by ``_ts``; ``start_from`` is where the leases it creates start."""
+        """``since`` filters what a lease reads by ``_ts``; ``start_from`` is where the leases it creates start.
+
+        The Cosmos connection's 429 limits (extras ``max_throttle_retries`` / ``max_throttle_wait_seconds``) apply
+        where the source sets none (F-11).
+        """
         from airflow_chatter.drain.operations import build_engine, modified_since
 
         monitored, leases = self.containers()
+        throttle_limits = self.cosmos_hook().throttle_limits()
         return build_engine(
             self.config,
             monitored,
@@ -197,6 +207,7 @@ class ChatterSourceBaseOperator(BaseOperator):
             extra_filter=modified_since(since) if since is not None else None,
             owner=self._owner(context),
             start_from=start_from,
+            throttle_limits=throttle_limits,
         )
 
 

@@ -133,10 +133,10 @@ def ids(documents: Iterable[Document]) -> list[str]:
 # goes through the few functions below, so the tests read in port terms.
 # ------------------------------------------------------------------------------------------------
 
-from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
+from airflow_chatter.adapters.memory.container import MemoryDocumentContainer, OperationCall
 from airflow_chatter.drain.engine import DrainEngine, DrainSummary
 from airflow_chatter.drain.options import SourceOptions
-from airflow_chatter.ports import FeedRange
+from airflow_chatter.ports import BatchFailed, ContainerError, FeedRange
 from airflow_chatter.testing.fakes import FakePublisher
 
 
@@ -176,8 +176,28 @@ def merge(container: MemoryDocumentContainer, left: FeedRange, right: FeedRange)
     return container.merge_feed_ranges(left, right)
 
 
-#: The stamp mode of a Rig source that names none (see ``Rig.source``).
-RIG_STAMP_MODE = os.environ.get("CHATTER_TEST_STAMP_MODE", "sequential")
+#: The stamp mode of a Rig source that names none (see ``Rig.source``): the product default (``batched``, F-10)
+#: unless ``CHATTER_TEST_STAMP_MODE`` names one, so the whole suite can also run one by one.
+RIG_STAMP_MODE: str | None = os.environ.get("CHATTER_TEST_STAMP_MODE") or None
+
+
+def fail_stamp(container: MemoryDocumentContainer, item_id: str, error: ContainerError) -> None:
+    """Fail every stamp of one document, however it is written: its point patch (one by one, or a refused batch's
+    fallback), and any transactional batch that carries it, refused as a whole as Cosmos refuses a batch one of
+    whose operations fails (``BatchFailed``: that operation's status, 424 for the others)."""
+
+    def carries(call: OperationCall) -> bool:
+        return any(op.id == item_id for op in call.arguments["operations"])
+
+    def refused(call: OperationCall) -> BatchFailed:
+        ids = [op.id for op in call.arguments["operations"]]
+        index = ids.index(item_id)
+        status = error.status_code or 500
+        statuses = [status if i == index else 424 for i in range(len(ids))]
+        return BatchFailed(str(error), failed_index=index, status_code=status, operation_statuses=statuses)
+
+    container.faults.fail("execute_batch", error=refused, when=carries)
+    container.faults.fail("patch", error=error, when=lambda call: call.item_id == item_id)
 
 
 @dataclass
@@ -195,9 +215,9 @@ class Rig:
     def source(self, **kwargs: Any) -> SourceOptions:
         kwargs.setdefault("name", "orders-outbox")
         kwargs.setdefault("partition_key_paths", self.paths)
-        # The tests written for one-by-one stamps (they fail the n-th ``patch``) keep that order; the batched writer
-        # (the default, F-10) has its own tests, and CHATTER_TEST_STAMP_MODE=batched runs these against it too.
-        kwargs.setdefault("stamp_mode", RIG_STAMP_MODE)
+        # A test that asserts the one-by-one order (RLY-07 as it was) names stamp_mode="sequential" itself.
+        if RIG_STAMP_MODE is not None:
+            kwargs.setdefault("stamp_mode", RIG_STAMP_MODE)
         return SourceOptions(**kwargs)
 
     def engine(self, publishers: Any = None, *, owner: str = "drain-a", **source_kwargs: Any) -> DrainEngine:
@@ -209,6 +229,19 @@ class Rig:
             clock=self.clock,
             telemetry=self.telemetry,
             owner=owner,
+        )
+
+    def engine_with(self, *, throttle_limits: Any = None, **source_kwargs: Any) -> DrainEngine:
+        """An engine given the Cosmos connection's 429 limits (what the Airflow layer reads from the hook)."""
+        return DrainEngine(
+            self.source(**source_kwargs),
+            self.monitored,
+            self.leases,
+            self.publisher,
+            clock=self.clock,
+            telemetry=self.telemetry,
+            owner="drain-a",
+            throttle_limits=throttle_limits,
         )
 
     def seed(self, *documents: Document) -> list[Document]:

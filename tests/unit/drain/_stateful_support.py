@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from hypothesis import HealthCheck, settings
 
-from airflow_chatter.adapters.memory.container import EPK_SPACE, MemoryDocumentContainer, OperationCall
+from airflow_chatter.adapters.memory.container import EPK_SPACE, MemoryDocumentContainer
 from airflow_chatter.ports import FeedRange, OutgoingMessage, PublishOutcome
 from airflow_chatter.testing.fakes import FakePublisher
 
@@ -90,16 +92,26 @@ class MeanwhilePublisher(FakePublisher):
 
 
 class StampPoint(MemoryDocumentContainer):
-    """A ``MemoryDocumentContainer`` that runs the queued actions inside the next ``patch`` (a stamp), before it
-    applies. The queue is taken first, so the actions' own stamps do not run them again, nested."""
+    """A ``MemoryDocumentContainer`` that runs the queued actions inside the next stamp request, before it applies:
+    a ``patch`` (one by one), or a transactional batch of patches (``execute_batch``, the batched stamps of F-10).
+    The queue is taken first, so the actions' own stamps do not run them again, nested. The actions run outside the
+    container's lock: in batched mode the drain they start may write its own stamps from its writer threads."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.queued: list[Callable[[], object]] = []
+        self._queue_lock = threading.Lock()
 
-    def check(self, call: OperationCall) -> None:
-        if call.operation == "patch" and self.queued:
+    def _stamping(self) -> None:
+        with self._queue_lock:
             actions, self.queued = self.queued, []
-            for action in actions:
-                action()
-        super().check(call)
+        for action in actions:
+            action()
+
+    def patch(self, *args: Any, **kwargs: Any) -> Any:
+        self._stamping()
+        return super().patch(*args, **kwargs)
+
+    def execute_batch(self, *args: Any, **kwargs: Any) -> Any:
+        self._stamping()
+        return super().execute_batch(*args, **kwargs)

@@ -7,7 +7,7 @@ import pytest
 from airflow_chatter.drain.telemetry import BATCH_SIZE, BATCHES
 from airflow_chatter.ports import ServiceUnavailable
 
-from ._drain_support import Rig, calls, domain_doc, fail_operation, outbox_doc
+from ._drain_support import Rig, calls, domain_doc, fail_operation, fail_stamp, outbox_doc
 
 
 @pytest.fixture
@@ -44,24 +44,38 @@ def test_f04_pages_of_only_domain_documents_advance_the_checkpoint(rig: Rig) -> 
 
 
 def test_f04_checkpoint_only_after_the_whole_page_is_confirmed(rig: Rig) -> None:
-    a, _b = rig.seed(outbox_doc("msg-a"), outbox_doc("msg-b"))
-    fail_operation(rig.monitored, "patch", ServiceUnavailable("b"), on_call=2)
+    a, b = rig.seed(outbox_doc("msg-a"), outbox_doc("msg-b"))
+    fail_stamp(rig.monitored, b["id"], ServiceUnavailable("b"))  # one by one or in a batch (F-10)
     engine = rig.engine()
     rig.drain(engine)
     assert rig.current(a)["status"] == "delivered"
     assert rig.lease(engine).continuation is None, "half a page confirmed is not a checkpoint"
 
 
-def test_f04_each_confirmed_page_is_checkpointed_before_the_next_is_read(rig: Rig) -> None:
+def test_f04_rly_07_sequential_each_confirmed_page_is_checkpointed_before_the_next_is_read(rig: Rig) -> None:
     docs = rig.seed(*(outbox_doc(f"msg-{i}") for i in range(6)))
     fail_operation(rig.monitored, "patch", ServiceUnavailable("page 2"), on_call=4)
-    engine = rig.engine(max_batch_size=3)
+    engine = rig.engine(max_batch_size=3, stamp_mode="sequential")
     summary = rig.drain(engine)
-    assert summary.delivered == 3 and summary.error_type == "ServiceUnavailable"
+    assert summary.delivered == 3 and summary.error_type == "ServiceUnavailable", "page 2 stops at its first stamp"
     continuation = rig.lease(engine).continuation
     assert continuation is not None, "page 1 was confirmed and checkpointed"
     page = rig.monitored.read_change_feed(rig.lease(engine).feed_range, continuation=continuation, max_item_count=10)
     assert [d["id"] for d in page.documents][:3] == [d["id"] for d in docs[3:]], "resume exactly after page 1"
+
+
+def test_f04_f10_batched_each_confirmed_page_is_checkpointed_and_a_failed_stamp_holds_its_page_back(rig: Rig) -> None:
+    docs = rig.seed(*(outbox_doc(f"msg-{i}") for i in range(6)))
+    fail_stamp(rig.monitored, docs[3]["id"], ServiceUnavailable("page 2"))
+    engine = rig.engine(max_batch_size=3, stamp_mode="batched")
+    summary = rig.drain(engine)
+    assert summary.error_type == "ServiceUnavailable" and summary.confirmation_failures == 1
+    assert summary.delivered == 5, "F-10: the later stamps of page 2 landed and stay"
+    assert [rig.current(d)["status"] for d in docs] == ["delivered"] * 3 + ["pending", "delivered", "delivered"]
+    continuation = rig.lease(engine).continuation
+    assert continuation is not None, "page 1 was confirmed and checkpointed"
+    page = rig.monitored.read_change_feed(rig.lease(engine).feed_range, continuation=continuation, max_item_count=10)
+    assert page.documents[0]["id"] == docs[3]["id"], "resume exactly after page 1, at the unconfirmed document"
 
 
 def test_bat_pages_and_publish_batches_are_bounded_by_max_batch_size(rig: Rig) -> None:

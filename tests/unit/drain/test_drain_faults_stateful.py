@@ -65,7 +65,9 @@ class DrainUnderFaults(RuleBasedStateMachine):
 
     @rule(times=st.integers(1, 6))
     def stamps_fail(self, times: int) -> None:
+        # However they are written: one by one, a batch's fallback (patch), or a transactional batch (F-10).
         fail_operation(self.rig.monitored, "patch", ServiceUnavailable("stamp refused"), times=times)
+        fail_operation(self.rig.monitored, "execute_batch", ServiceUnavailable("stamp refused"), times=times)
 
     @rule(operation=st.sampled_from(["replace", "create", "read", "query"]), after_apply=st.booleans())
     def a_lease_write_or_read_fails(self, operation: str, after_apply: bool) -> None:

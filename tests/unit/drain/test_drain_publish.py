@@ -12,11 +12,23 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from airflow_chatter.adapters.memory.container import OperationCall
 from airflow_chatter.drain.telemetry import DOCUMENTS, UNDELIVERABLE
-from airflow_chatter.ports import PublishError, ServiceUnavailable
+from airflow_chatter.outbox.document import UNDELIVERABLE as UNDELIVERABLE_STATUS
+from airflow_chatter.ports import BatchOperation, BatchOperationKind, PublishError, ServiceUnavailable
 from airflow_chatter.testing.fakes import FakePublisher
 
-from ._drain_support import ABSENT, Rig, calls, clear_faults, domain_doc, fail_operation, header, outbox_doc
+from ._drain_support import (
+    ABSENT,
+    Rig,
+    calls,
+    clear_faults,
+    domain_doc,
+    fail_operation,
+    fail_stamp,
+    header,
+    outbox_doc,
+)
 
 SYSTEM = {"_etag", "_ts", "_lsn", "_rid", "_self", "_attachments"}
 
@@ -50,11 +62,29 @@ def test_rly_01_verbatim_reconstruction_to_kafka_record(rig: Rig) -> None:
     assert header(message, "traceparent") == parent.encode(), "RLY-09: tracing off, persisted context unchanged"
 
 
-def test_rly_02_publishing_never_writes_a_new_outbox_document(rig: Rig) -> None:
+def test_rly_02_sequential_publishing_never_writes_a_new_outbox_document(rig: Rig) -> None:
     rig.seed(outbox_doc("msg-1"), outbox_doc("msg-2"))
-    rig.drain()
+    rig.drain(rig.engine(stamp_mode="sequential"))
     assert calls(rig.monitored, "create") == 2, "only the two seeded documents were ever created"
     assert calls(rig.monitored, "upsert") == 0 and calls(rig.monitored, "execute_batch") == 0
+
+
+def test_rly_02_f10_batched_publishing_never_writes_a_new_outbox_document_its_batches_only_patch(rig: Rig) -> None:
+    rig.seed(outbox_doc("msg-1"), outbox_doc("msg-2"), outbox_doc("msg-u", Destination=ABSENT))
+    batches: list[list[BatchOperation]] = []
+
+    def record(call: OperationCall) -> bool:  # a fault rule that only watches: it never fires
+        batches.append(list(call.arguments["operations"]))
+        return False
+
+    rig.monitored.faults.fail("execute_batch", error=AssertionError("never raised"), when=record)
+    summary = rig.drain(rig.engine(stamp_mode="batched"))
+    assert (summary.delivered, summary.undeliverable) == (2, 1)
+    assert calls(rig.monitored, "create") == 3, "only the three seeded documents were ever created"
+    assert calls(rig.monitored, "upsert") == 0 and calls(rig.monitored, "replace") == 0
+    assert len(batches) == 1, "one partition key, one transactional batch"
+    assert {op.kind for op in batches[0]} == {BatchOperationKind.PATCH}, "the batch only patches: no op writes a body"
+    assert sorted(op.id for op in batches[0]) == sorted(d["id"] for d in rig.monitored.query("SELECT * FROM c"))
 
 
 def test_rly_03_delivered_stamp_is_one_patch_of_status_and_ttl(rig: Rig) -> None:
@@ -124,13 +154,13 @@ def test_rly_06_stamp_failure_after_publish_republishes_and_reports_the_original
         second.raise_for_error()
 
 
-def test_rly_07_fail_closed_stops_the_rest_of_the_batch(rig: Rig) -> None:
+def test_rly_07_sequential_fail_closed_stops_the_rest_of_the_batch(rig: Rig) -> None:
     a = outbox_doc("msg-a")
     u = outbox_doc("msg-u", Destination=ABSENT)
     c = outbox_doc("msg-c")
     rig.seed(a, u, c)
     rig.publisher.fail_nth(1, PublishError("a refused"))
-    engine = rig.engine()
+    engine = rig.engine(stamp_mode="sequential")
     summary = rig.drain(engine)
     assert summary.error_type == "PublishError"
     assert rig.current(u)["status"] == "pending", "a later document is not stamped undeliverable"
@@ -142,13 +172,55 @@ def test_rly_07_fail_closed_stops_the_rest_of_the_batch(rig: Rig) -> None:
     assert (again.delivered, again.undeliverable) == (2, 1), "the whole page is re-offered and finished"
 
 
-def test_rly_07_a_stamp_failure_stops_the_stamps_of_the_rest_of_the_batch(rig: Rig) -> None:
+def test_rly_07_f10_batched_fail_closed_stamps_nothing_after_the_first_unconfirmed_publish(rig: Rig) -> None:
+    # Batched, the undeliverable document rides the run instead of flushing it (page_run.py), so a and c go out in
+    # one send_batch: c is in flight with the failing a, exactly as two publishable documents in one batch are
+    # (test_rly_07_messages_in_flight_...). Nothing after a is stamped, and the page is not checkpointed.
+    a = outbox_doc("msg-a")
+    u = outbox_doc("msg-u", Destination=ABSENT)
+    c = outbox_doc("msg-c")
+    rig.seed(a, u, c)
+    rig.publisher.fail_nth(1, PublishError("a refused"))
+    engine = rig.engine(stamp_mode="batched")
+    summary = rig.drain(engine)
+    assert summary.error_type == "PublishError" and summary.confirmation_failures == 0
+    assert (summary.delivered, summary.undeliverable) == (0, 0)
+    assert rig.current(u)["status"] == "pending", "a later document is not stamped undeliverable"
+    assert rig.current(c)["status"] == "pending", "a later document is not stamped"
+    assert len(rig.publisher.batches) == 1, "the undeliverable document between them cut no send_batch"
+    assert rig.lease(engine).continuation is None
+    rig.publisher.clear_faults()
+    again = rig.drain(engine)
+    assert (again.delivered, again.undeliverable) == (2, 1), "the whole page is re-offered and finished"
+    assert {rig.current(d)["status"] for d in (a, c)} == {"delivered"} and rig.current(u)[
+        "status"
+    ] == UNDELIVERABLE_STATUS
+
+
+def test_rly_07_sequential_a_stamp_failure_stops_the_stamps_of_the_rest_of_the_batch(rig: Rig) -> None:
     docs = rig.seed(outbox_doc("msg-a"), outbox_doc("msg-b"), outbox_doc("msg-c"))
     fail_operation(rig.monitored, "patch", ServiceUnavailable("second stamp"), on_call=2)
-    summary = rig.drain()
+    summary = rig.drain(rig.engine(stamp_mode="sequential"))
     assert summary.delivered == 1 and summary.confirmation_failures == 1
     assert [rig.current(d)["status"] for d in docs] == ["delivered", "pending", "pending"]
     assert calls(rig.monitored, "patch") == 2, "no stamp is attempted after the first failing one"
+
+
+def test_rly_07_f10_batched_a_stamp_failure_leaves_only_its_document_pending_and_the_page_unconfirmed(
+    rig: Rig,
+) -> None:
+    docs = rig.seed(outbox_doc("msg-a"), outbox_doc("msg-b"), outbox_doc("msg-c"))
+    fail_stamp(rig.monitored, docs[1]["id"], ServiceUnavailable("second stamp"))
+    engine = rig.engine(stamp_mode="batched")
+    summary = rig.drain(engine)
+    assert summary.error_type == "ServiceUnavailable" and summary.confirmation_failures == 1
+    assert summary.delivered == 2, "F-10: the later stamp landed and stays (c is delivered, not republished)"
+    assert [rig.current(d)["status"] for d in docs] == ["delivered", "pending", "delivered"]
+    assert calls(rig.monitored, "execute_batch") == 1 and calls(rig.monitored, "patch") == 3, "refused, one by one"
+    assert rig.lease(engine).continuation is None, "never past the unconfirmed document"
+    clear_faults(rig.monitored)
+    assert rig.drain(engine).delivered == 1
+    assert [dict(m.headers)["message-id"] for m in rig.publisher.sent].count(b"msg-b") == 2, "b is published again"
 
 
 def test_rly_07_an_undeliverable_verdict_does_not_abort_the_batch(rig: Rig) -> None:
@@ -344,7 +416,8 @@ def test_rly_06_stamps_failing_after_a_confirmed_publish_still_count_every_messa
 ) -> None:
     """The issue's run: three records reached Kafka, every stamp failed, and the summary said ``published=1``."""
     docs = rig.seed(outbox_doc("msg-a"), outbox_doc("msg-b"), outbox_doc("msg-c"))
-    fail_operation(rig.monitored, "patch", ServiceUnavailable("stamp down"))
+    for doc in docs:  # every stamp, one by one or in a batch (F-10)
+        fail_stamp(rig.monitored, doc["id"], ServiceUnavailable("stamp down"))
     summary = rig.drain()
     assert summary.error_type == "ServiceUnavailable" and summary.confirmation_failures == 1
     assert len(rig.publisher.sent) == 3, "one send_batch: the broker confirmed all three"

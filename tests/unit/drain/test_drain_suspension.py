@@ -11,7 +11,17 @@ from airflow_chatter.drain.telemetry import BATCHES, DOCUMENTS, FAILURES, SUSPEN
 from airflow_chatter.errors import DrainSuspendedError
 from airflow_chatter.ports import PublishError, ServiceUnavailable
 
-from ._drain_support import ABSENT, Rig, calls, clear_faults, domain_doc, fail_operation, outbox_doc, split
+from ._drain_support import (
+    ABSENT,
+    Rig,
+    calls,
+    clear_faults,
+    domain_doc,
+    fail_operation,
+    fail_stamp,
+    outbox_doc,
+    split,
+)
 
 
 @pytest.fixture
@@ -154,8 +164,8 @@ def test_sus_11_an_undeliverable_stamp_is_a_receipt(rig: Rig) -> None:
 def test_sus_12_a_confirmation_failure_voids_the_receipts_of_its_batch(rig: Rig) -> None:
     engine = rig.engine()
     _prime(rig, engine, SuspensionState(4))
-    a, _x = rig.seed(outbox_doc("msg-a"), outbox_doc("msg-x"))
-    fail_operation(rig.monitored, "patch", ServiceUnavailable("x stamp"), on_call=2)
+    a, x = rig.seed(outbox_doc("msg-a"), outbox_doc("msg-x"))
+    fail_stamp(rig.monitored, x["id"], ServiceUnavailable("x stamp"))  # one by one or in a batch (F-10)
     summary = rig.drain(engine)
     assert rig.current(a)["status"] == "delivered", "the earlier stamp landed"
     assert summary.suspended, "but the batch raised before presenting it: 5 consecutive failures"

@@ -24,7 +24,7 @@ from airflow_chatter.drain.telemetry import (
 )
 from airflow_chatter.ports import PublishError, ServiceUnavailable
 
-from ._drain_support import ABSENT, Rig, domain_doc, fail_operation, outbox_doc
+from ._drain_support import ABSENT, Rig, domain_doc, fail_operation, fail_stamp, outbox_doc
 
 OUTCOME = "chatter__messaging__outbox__drain__outcome"
 
@@ -119,14 +119,14 @@ def test_met_02_outcomes_admitted_skipped_dropped_and_nothing_for_failures(rig: 
     assert failing.metrics.counter(DOCUMENTS, **{OUTCOME: "admitted"}) == 0, "MET-09: a fault is not an outcome"
 
 
-def test_met_02_a_page_that_fails_still_counts_what_it_published_and_skipped(rig: Rig) -> None:
+def test_met_02_sequential_a_page_that_fails_still_counts_what_it_published_and_skipped(rig: Rig) -> None:
     # The page's outcomes are added once when it ends; a stamp fault on the 2nd of 3 pending documents ends it
     # early. The three went out in one send_batch and the broker confirmed all three before any stamp, so all three
     # are admitted (MET-02: after publish returns, before the stamp) and published; only msg-1 was stamped, and
     # msg-3's stamp was never tried (RLY-07). Counted as skipped: the domain doc.
     rig.seed(domain_doc(), outbox_doc("msg-1"), outbox_doc("msg-2"), outbox_doc("msg-3"))
     fail_operation(rig.monitored, "patch", ServiceUnavailable("stamp down"), on_call=2)
-    summary = rig.drain()
+    summary = rig.drain(rig.engine(stamp_mode="sequential"))
     assert isinstance(summary.error, ServiceUnavailable)
     assert (summary.published, summary.delivered, summary.skipped) == (3, 1, 1)
     assert summary.published == len(rig.publisher.sent), "what reached the broker"
@@ -134,6 +134,22 @@ def test_met_02_a_page_that_fails_still_counts_what_it_published_and_skipped(rig
     assert rig.metrics.counter(DOCUMENTS, **{OUTCOME: "skipped"}) == 1
     rig.drain()  # the next pass: msg-1's stamp and the domain doc come back skipped, msg-2 and msg-3 go out again
     assert rig.metrics.counter(DOCUMENTS, **{OUTCOME: "admitted"}) == 5
+    assert rig.metrics.counter(DOCUMENTS, **{OUTCOME: "skipped"}) >= 2
+
+
+def test_met_02_f10_batched_a_page_that_fails_still_counts_what_it_published_and_skipped(rig: Rig) -> None:
+    # Batched, the three stamps go out together: msg-2's fails, msg-1's and msg-3's land and stay (F-10). The counts
+    # are the same sums as one by one: all three admitted and published, the domain doc skipped.
+    docs = rig.seed(domain_doc(), outbox_doc("msg-1"), outbox_doc("msg-2"), outbox_doc("msg-3"))
+    fail_stamp(rig.monitored, docs[2]["id"], ServiceUnavailable("stamp down"))
+    summary = rig.drain(rig.engine(stamp_mode="batched"))
+    assert isinstance(summary.error, ServiceUnavailable) and summary.confirmation_failures == 1
+    assert (summary.published, summary.delivered, summary.skipped) == (3, 2, 1)
+    assert summary.published == len(rig.publisher.sent), "what reached the broker"
+    assert rig.metrics.counter(DOCUMENTS, **{OUTCOME: "admitted"}) == 3
+    assert rig.metrics.counter(DOCUMENTS, **{OUTCOME: "skipped"}) == 1
+    rig.drain()  # the next pass: only msg-2 is still pending and goes out again; the rest come back skipped
+    assert rig.metrics.counter(DOCUMENTS, **{OUTCOME: "admitted"}) == 4
     assert rig.metrics.counter(DOCUMENTS, **{OUTCOME: "skipped"}) >= 2
 
 

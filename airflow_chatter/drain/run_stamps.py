@@ -1,0 +1,117 @@
+"""F-10: the stamps of one publish run, delivered and undeliverable alike, written together, and what they mean.
+
+In ``batched`` mode the engine hands this the stamps of a run's confirmed prefix in feed order: a delivered stamp
+for each confirmed publish, an undeliverable stamp for each document the contract refused (CTR-04) or its publisher
+rejected as unsendable, and the delivered stamp of each resolver drop (RSV-02). They go through one
+:class:`~airflow_chatter.drain.stamps.StampWriter` call, so they share its per-partition-key transactional batches
+(a batch refused as a whole falls back to one by one, so each document gets its own outcome).
+
+What the outcomes mean is what the one-by-one order meant, document by document:
+
+* a landed delivered stamp counts ``delivered``; a landed undeliverable stamp counts ``undeliverable`` and then
+  logs its violation (CTR-05: stamp, then count, then log); a failed undeliverable stamp counts and logs nothing;
+* a failed delivered stamp of a confirmed publish is a Confirmation Failure: the run raises ``ConfirmationFailed``
+  with the first such error in feed order (one per page, SUS-02), before any receipt (SUS-12);
+* a failed undeliverable or drop stamp is not (SUS-11/13): when no delivered stamp failed, the run raises that
+  stamp's own error (the first in feed order), uncounted. When both kinds fail in one run, the Confirmation Failure
+  wins: a message reached Kafka and its stamp did not, which is what Drain Suspension guards against;
+* when every stamp landed, the receipt is minted from the last one in feed order (SUS-08: one per run).
+
+Stamps of later documents that landed stay when an earlier one fails (F-10): those documents are finished, and the
+page is not checkpointed, so the failed one is offered again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from airflow_chatter.drain.stamps import StampRequest, StampWriter
+from airflow_chatter.drain.summary import DrainCounts
+from airflow_chatter.drain.suspension import ConfirmationReceipt
+from airflow_chatter.drain.telemetry import OUTCOME_DROPPED, DrainTelemetry
+from airflow_chatter.errors import ConfirmationFailed
+from airflow_chatter.outbox.document import UNDELIVERABLE
+from airflow_chatter.ports import Document, PartitionKey, PatchOperation
+
+
+class StampKind(Enum):
+    """What a stamp records, which decides what its outcome counts and whether its failure is a Confirmation Failure."""
+
+    DELIVERED = "delivered"
+    UNDELIVERABLE = "undeliverable"
+    DROPPED = "dropped"
+
+
+@dataclass(frozen=True, slots=True)
+class RunStamp:
+    """One document's stamp; ``violation`` is the text logged once an undeliverable stamp has landed."""
+
+    request: StampRequest
+    kind: StampKind
+    violation: str = ""
+
+
+class RunStamps:
+    """Builds a run's stamps and writes them through ``writer`` (``batched``), counting and logging their outcomes."""
+
+    def __init__(
+        self,
+        writer: StampWriter,
+        telemetry: DrainTelemetry,
+        *,
+        delivered_ops: tuple[PatchOperation, ...],
+        delivered_value: str,
+        undeliverable_ops: tuple[PatchOperation, ...],
+    ) -> None:
+        self._writer = writer
+        self._telemetry = telemetry
+        self._delivered_ops = delivered_ops
+        self._delivered_value = delivered_value
+        self._undeliverable_ops = undeliverable_ops
+
+    def delivered(self, document: Document, partition_key: PartitionKey) -> RunStamp:
+        request = StampRequest(document["id"], partition_key, self._delivered_ops, self._delivered_value)
+        return RunStamp(request, StampKind.DELIVERED)
+
+    def undeliverable(self, document: Document, partition_key: PartitionKey, violation: str) -> RunStamp:
+        """CTR-04: one op, ``status`` only, no ttl."""
+        request = StampRequest(document["id"], partition_key, self._undeliverable_ops, UNDELIVERABLE)
+        return RunStamp(request, StampKind.UNDELIVERABLE, violation)
+
+    def dropped(self, document: Document, partition_key: PartitionKey, tally: DrainCounts) -> RunStamp:
+        """RSV-02: drop-and-acknowledge, counted ``dropped`` when its stamp is tried, as the one-by-one order did."""
+        tally.dropped += 1
+        self._telemetry.record_document(OUTCOME_DROPPED)
+        request = StampRequest(document["id"], partition_key, self._delivered_ops, self._delivered_value)
+        return RunStamp(request, StampKind.DROPPED)
+
+    def write(self, stamps: Sequence[RunStamp], tally: DrainCounts) -> ConfirmationReceipt | None:
+        """Write ``stamps`` (feed order) together; count and log each landed one; raise as the module says."""
+        if not stamps:
+            return None
+        outcomes = self._writer.write([stamp.request for stamp in stamps])
+        confirmation_failure: BaseException | None = None
+        other_failure: BaseException | None = None
+        for stamp, outcome in zip(stamps, outcomes, strict=True):
+            if outcome.error is not None:
+                if stamp.kind is StampKind.DELIVERED:
+                    confirmation_failure = confirmation_failure or outcome.error
+                else:
+                    other_failure = other_failure or outcome.error
+            elif stamp.kind is StampKind.DELIVERED:
+                tally.delivered += 1
+            elif stamp.kind is StampKind.UNDELIVERABLE:
+                tally.undeliverable += 1
+                self._telemetry.record_undeliverable(stamp.violation)
+        if confirmation_failure is not None:
+            raise ConfirmationFailed(confirmation_failure) from confirmation_failure
+        if other_failure is not None:
+            raise other_failure
+        last = outcomes[-1]
+        assert last.written is not None
+        return ConfirmationReceipt.from_status_write(last.written, last.request.status)
+
+
+__all__ = ["RunStamp", "RunStamps", "StampKind"]
