@@ -66,7 +66,7 @@ def test_stamp_benchmark_runs_and_prints_every_ratio(kafka_bootstrap: str, cosmo
         [
             sys.executable,
             str(REPO / "benchmarks" / "stamp_throughput.py"),
-            *("--n", "40", "--stub-n", "200", "--stub-rounds", "1", "--rss", "200,400"),
+            *("--n", "40", "--stub-n", "200", "--rounds", "2", "--stub-rounds", "1", "--rss", "200,400"),
         ],
         capture_output=True,
         text=True,
@@ -78,6 +78,8 @@ def test_stamp_benchmark_runs_and_prints_every_ratio(kafka_bootstrap: str, cosmo
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert re.search(r"machine: nproc=\d+ cpu=", out), out
+    # Both interleaved rounds ran, each with its own sequential, batched and ceiling figures.
+    assert re.search(r"round 2 drain 64 keys, 0 ms .* store ceiling", out), out
     for label in (
         "(a) batched ÷ sequential, 64 keys, 0 ms",
         "(b) batched ÷ sequential, 64 keys, 5 ms",
