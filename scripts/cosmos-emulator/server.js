@@ -24,6 +24,7 @@ const PKG = path.dirname(require.resolve("@vercel/cosmosdb-server/package.json")
 const lib = (p) => require(path.join(PKG, "lib", p));
 const accountModel = require("./account-model.js");
 const rangeRouting = require("./range-routing.js");
+const holds = require("./holds.js");
 const {
   headerOf, canonicalFromDocument, canonicalFromHeader, notFound, badRequest, collectionOf,
   documentsOf, queryOver, lsnFrom, documentsInScope, documentScopes, effectivePartitionKey,
@@ -492,6 +493,7 @@ function installCompatibilityLayer() {
   rangeRouting.servePartitionKeyRanges(h("create-collection"), h("read-partition-key-ranges"), h("read-documents"),
     h("query-documents"));
   rangeRouting.addRangeAdminRoutes();
+  holds.install(accountModel, rangeRouting.rangeIdOfRequest);
   fixPatchConditionCase(patchOperations);
   fixAtomicTransactionalBatch(h("batch-documents"), documentOperations, patchOperations, json);
   // Last: wraps the (already replaced) document handlers so that expiry is applied before each of them runs.
