@@ -193,3 +193,31 @@ def test_added_latency_is_a_timer_so_concurrent_requests_wait_side_by_side(
             reader.join(timeout=60)
     assert sorted(done) == [0, 1, 2, 3]
     assert emulator_admin(cosmos_endpoint, "GET", "stats")["in_latency"] == 0
+
+
+def test_requests_with_a_body_after_large_responses_on_one_connection_are_all_answered_with_latency(
+    cosmos_endpoint: CosmosEndpoint, cosmos_container_factory: ContainerFactory
+) -> None:
+    """A drain's pattern on one keep-alive connection: a change-feed page larger than a socket buffer, then writes
+    with a body. Node 20 used to pause the connection's parser while that page drained and then drop the next
+    request whose body came in a later TLS record ("Remote end closed connection without response"); with the
+    added latency that hit most drains. Every request is answered now."""
+    _emulator_only(cosmos_endpoint)
+    container = cosmos_container_factory(("/pk",))
+    for n in range(80):
+        container.create_item({"id": f"d{n}", "pk": f"k{n % 8}", "pad": "x" * 1500})
+    failures: list[str] = []
+    with emulator_configured(cosmos_endpoint, latency_ms=10):
+        for round_ in range(40):
+            try:
+                page = list(next(container.query_items_change_feed(start_time="Beginning").by_page()))
+                assert len(page) == 80
+                key = f"k{round_ % 8}"
+                ids = [f"d{n}" for n in range(round_ % 8, 80, 8)][:4]
+                _patch_batch(container, key, ids)
+                container.replace_item(f"d{round_ % 8}", {"id": f"d{round_ % 8}", "pk": key, "round": round_})
+            except exceptions.CosmosHttpResponseError as error:
+                failures.append(f"round {round_}: {error}")
+            except Exception as error:  # noqa: BLE001 - a dropped connection surfaces as ServiceResponseError
+                failures.append(f"round {round_}: {type(error).__name__}: {error}")
+    assert failures == []
