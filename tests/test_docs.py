@@ -60,3 +60,23 @@ def test_every_relative_link_of_the_readme_resolves() -> None:
     assert targets, "the README links into docs/"
     missing = [t for t in targets if not (REPO / t).exists()]
     assert missing == [], f"README links to missing files: {missing}"
+
+
+def _fenced_blocks(language: str) -> list[tuple[str, int, str]]:
+    """Every ``` block of ``language`` in docs/*.md: (page, line, text)."""
+    blocks = []
+    for page in sorted((REPO / "docs").glob("*.md")):
+        lines = page.read_text().splitlines()
+        for number, line in enumerate(lines):
+            if line.strip() == f"```{language}":
+                end = next(i for i in range(number + 1, len(lines)) if lines[i].strip() == "```")
+                blocks.append((page.name, number + 1, "\n".join(lines[number + 1 : end])))
+    return blocks
+
+
+@pytest.mark.parametrize(("page", "line", "text"), _fenced_blocks("yaml"), ids=lambda v: str(v)[:40])
+def test_every_yaml_block_of_the_docs_parses(page: str, line: int, text: str) -> None:
+    """A user copies these into files (sources, values, manifests): each must be YAML, not prose that looks like it."""
+    import yaml
+
+    assert list(yaml.safe_load_all(text)), f"{page}:{line}: an empty YAML block"

@@ -56,6 +56,10 @@ const MAX_PARTITION_RANGES = 256;
 /** Per container key ("dbs/<db>/colls/<coll>"): RU spent in the current fixed 1 s window. */
 const windows = new Map();
 
+/** Requests waiting out their added latency right now (GET /_chatter/stats `in_latency`): several at once shows
+ * the latency is a timer that concurrent requests wait out side by side, not a block of the event loop. */
+let inLatency = 0;
+
 /** Per container key: cumulative {requests, throttled, request_charge} of document requests (GET /_chatter/stats). */
 const stats = new Map();
 
@@ -263,7 +267,7 @@ function answerThrottled(res, retryAfterMs) {
 const adminRoutes = new Map([
   ["GET config", () => ({ status: 200, body: snapshot() })],
   ["POST config", (body) => ({ status: 200, body: mergeConfig(body) })],
-  ["GET stats", () => ({ status: 200, body: { containers: Object.fromEntries(stats) } })],
+  ["GET stats", () => ({ status: 200, body: { containers: Object.fromEntries(stats), in_latency: inLatency } })],
 ]);
 
 /** Register `handler(body, query) -> {status, body}` for `<METHOD> /_chatter/<name>` (used by the range layer). */
@@ -366,12 +370,34 @@ function installOnServer(server) {
       };
       original(req, res);
     };
-    if (latency > 0) setTimeout(serve, latency);
-    else serve();
+    // A gate (holds.js) may park the request and serve it later; the latency is non-blocking (a timer of the
+    // event loop), so concurrent requests wait out their round trips side by side, as against an account.
+    const admit = () => {
+      if (!requestGates.some((gate) => gate(req, res, serve))) serve();
+    };
+    if (latency > 0) {
+      inLatency += 1;
+      setTimeout(() => {
+        inLatency -= 1;
+        admit();
+      }, latency);
+    } else {
+      admit();
+    }
   });
+}
+
+/** Gates a request passes after its latency, before throttling: `gate(req, res, serve)` returns true when it took
+ * the request over (and will call `serve` itself, or never). */
+const requestGates = [];
+
+function addRequestGate(gate) {
+  requestGates.push(gate);
 }
 
 /** The current value of one config field. */
 const setting = (name) => config[name];
 
-module.exports = { setting, charges, configureFromEnv, mergeConfig, snapshot, installOnServer, addAdminRoute, ConfigError };
+module.exports = {
+  setting, charges, configureFromEnv, mergeConfig, snapshot, installOnServer, addAdminRoute, addRequestGate, ConfigError,
+};

@@ -204,4 +204,26 @@ function epkAnswer(collection, value) {
   return { epk: key, range_id: range ? range.id : null };
 }
 
-module.exports = { servePartitionKeyRanges, addRangeAdminRoutes };
+/**
+ * The live range a document request addresses, for request gates (holds.js): the range its
+ * `x-ms-documentdb-partitionkeyrangeid` names (change feed, scoped query), else the range holding the EPK of its
+ * `x-ms-documentdb-partitionkey` (point operations, batches); null when it names neither or the container is unknown.
+ */
+function rangeIdOfRequest(req, dbId, collId) {
+  if (!accountRef) return null;
+  const rangeHeader = headerOf(req, "x-ms-documentdb-partitionkeyrangeid");
+  if (rangeHeader !== undefined) return partitionRanges.rangeIdOf(rangeHeader);
+  const keyHeader = headerOf(req, "x-ms-documentdb-partitionkey");
+  if (keyHeader === undefined) return null;
+  const collection = collectionOf(accountRef, dbId, collId);
+  if (!collection) return null;
+  let values;
+  try {
+    values = JSON.parse(keyHeader);
+  } catch (err) {
+    return null;
+  }
+  return epkAnswer(collection, values).range_id;
+}
+
+module.exports = { servePartitionKeyRanges, addRangeAdminRoutes, rangeIdOfRequest };

@@ -24,6 +24,7 @@ const PKG = path.dirname(require.resolve("@vercel/cosmosdb-server/package.json")
 const lib = (p) => require(path.join(PKG, "lib", p));
 const accountModel = require("./account-model.js");
 const rangeRouting = require("./range-routing.js");
+const holds = require("./holds.js");
 const {
   headerOf, canonicalFromDocument, canonicalFromHeader, notFound, badRequest, collectionOf,
   documentsOf, queryOver, lsnFrom, documentsInScope, documentScopes, effectivePartitionKey,
@@ -492,6 +493,7 @@ function installCompatibilityLayer() {
   rangeRouting.servePartitionKeyRanges(h("create-collection"), h("read-partition-key-ranges"), h("read-documents"),
     h("query-documents"));
   rangeRouting.addRangeAdminRoutes();
+  holds.install(accountModel, rangeRouting.rangeIdOfRequest);
   fixPatchConditionCase(patchOperations);
   fixAtomicTransactionalBatch(h("batch-documents"), documentOperations, patchOperations, json);
   // Last: wraps the (already replaced) document handlers so that expiry is applied before each of them runs.
@@ -505,6 +507,24 @@ function installCompatibilityLayer() {
 // ---------------------------------------------------------------------------------------------------------------
 // Main
 // ---------------------------------------------------------------------------------------------------------------
+
+/**
+ * Node 20 pauses a keep-alive connection's HTTP parser when a request arrives while the previous response on that
+ * connection has not drained yet (its write returned false: a change-feed page is larger than the socket's 16 KiB
+ * high-water mark, and the "drain" callback can come after the client has already read the response and sent the
+ * next request). A TLS socket still delivers the record it already read, so a request whose body comes in a later
+ * record than its headers reaches the paused parser (HPE_PAUSED) and Node destroys the socket without answering:
+ * the SDK sees "Remote end closed connection without response". With the added latency this hit most drains. A
+ * write high-water mark above any response this server writes means no write ever reports back-pressure, so the
+ * parser is never paused. (`highWaterMark` in the server options does not reach TLS sockets in Node 20.)
+ */
+const WRITE_HIGH_WATER_MARK = 256 * 1024 * 1024;
+
+function raiseWriteHighWaterMark(server) {
+  server.on("secureConnection", (socket) => {
+    if (socket._writableState) socket._writableState.highWaterMark = WRITE_HIGH_WATER_MARK;
+  });
+}
 
 function parseArgs(argv) {
   const args = { port: 8081, host: "127.0.0.1" };
@@ -530,6 +550,7 @@ function main() {
     key: fs.readFileSync(args.key),
     keepAlive: true,
   });
+  raiseWriteHighWaterMark(server);
   server.keepAliveTimeout = 60000;
   accountModel.installOnServer(server);
   server.listen(Number(args.port), args.host, () => {

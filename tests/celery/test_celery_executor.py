@@ -12,16 +12,18 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import pytest
 
 from airflow_chatter.outbox.document import OutboxMessage
-from tests.fixtures.cosmos import CosmosEndpoint, emulator_configured
+from tests.fixtures.cosmos import CosmosEndpoint, emulator_admin, emulator_hold
 from tests.fixtures.kafka import consume_records
 from tests.fixtures.live_airflow import (
     DESTINATION,
@@ -40,7 +42,9 @@ PAGE = 10
 SOURCES: dict[str, dict[str, Any]] = {
     "spread": {"schedule": "* * * * *"},
     # Short leases and small pages: a killed worker's lease expires quickly, and a page bounds the duplicates.
-    "kill": {"schedule": "* * * * *", "max_batch_size": PAGE, "lease_duration_seconds": 20, "max_seconds": 240},
+    # No schedule: the test triggers the one run, so the killed drain's lease is taken over by that run's retry on
+    # the other worker, not raced by a scheduled run starting while range 0 is held.
+    "kill": {"schedule": None, "max_batch_size": PAGE, "lease_duration_seconds": 20, "max_seconds": 240},
 }
 
 pytestmark = [pytest.mark.live, pytest.mark.kafka, pytest.mark.cosmos, pytest.mark.timeout(900)]
@@ -148,30 +152,101 @@ def test_a_scheduled_drain_of_four_leases_runs_its_mapped_drains_on_both_celery_
     assert delivered(source) == 200
 
 
-@pytest.mark.skipif(
-    os.environ.get("CHATTER_CELERY_KILL_TEST", "") != "1",
-    reason="opt-in (CHATTER_CELERY_KILL_TEST=1): its wait for a drain caught mid-way timed out in 1 of 3 full runs "
-    "on 2 shared cores (the drain finished or had not started when polled); to be made deterministic",
-)
+def range_customers(
+    endpoint: CosmosEndpoint, source: LiveSource, documents: list[dict[str, Any]], rid: str
+) -> set[str]:
+    """The customers of ``documents`` whose partition key lies in partition key range ``rid`` (the emulator's own
+    EPK routing, ``/_chatter/epk``)."""
+    customers = sorted({d["customerId"] for d in documents})
+    answers = emulator_admin(
+        endpoint, "POST", "epk", body={"container": source.monitored.container_link, "pks": customers}
+    )
+    return {c for c, a in zip(customers, answers, strict=True) if a["range_id"] == rid}
+
+
+def first_range_lease(source: LiveSource) -> dict[str, Any] | None:
+    """The lease document of the feed range that starts at the beginning of the EPK space (range "0")."""
+    for doc in source.leases.query_items("SELECT * FROM c", enable_cross_partition_query=True):
+        token = doc.get("feed_range")
+        if isinstance(token, str) and json.loads(token).get("Range", {}).get("min") == "":
+            return dict(doc)
+    return None
+
+
+def owned_live(lease: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not lease or not lease.get("owner") or not lease.get("expires_at"):
+        return None
+    expires = datetime.fromisoformat(str(lease["expires_at"]).replace("Z", "+00:00"))
+    return lease if expires > datetime.now(UTC) else None
+
+
+def wait_for_records(
+    live: LiveAirflow, topic: str, enough: Callable[[list[Any]], bool], *, timeout_s: float, what: str
+) -> list[Any]:
+    """Read ``topic`` from the beginning with one consumer until ``enough(records so far)``; bounded."""
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=live.kafka_bootstrap,
+        group_id=f"chatter-kill-{uuid.uuid4().hex[:8]}",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    records: list[Any] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while not enough(records):
+            if time.monotonic() > deadline:
+                pytest.fail(f"timed out after {timeout_s:g} s waiting for {what}; {len(records)} records read")
+            for batch in consumer.poll(timeout_ms=500).values():
+                records.extend(batch)
+    finally:
+        consumer.close()
+    return records
+
+
+def message_id(record: Any) -> str:
+    return str(dict(record.headers)["message-id"].decode())
+
+
 def test_a_worker_sigkilled_mid_drain_loses_nothing_and_duplicates_at_most_one_page(
     celery_airflow: LiveAirflow, api: httpx.Client, cosmos_endpoint: CosmosEndpoint
 ) -> None:
+    """The drain of range 0 is stopped at a known point: its first page is published (in Kafka) and its delivered
+    stamps are parked by the emulator (a hold on range 0's batches and patches), so it holds its lease with a
+    page published and not stamped. Its worker is SIGKILLed there; the parked stamps die with it. The lease
+    expires, the run's retry of that drain on the other worker takes it over and publishes the page again."""
     source = celery_airflow.sources["kill"]
     documents = write_orders(source, 600, "kill")
-    # Slow every request a little (a real account's round trip), so a drain takes long enough to be killed in.
-    with emulator_configured(cosmos_endpoint, latency_ms=40):
+    customer_of = {d["MessageId"]: d["customerId"] for d in documents}
+    held = range_customers(cosmos_endpoint, source, documents, "0")
+    assert held, "range 0 holds some of the customers"
+
+    with emulator_hold(cosmos_endpoint, source.monitored, ["batch", "patch"], range_id="0") as hold:
         celery_airflow.unpause(api, source.drain_dag_id)
+        response = api.post(f"/api/v2/dags/{source.drain_dag_id}/dagRuns", json={"logical_date": None, "conf": {}})
+        assert response.status_code == 200, response.text
+        run = response.json()
 
-        def running_drain() -> dict[str, Any] | None:
-            # Early in the run (the first two of 4 leases still under way): the victim has work left.
-            runs = api.get(f"/api/v2/dags/{source.drain_dag_id}/dagRuns").json()["dag_runs"]
-            for run in runs:
-                for ti in drain_instances(api, run):
-                    if ti["state"] == "running" and ti["hostname"] and 2 * PAGE <= delivered(source) < 100:
-                        return {**ti, "run": run}
-            return None
+        wait_until(lambda: hold.state()["waiting"] > 0, timeout_s=300, what="range 0's first stamps to be parked")
+        lease = wait_until(lambda: owned_live(first_range_lease(source)), timeout_s=30, what="range 0's lease owned")
+        index = int(str(lease["owner"]).split("[", 1)[1].split("]", 1)[0])
 
-        victim = wait_until(running_drain, timeout_s=300, what="a drain running mid-way", interval_s=1)
+        def victim_running() -> dict[str, Any] | None:
+            [ti] = [ti for ti in drain_instances(api, run) if ti["map_index"] == index]
+            return ti if ti["state"] == "running" and ti["hostname"] else None
+
+        victim = wait_until(victim_running, timeout_s=60, what=f"drain [{index}] to show running", interval_s=0.5)
+        assert victim["rendered_map_index"] == lease["id"], "the lease's owner is that task instance"
+        first_page = wait_for_records(
+            celery_airflow,
+            source.topic,
+            lambda records: any(customer_of[message_id(r)] in held for r in records),
+            timeout_s=60,
+            what="range 0's first page in Kafka",
+        )
+        assert owned_live(first_range_lease(source)), "still held by the victim when it is killed"
         worker = worker_of(victim)
         pid_file = celery_airflow.home / "pids" / f"{worker}.pid"
         before = delivered(source)
@@ -179,22 +254,28 @@ def test_a_worker_sigkilled_mid_drain_loses_nothing_and_duplicates_at_most_one_p
         assert killed, f"{worker} had processes to kill"
         assert before < len(documents), "the worker was killed before the source was drained"
 
-        survivor = {"worker1": "worker2", "worker2": "worker1"}[worker]
-        wait_until(lambda: delivered(source) == len(documents) or None, timeout_s=600, what="all documents delivered")
+        wait_until(lambda: hold.state()["waiting"] == 0, timeout_s=60, what="the parked stamps' client to be gone")
+        released = hold.release()
+    assert released["served"] == 0 and released["dropped"] >= 1, released
 
-        run, index = victim["run"], victim["map_index"]
+    survivor = {"worker1": "worker2", "worker2": "worker1"}[worker]
+    wait_until(lambda: delivered(source) == len(documents) or None, timeout_s=600, what="all documents delivered")
 
-        def retried() -> dict[str, Any] | None:
-            [ti] = [ti for ti in drain_instances(api, run) if ti["map_index"] == index]
-            return ti if ti["state"] == "success" else None
+    def retried() -> dict[str, Any] | None:
+        [ti] = [ti for ti in drain_instances(api, run) if ti["map_index"] == index]
+        return ti if ti["state"] == "success" else None
 
-        # The scheduler fails the silent try (heartbeat timeout) and retries it; the lease has expired by then.
-        taken_over = wait_until(retried, timeout_s=300, what=f"the killed drain [{index}] to be retried")
+    # The scheduler fails the silent try (heartbeat timeout) and retries it; the lease has expired by then.
+    taken_over = wait_until(retried, timeout_s=300, what=f"the killed drain [{index}] to be retried")
     assert taken_over["try_number"] > victim["try_number"] and worker_of(taken_over) == survivor, taken_over
     assert celery_airflow.xcom(api, run, "drain", index)["published"] > 0, (
-        "the surviving worker's try took over a lease with work left: the kill was mid-drain"
+        "the surviving worker's try took over range 0's lease with its work left"
     )
     counts = published_counts(celery_airflow, source, len(documents))
     assert set(counts) == {d["MessageId"] for d in documents}, "nothing lost"
-    duplicates = sum(n - 1 for n in counts.values())
-    assert duplicates <= PAGE, f"{duplicates} duplicates: at most the one page the killed drain had in flight"
+    duplicated = {m: n - 1 for m, n in counts.items() if n > 1}
+    assert {customer_of[m] for m in duplicated} <= held, "only range 0's drain was killed: only its page repeats"
+    assert 1 <= sum(duplicated.values()) <= PAGE, (
+        f"{sum(duplicated.values())} duplicates: the one page the killed drain had published and not stamped "
+        f"(range 0 records before the kill: {sum(customer_of[message_id(r)] in held for r in first_page)})"
+    )
