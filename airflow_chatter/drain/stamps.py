@@ -88,10 +88,7 @@ class StampWriter:
         if len(chunks) <= 1 or self.concurrency <= 1:
             results = [self._chunk(chunk) for chunk in chunks]
         else:
-            # The calling thread writes a share itself instead of only waiting: one fewer hand-off per page, and
-            # ``concurrency`` requests in flight with ``concurrency - 1`` workers.
-            futures = [self._pool().submit(self._chunk, chunk) for chunk in chunks[1:]]
-            results = [self._chunk(chunks[0]), *(future.result() for future in futures)]
+            results = self._in_lanes(chunks)
         by_index: dict[int, StampOutcome] = {}
         for chunk, outcomes in zip(chunks, results, strict=True):
             for (index, _request), outcome in zip(chunk, outcomes, strict=True):
@@ -113,6 +110,32 @@ class StampWriter:
                 workers = max(1, self.concurrency - 1)
                 self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="chatter-stamp")
             return self._executor
+
+    def _in_lanes(self, chunks: Sequence[Sequence[tuple[int, StampRequest]]]) -> list[list[StampOutcome]]:
+        """Write ``chunks`` on ``concurrency`` lanes that each take the next unwritten chunk until none is left.
+
+        At most ``concurrency`` requests are in flight, as with one task per chunk, but a page costs only
+        ``concurrency - 1`` hand-offs to the pool whatever its number of partition keys (a task per chunk cost one
+        per key: measurable against a fast store). The calling thread is one of the lanes instead of only waiting.
+        """
+        results: list[list[StampOutcome]] = [[] for _ in chunks]
+        taken = iter(range(len(chunks)))
+        lock = threading.Lock()
+
+        def lane() -> None:
+            while True:
+                with lock:
+                    index = next(taken, None)
+                if index is None:
+                    return
+                results[index] = self._chunk(chunks[index])
+
+        pool = self._pool()
+        futures = [pool.submit(lane) for _ in range(min(self.concurrency, len(chunks)) - 1)]
+        lane()
+        for future in futures:
+            future.result()
+        return results
 
     def _sequential(self, requests: Sequence[StampRequest]) -> list[StampOutcome]:
         outcomes: list[StampOutcome] = []

@@ -1,0 +1,98 @@
+"""F-10: the stamp writer's concurrency bound, and every batch of a page written exactly once.
+
+The writer runs ``stamp_concurrency`` lanes that each take the next unwritten batch; these tests hold the container
+inside its batches to see how many are in flight at once, and count what reached it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Sequence
+
+import pytest
+
+from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
+from airflow_chatter.drain.stamps import StampRequest, StampWriter
+from airflow_chatter.ports import BatchOperation, BatchOperationResult, PartitionKey, PatchOperation
+
+DELIVERED = (PatchOperation("set", "/status", "delivered"),)
+
+
+class HoldingContainer(MemoryDocumentContainer):
+    """Counts the batches in flight; each batch waits until ``concurrency`` are in flight or no more can come."""
+
+    def __init__(self, concurrency: int, batches: int) -> None:
+        super().__init__(partition_key_paths=("/tenantId",))
+        self._cond = threading.Condition()
+        self._in_flight = 0
+        self._started = 0
+        self._concurrency, self._batches = concurrency, batches
+        self.peak = 0
+        self.keys: Counter[str] = Counter()
+
+    def execute_batch(
+        self, partition_key: PartitionKey, operations: Sequence[BatchOperation]
+    ) -> list[BatchOperationResult]:
+        with self._cond:
+            self._in_flight += 1
+            self._started += 1
+            self.peak = max(self.peak, self._in_flight)
+            self.keys[str(partition_key)] += 1
+            self._cond.notify_all()
+            # Hold until as many batches are in flight as the writer may have, or all of them have started.
+            self._cond.wait_for(
+                lambda: self._in_flight >= self._concurrency or self._started >= self._batches, timeout=10
+            )
+        try:
+            return super().execute_batch(partition_key, operations)
+        finally:
+            with self._cond:
+                self._in_flight -= 1
+                self._cond.notify_all()
+
+
+def _seeded(container: MemoryDocumentContainer, keys: int, per_key: int) -> list[StampRequest]:
+    requests = []
+    for i in range(per_key):
+        for k in range(keys):
+            item_id = f"doc-{k}-{i}"
+            container.create({"id": item_id, "tenantId": f"t{k}", "status": "pending"}, f"t{k}")
+            requests.append(StampRequest(item_id, f"t{k}", DELIVERED, "delivered"))
+    return requests
+
+
+@pytest.mark.parametrize("concurrency", [2, 3, 8])
+def test_f10_batches_of_many_keys_run_at_most_stamp_concurrency_at_once_and_each_exactly_once(concurrency: int) -> None:
+    keys = 20
+    container = HoldingContainer(concurrency, batches=keys)
+    requests = _seeded(container, keys, per_key=3)
+    writer = StampWriter(container, "batched", concurrency)
+    try:
+        outcomes = writer.write(requests)
+    finally:
+        writer.close()
+    assert container.peak == concurrency  # the bound is reached, never passed
+    assert container.keys == Counter({f"t{k}": 1 for k in range(keys)})  # one batch per key, none written twice
+    assert [o.request for o in outcomes] == requests  # each request's own outcome, in input order
+    assert all(o.landed for o in outcomes)
+    assert {container.read(r.item_id, r.partition_key)["status"] for r in requests} == {"delivered"}
+
+
+def test_f10_an_error_a_batch_raises_outside_the_port_reaches_the_caller() -> None:
+    class Broken(MemoryDocumentContainer):
+        def execute_batch(
+            self, partition_key: PartitionKey, operations: Sequence[BatchOperation]
+        ) -> list[BatchOperationResult]:
+            if partition_key == "t7":
+                raise RuntimeError("a bug in the container, not a ContainerError")
+            return super().execute_batch(partition_key, operations)
+
+    container = Broken(partition_key_paths=("/tenantId",))
+    requests = _seeded(container, 10, per_key=2)
+    writer = StampWriter(container, "batched", 4)
+    try:
+        with pytest.raises(RuntimeError, match="a bug in the container"):
+            writer.write(requests)
+    finally:
+        writer.close()
