@@ -404,9 +404,12 @@ def scenario_broker_outage(env: Services, short: bool, rng: random.Random) -> Ro
         assert stop.returncode == 0, stop.stderr
         stopped_at = time.monotonic()
         during: list[RunResult] = [Ledger.finish(first, t0)]
-        while time.monotonic() - stopped_at < outage:
+        # At least two runs start while the broker is down, however long the first one took to fail on it (it may
+        # take up to max_block + delivery timeout, longer than the short outage): the outage lasts until then.
+        while time.monotonic() - stopped_at < outage or len(during) < 3:
             ledger.add(10)  # the services keep writing: every run in the outage has pending work to fail on
             during.append(ledger.drain(timeout=RUN_TIMEOUT_SECONDS))
+        outage_seconds = time.monotonic() - stopped_at
         again = _script("kafka.sh", "start", broker_env)
         assert again.returncode == 0, again.stderr
         runs = ledger.drain_to_end()
@@ -426,7 +429,7 @@ def scenario_broker_outage(env: Services, short: bool, rng: random.Random) -> Ro
             f"{len(outage_runs)} runs in the outage, all failed cleanly: {clean}",
             verdict(ok),
             [
-                f"{pending_at_stop} documents pending when the broker stopped; "
+                f"{pending_at_stop} documents pending when the broker stopped, for {outage_seconds:.0f} s; "
                 f"slowest outage run {slowest:.1f} s, process start included (configured: max_block "
                 f"{KAFKA_TIMEOUTS['max_block_ms']} ms + delivery {KAFKA_TIMEOUTS['delivery_timeout_ms']} ms = "
                 f"{bound:.0f} s per publish); errors {errors}"
