@@ -158,8 +158,9 @@ class _Api:
         self.backend = backend
         self.backfill_dag_id = backfill_dag_id
         self._override = store
-        self._memory = MemoryIdempotencyStore()
-        self._guards: dict[object, Idempotency] = {}
+        # The guard of every source without a container of its own (or of all, over an overriding store).
+        self._local = Idempotency(store or MemoryIdempotencyStore(), HttpIdempotencyOptions(), scope=self._scope)
+        self._guards: dict[tuple[str, str, str], Idempotency] = {}
         self._warned: set[str] = set()
 
     @staticmethod
@@ -175,29 +176,26 @@ class _Api:
         return IdempotencyInfo("cosmos", True, f"{source.database}/{source.ui_idempotency_container}")
 
     def guard(self, source: SourceConfig) -> Idempotency:
-        """The source's guard: over its Cosmos idempotency container (verified once), else over memory."""
-        info = self.idempotency(source)
+        """The source's guard: over its Cosmos idempotency container (verified once), else over the local store."""
         if self._override is not None:
-            slot: object = "override"
-        elif info.store == "memory":
-            slot = "memory"
+            return self._local
+        container = source.ui_idempotency_container
+        if container is None:
             if source.name not in self._warned:
                 self._warned.add(source.name)
                 log.warning("UI actions on source %s: %s", source.name, MEMORY_WARNING)
-        else:
-            slot = (source.cosmos_conn_id, info.container)
+            return self._local
+        slot = (source.cosmos_conn_id, source.database, container)
         guard = self._guards.get(slot)
         if guard is None:
-            store = self._override or self._memory
-            if slot not in ("override", "memory"):
-                cosmos = CosmosIdempotencyStore(self.backend.idempotency_container(source))
-                try:
-                    cosmos.verify_container()
-                except (ChatterError, ContainerError) as error:
-                    message = f"source {source.name}: {info.container} cannot keep the UI's keys: {error}"
-                    raise HTTPException(503, {"field": "ui_idempotency_container", "message": message}) from None
-                store = cosmos
-            guard = self._guards.setdefault(slot, Idempotency(store, HttpIdempotencyOptions(), scope=self._scope))
+            cosmos = CosmosIdempotencyStore(self.backend.idempotency_container(source))
+            try:
+                cosmos.verify_container()
+            except (ChatterError, ContainerError) as error:
+                where = f"{source.database}/{container}"
+                message = f"source {source.name}: {where} cannot keep the UI's keys: {error}"
+                raise HTTPException(503, {"field": "ui_idempotency_container", "message": message}) from None
+            guard = self._guards.setdefault(slot, Idempotency(cosmos, HttpIdempotencyOptions(), scope=self._scope))
         return guard
 
     def store_kind(self, source: SourceConfig) -> str:
