@@ -484,15 +484,12 @@ class DrainEngine:
             if self._stamps.mode != "sequential":
                 return self._stamp_run_batched(run, outcomes, spans, tally)
             for entry, outcome, span in zip(planned, outcomes, spans, strict=True):
-                if isinstance(outcome.error, MessageRejected):
-                    span.end(outcome.error)
-                    self._stamp_rejected(entry, outcome.error, tally)
+                error = _end_send_span(entry, outcome, span)
+                if isinstance(error, MessageRejected):
+                    self._stamp_rejected(entry, error, tally)
                     continue
-                if not outcome.confirmed:
-                    failure = outcome.error or PublishError(f"message {entry.message_id!r} was not confirmed")
-                    span.end(failure)
-                    raise failure  # RLY-05: no stamp; not a Confirmation Failure
-                span.end()
+                if error is not None:
+                    raise error  # RLY-05: no stamp; not a Confirmation Failure
                 written = self._stamp_delivered(entry, tally)
         # SUS-08: one receipt per run is all the gate is shown (the page presents its last), so it is minted once,
         # from the last stamp that landed, not once per document.
@@ -521,17 +518,14 @@ class DrainEngine:
                         self._run_stamps.undeliverable(entry.document, entry.partition_key, entry.verdict.message)
                     )
                 continue
-            outcome, span = next(sent)
-            if isinstance(outcome.error, MessageRejected):
-                span.end(outcome.error)
-                reason = _rejected_reason(entry, outcome.error)
+            error = _end_send_span(entry, *next(sent))
+            if isinstance(error, MessageRejected):
+                reason = _rejected_reason(entry, error)
                 stamps.append(self._run_stamps.undeliverable(entry.document, entry.partition_key, reason))
                 continue
-            if not outcome.confirmed:
-                failure = outcome.error or PublishError(f"message {entry.message_id!r} was not confirmed")
-                span.end(failure)
+            if error is not None:
+                failure = error
                 break
-            span.end()
             stamps.append(self._run_stamps.delivered(entry.document, entry.partition_key))
         receipt = self._run_stamps.write(stamps, tally)
         if failure is not None:
@@ -607,6 +601,23 @@ class _Budget:
         if self.max_documents is None:
             return max_batch_size
         return max(1, min(max_batch_size, self.max_documents - documents))
+
+
+def _end_send_span(planned: Planned, outcome: Any, span: SendSpan) -> BaseException | None:
+    """End a message's send span by its publish outcome; return why it is not delivered, or ``None`` if it is.
+
+    A ``MessageRejected`` (its publisher refuses it as unsendable: stamped undeliverable, CTR-04) or the failure of an
+    unconfirmed publish (RLY-05: no stamp, the page fails).
+    """
+    if isinstance(outcome.error, MessageRejected):
+        span.end(outcome.error)
+        return outcome.error
+    if not outcome.confirmed:
+        failure: BaseException = outcome.error or PublishError(f"message {planned.message_id!r} was not confirmed")
+        span.end(failure)
+        return failure
+    span.end()
+    return None
 
 
 def _rejected_reason(planned: Planned, error: MessageRejected) -> str:
