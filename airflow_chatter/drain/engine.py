@@ -34,7 +34,7 @@ from airflow_chatter.drain.options import STATUS_PATCH_PATH, TTL_PATCH_PATH, Sou
 from airflow_chatter.drain.pacing import TokenBucket
 from airflow_chatter.drain.page_run import Planned, PublishRun, RunEntry, Unsent
 from airflow_chatter.drain.request_units import LEASES, MeteredContainer, RequestUnits, ThrottleLimits
-from airflow_chatter.drain.run_stamps import RunStamp, RunStamps
+from airflow_chatter.drain.run_stamps import RunStamps
 from airflow_chatter.drain.stamps import StampWriter
 from airflow_chatter.drain.summary import DrainCounts, DrainSummary
 from airflow_chatter.drain.suspension import ConfirmationReceipt, DrainGate
@@ -467,8 +467,7 @@ class DrainEngine:
             return self._stamp_run_batched(run, (), (), tally)
         assert publisher is not None
         written: Document | None = None
-        spans_for = [(p.destination, p.message_id, p.context) for p in planned]
-        with self._telemetry.send_spans(spans_for) as spans:
+        with self._telemetry.send_spans(planned) as spans:
             messages = [self._message(p, span) for p, span in zip(planned, spans, strict=True)]
             outcomes = publisher.send_batch(messages)  # PublishError propagates: RLY-05
             if len(outcomes) != len(messages):
@@ -507,27 +506,24 @@ class DrainEngine:
         stamp for it, not a Confirmation Failure). Either way a failing page is not checkpointed.
         """
         sent = iter(zip(outcomes, spans, strict=True))
-        stamps: list[RunStamp] = []
+        stamps = self._run_stamps.start()
         failure: BaseException | None = None
         for entry in run:
             if isinstance(entry, Unsent):
                 if entry.verdict is None:
-                    stamps.append(self._run_stamps.dropped(entry.document, entry.partition_key, tally))
+                    stamps.dropped(entry.document, entry.partition_key, tally)
                 else:
-                    stamps.append(
-                        self._run_stamps.undeliverable(entry.document, entry.partition_key, entry.verdict.message)
-                    )
+                    stamps.undeliverable(entry.document, entry.partition_key, entry.verdict.message)
                 continue
             error = _end_send_span(entry, *next(sent))
             if isinstance(error, MessageRejected):
-                reason = _rejected_reason(entry, error)
-                stamps.append(self._run_stamps.undeliverable(entry.document, entry.partition_key, reason))
+                stamps.undeliverable(entry.document, entry.partition_key, _rejected_reason(entry, error))
                 continue
             if error is not None:
                 failure = error
                 break
-            stamps.append(self._run_stamps.delivered(entry.document, entry.partition_key))
-        receipt = self._run_stamps.write(stamps, tally)
+            stamps.delivered(entry.document, entry.partition_key)
+        receipt = stamps.write(tally)
         if failure is not None:
             raise failure  # RLY-05: no stamp; not a Confirmation Failure
         return receipt

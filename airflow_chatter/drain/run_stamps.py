@@ -23,8 +23,6 @@ page is not checkpointed, so the failed one is offered again.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import Enum
 
 from airflow_chatter.drain.stamps import StampRequest, StampWriter
@@ -44,17 +42,8 @@ class StampKind(Enum):
     DROPPED = "dropped"
 
 
-@dataclass(frozen=True, slots=True)
-class RunStamp:
-    """One document's stamp; ``violation`` is the text logged once an undeliverable stamp has landed."""
-
-    request: StampRequest
-    kind: StampKind
-    violation: str = ""
-
-
 class RunStamps:
-    """Builds a run's stamps and writes them through ``writer`` (``batched``), counting and logging their outcomes."""
+    """Starts the stamps of a run (``batched``): :meth:`start` returns the run's :class:`StampRun`."""
 
     def __init__(
         self,
@@ -65,46 +54,75 @@ class RunStamps:
         delivered_value: str,
         undeliverable_ops: tuple[PatchOperation, ...],
     ) -> None:
-        self._writer = writer
-        self._telemetry = telemetry
-        self._delivered_ops = delivered_ops
-        self._delivered_value = delivered_value
-        self._undeliverable_ops = undeliverable_ops
+        self.writer = writer
+        self.telemetry = telemetry
+        self.delivered_ops = delivered_ops
+        self.delivered_value = delivered_value
+        self.undeliverable_ops = undeliverable_ops
 
-    def delivered(self, document: Document, partition_key: PartitionKey) -> RunStamp:
-        request = StampRequest(document["id"], partition_key, self._delivered_ops, self._delivered_value)
-        return RunStamp(request, StampKind.DELIVERED)
+    def start(self) -> StampRun:
+        return StampRun(self)
 
-    def undeliverable(self, document: Document, partition_key: PartitionKey, violation: str) -> RunStamp:
+
+class StampRun:
+    """One run's stamps, added in feed order, then written together by :meth:`write`.
+
+    Kept as parallel lists (each stamp's request, its kind, and the violation text of the undeliverable ones by
+    position) rather than one object per stamp: a run holds a whole page of documents.
+    """
+
+    __slots__ = ("_kinds", "_requests", "_stamps", "_violations")
+
+    def __init__(self, stamps: RunStamps) -> None:
+        self._stamps = stamps
+        self._requests: list[StampRequest] = []
+        self._kinds: list[StampKind] = []
+        self._violations: dict[int, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._requests)
+
+    def delivered(self, document: Document, partition_key: PartitionKey) -> None:
+        stamps = self._stamps
+        self._requests.append(StampRequest(document["id"], partition_key, stamps.delivered_ops, stamps.delivered_value))
+        self._kinds.append(StampKind.DELIVERED)
+
+    def undeliverable(self, document: Document, partition_key: PartitionKey, violation: str) -> None:
         """CTR-04: one op, ``status`` only, no ttl."""
-        request = StampRequest(document["id"], partition_key, self._undeliverable_ops, UNDELIVERABLE)
-        return RunStamp(request, StampKind.UNDELIVERABLE, violation)
+        self._violations[len(self._requests)] = violation
+        operations = self._stamps.undeliverable_ops
+        self._requests.append(StampRequest(document["id"], partition_key, operations, UNDELIVERABLE))
+        self._kinds.append(StampKind.UNDELIVERABLE)
 
-    def dropped(self, document: Document, partition_key: PartitionKey, tally: DrainCounts) -> RunStamp:
+    def dropped(self, document: Document, partition_key: PartitionKey, tally: DrainCounts) -> None:
         """RSV-02: drop-and-acknowledge, counted ``dropped`` when its stamp is tried, as the one-by-one order did."""
+        stamps = self._stamps
         tally.dropped += 1
-        self._telemetry.record_document(OUTCOME_DROPPED)
-        request = StampRequest(document["id"], partition_key, self._delivered_ops, self._delivered_value)
-        return RunStamp(request, StampKind.DROPPED)
+        stamps.telemetry.record_document(OUTCOME_DROPPED)
+        self._requests.append(StampRequest(document["id"], partition_key, stamps.delivered_ops, stamps.delivered_value))
+        self._kinds.append(StampKind.DROPPED)
 
-    def write(self, stamps: Sequence[RunStamp], tally: DrainCounts) -> ConfirmationReceipt | None:
-        """Write ``stamps`` (feed order) together; count and log each landed one; raise as the module says."""
-        if not stamps:
+    def write(self, tally: DrainCounts) -> ConfirmationReceipt | None:
+        """Write the run's stamps together; count and log each landed one; raise as the module says."""
+        if not self._requests:
             return None
-        outcomes = self._writer.write([stamp.request for stamp in stamps])
+        outcomes = self._stamps.writer.write(self._requests)
         confirmation_failure: BaseException | None = None
         other_failure: BaseException | None = None
-        for stamp, outcome in zip(stamps, outcomes, strict=True):
+        delivered = StampKind.DELIVERED
+        landed_delivered = 0
+        for index, (kind, outcome) in enumerate(zip(self._kinds, outcomes, strict=True)):
             if outcome.error is not None:
-                if stamp.kind is StampKind.DELIVERED:
+                if kind is delivered:
                     confirmation_failure = confirmation_failure or outcome.error
                 else:
                     other_failure = other_failure or outcome.error
-            elif stamp.kind is StampKind.DELIVERED:
-                tally.delivered += 1
-            elif stamp.kind is StampKind.UNDELIVERABLE:
+            elif kind is delivered:
+                landed_delivered += 1
+            elif kind is StampKind.UNDELIVERABLE:
                 tally.undeliverable += 1
-                self._telemetry.record_undeliverable(stamp.violation)
+                self._stamps.telemetry.record_undeliverable(self._violations[index])
+        tally.delivered += landed_delivered
         if confirmation_failure is not None:
             raise ConfirmationFailed(confirmation_failure) from confirmation_failure
         if other_failure is not None:
@@ -114,4 +132,4 @@ class RunStamps:
         return ConfirmationReceipt.from_status_write(last.written, last.request.status)
 
 
-__all__ = ["RunStamp", "RunStamps", "StampKind"]
+__all__ = ["RunStamps", "StampKind", "StampRun"]

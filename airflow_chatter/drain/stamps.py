@@ -23,8 +23,7 @@ import json
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from airflow_chatter.ports import (
     BatchOperation,
@@ -44,11 +43,15 @@ MAX_BATCH_OPERATIONS = 100
 MAX_BATCH_BYTES = 2 * 1024 * 1024
 #: Room kept for the request's own envelope when sizing a batch.
 _ENVELOPE_BYTES = 4096
+_BATCH_ROOM = MAX_BATCH_BYTES - _ENVELOPE_BYTES
 
 
-@dataclass(frozen=True, slots=True)
-class StampRequest:
-    """One status write: ``operations`` patched onto ``item_id`` in ``partition_key``; ``status`` is the value set."""
+class StampRequest(NamedTuple):
+    """One status write: ``operations`` patched onto ``item_id`` in ``partition_key``; ``status`` is the value set.
+
+    A named tuple rather than a frozen dataclass: one is built per drained document, and a frozen dataclass's
+    ``__init__`` (an ``object.__setattr__`` per field) costs twice as much for the same immutable value.
+    """
 
     item_id: str
     partition_key: PartitionKey
@@ -56,8 +59,7 @@ class StampRequest:
     status: str
 
 
-@dataclass(frozen=True, slots=True)
-class StampOutcome:
+class StampOutcome(NamedTuple):
     """Exactly one of ``written`` (the document as the write returned it) and ``error`` is set."""
 
     request: StampRequest
@@ -85,15 +87,14 @@ class StampWriter:
         if self.mode == "sequential":
             return self._sequential(requests)
         chunks = _chunks(requests)
+        # Each chunk writes its documents' outcomes at their own input positions (the lanes' chunks are disjoint).
+        outcomes: list[StampOutcome | None] = [None] * len(requests)
         if len(chunks) <= 1 or self.concurrency <= 1:
-            results = [self._chunk(chunk) for chunk in chunks]
+            for chunk in chunks:
+                self._chunk(requests, chunk, outcomes)
         else:
-            results = self._in_lanes(chunks)
-        by_index: dict[int, StampOutcome] = {}
-        for chunk, outcomes in zip(chunks, results, strict=True):
-            for (index, _request), outcome in zip(chunk, outcomes, strict=True):
-                by_index[index] = outcome
-        return [by_index[i] for i in range(len(requests))]
+            self._in_lanes(requests, chunks, outcomes)
+        return outcomes  # type: ignore[return-value]  # every position is set: the chunks cover every request
 
     def close(self) -> None:
         """Stop the worker threads (idle ones also stop by themselves when the process exits)."""
@@ -111,31 +112,31 @@ class StampWriter:
                 self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="chatter-stamp")
             return self._executor
 
-    def _in_lanes(self, chunks: Sequence[Sequence[tuple[int, StampRequest]]]) -> list[list[StampOutcome]]:
+    def _in_lanes(
+        self, requests: Sequence[StampRequest], chunks: Sequence[list[int]], outcomes: list[StampOutcome | None]
+    ) -> None:
         """Write ``chunks`` on ``concurrency`` lanes that each take the next unwritten chunk until none is left.
 
         At most ``concurrency`` requests are in flight, as with one task per chunk, but a page costs only
         ``concurrency - 1`` hand-offs to the pool whatever its number of partition keys (a task per chunk cost one
         per key: measurable against a fast store). The calling thread is one of the lanes instead of only waiting.
         """
-        results: list[list[StampOutcome]] = [[] for _ in chunks]
-        taken = iter(range(len(chunks)))
+        taken = iter(chunks)
         lock = threading.Lock()
 
         def lane() -> None:
             while True:
                 with lock:
-                    index = next(taken, None)
-                if index is None:
+                    chunk = next(taken, None)
+                if chunk is None:
                     return
-                results[index] = self._chunk(chunks[index])
+                self._chunk(requests, chunk, outcomes)
 
         pool = self._pool()
         futures = [pool.submit(lane) for _ in range(min(self.concurrency, len(chunks)) - 1)]
         lane()
         for future in futures:
             future.result()
-        return results
 
     def _sequential(self, requests: Sequence[StampRequest]) -> list[StampOutcome]:
         outcomes: list[StampOutcome] = []
@@ -153,19 +154,24 @@ class StampWriter:
             return StampOutcome(request, error=exc)
         return StampOutcome(request, written=written)
 
-    def _chunk(self, chunk: Sequence[tuple[int, StampRequest]]) -> list[StampOutcome]:
-        requests = [request for _index, request in chunk]
-        if len(requests) == 1:
-            return [self._one(requests[0])]
-        operations = [BatchOperation.patch(r.item_id, r.operations) for r in requests]
+    def _chunk(self, requests: Sequence[StampRequest], chunk: list[int], outcomes: list[StampOutcome | None]) -> None:
+        """Write the requests at positions ``chunk`` (one partition key) and put each outcome at its position."""
+        if len(chunk) == 1:
+            outcomes[chunk[0]] = self._one(requests[chunk[0]])
+            return
+        batch = [requests[index] for index in chunk]
+        operations = [BatchOperation.patch(r.item_id, r.operations) for r in batch]
         try:
-            results = self.container.execute_batch(requests[0].partition_key, operations)
+            results = self.container.execute_batch(batch[0].partition_key, operations)
         except ContainerError:
             # F-10: refused as a whole; nothing of it was written. One by one, each document gets its own outcome.
-            return [self._one(request) for request in requests]
-        if len(results) != len(requests):
-            return [self._one(request) for request in requests]
-        return [_outcome(request, result) for request, result in zip(requests, results, strict=True)]
+            results = None
+        if results is None or len(results) != len(batch):
+            for index, request in zip(chunk, batch, strict=True):
+                outcomes[index] = self._one(request)
+            return
+        for index, request, result in zip(chunk, batch, results, strict=True):
+            outcomes[index] = _outcome(request, result)
 
 
 def _outcome(request: StampRequest, result: BatchOperationResult) -> StampOutcome:
@@ -179,34 +185,41 @@ def _outcome(request: StampRequest, result: BatchOperationResult) -> StampOutcom
 
 
 def _key(partition_key: PartitionKey) -> object:
-    """A hashable group key: the value with its type for a scalar (so 1, 1.0 and True stay apart), JSON otherwise."""
+    """A hashable group key: a string as itself, another scalar with its type (so 1, 1.0 and True stay apart), and a
+    hierarchical key as its JSON text in a tuple (so it never meets a string key that happens to spell it)."""
+    if type(partition_key) is str:
+        return partition_key
     if isinstance(partition_key, str | int | float | bool) or partition_key is None:
         return (type(partition_key), partition_key)
-    return json.dumps(partition_key, sort_keys=True, default=str)
+    return (list, json.dumps(partition_key, sort_keys=True, default=str))
 
 
-def _chunks(requests: Sequence[StampRequest]) -> list[list[tuple[int, StampRequest]]]:
-    """Requests grouped per partition key (feed order kept inside a group), cut at the batch limits."""
-    groups: dict[object, list[list[tuple[int, StampRequest]]]] = {}
+def _chunks(requests: Sequence[StampRequest]) -> list[list[int]]:
+    """The requests' positions grouped per partition key (feed order kept inside a group), cut at the batch limits."""
+    # Per group key: the positions of its open chunk, and that chunk's bytes. Closed chunks are only in ``chunks``.
+    groups: dict[object, list[int]] = {}
     sizes: dict[object, int] = {}
+    chunks: list[list[int]] = []
     # The engine hands every request of a page the same operations tuple: its size is measured once.
     op_sizes: dict[int, tuple[tuple[PatchOperation, ...], int]] = {}
     for index, request in enumerate(requests):
-        key = _key(request.partition_key)
-        known = op_sizes.get(id(request.operations))
+        pk = request.partition_key
+        key = pk if type(pk) is str else _key(pk)
+        operations = request.operations
+        known = op_sizes.get(id(operations))
         if known is None:
-            measured = len(json.dumps([op.as_cosmos() for op in request.operations], default=str)) + 64
-            known = op_sizes[id(request.operations)] = (request.operations, measured)
+            measured = len(json.dumps([op.as_cosmos() for op in operations], default=str)) + 64
+            known = op_sizes[id(operations)] = (operations, measured)
         size = len(request.item_id) + known[1]
-        chunks = groups.setdefault(key, [[]])
-        current = chunks[-1]
-        if current and (len(current) >= MAX_BATCH_OPERATIONS or sizes[key] + size > MAX_BATCH_BYTES - _ENVELOPE_BYTES):
-            current = []
+        current = groups.get(key)
+        if current is None or len(current) >= MAX_BATCH_OPERATIONS or sizes[key] + size > _BATCH_ROOM:
+            current = groups[key] = [index]
             chunks.append(current)
-            sizes[key] = 0
-        current.append((index, request))
-        sizes[key] = sizes.get(key, 0) + size
-    return [chunk for chunks in groups.values() for chunk in chunks]
+            sizes[key] = size
+            continue
+        current.append(index)
+        sizes[key] += size
+    return chunks
 
 
 __all__ = [

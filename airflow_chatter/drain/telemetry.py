@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -213,21 +213,21 @@ class DrainTelemetry:
     # ---------------------------------------------------------------- trace context (RLY-09)
 
     @contextmanager
-    def send_spans(self, messages: Sequence[tuple[str, str, Mapping[str, Any]]]) -> Iterator[list[SendSpan]]:
-        """Start one PRODUCER span per ``(destination, message_id, persisted_context)``.
+    def send_spans(self, messages: Sequence[SendSubject]) -> Iterator[list[SendSpan]]:
+        """Start one PRODUCER span per message: its ``destination``, ``message_id`` and persisted ``context``.
 
         Yields handles whose ``headers`` are the ``traceparent``/``tracestate`` to put on the
         outgoing message, or ``None`` when tracing is off (then the persisted entries ride out
         unchanged). Spans still open when the block exits are ended (with an error status if it raised).
         """
         tracer = trace.get_tracer(METER_NAME, tracer_provider=self._tracer_provider)
-        spans = [SendSpan.start(tracer, *item) for item in messages[:1]]
+        spans = [SendSpan.start(tracer, m.destination, m.message_id, m.context) for m in messages[:1]]
         if spans and spans[0].headers is None:
             # Tracing is off (a provider-wide fact): skip parsing every persisted context of the batch. A span
             # without a tracer span holds no state (``end`` does nothing), so one instance serves them all.
             spans.extend([_NO_SPAN] * (len(messages) - 1))
         else:
-            spans.extend(SendSpan.start(tracer, *item) for item in messages[1:])
+            spans.extend(SendSpan.start(tracer, m.destination, m.message_id, m.context) for m in messages[1:])
         try:
             yield spans
         except BaseException as exc:
@@ -236,6 +236,19 @@ class DrainTelemetry:
             raise
         for span in spans:
             span.end()
+
+
+class SendSubject(Protocol):
+    """What a send span is started from: the message's destination, its id, and its persisted trace context."""
+
+    @property
+    def destination(self) -> str: ...
+
+    @property
+    def message_id(self) -> str: ...
+
+    @property
+    def context(self) -> Mapping[str, Any]: ...
 
 
 class SendSpan:

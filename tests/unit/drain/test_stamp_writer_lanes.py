@@ -96,3 +96,29 @@ def test_f10_an_error_a_batch_raises_outside_the_port_reaches_the_caller() -> No
             writer.write(requests)
     finally:
         writer.close()
+
+
+def test_f10_partition_keys_that_only_look_alike_never_share_a_batch() -> None:
+    """Cosmos hashes ``"1"``, ``1``, ``1.0``-as-int, ``True`` and the hierarchical ``["1"]`` into different logical
+    partitions; a batch is opened on one key, so each of them must get its own batch (or point patch), and the
+    string that spells a hierarchical key's JSON must not join that key's batch either."""
+
+    class Recording(MemoryDocumentContainer):
+        def __init__(self) -> None:
+            super().__init__(partition_key_paths=("/pk",))
+            self.batches: list[tuple[PartitionKey, list[str]]] = []
+
+        def execute_batch(
+            self, partition_key: PartitionKey, operations: Sequence[BatchOperation]
+        ) -> list[BatchOperationResult]:
+            self.batches.append((partition_key, [op.id for op in operations]))
+            return [BatchOperationResult(200, f"e-{op.id}", {"id": op.id, "status": "delivered"}) for op in operations]
+
+    container = Recording()
+    keys: list[PartitionKey] = ["1", 1, True, ["1"], '["1"]']
+    requests = [StampRequest(f"{n}-{i}", key, DELIVERED, "delivered") for n, key in enumerate(keys) for i in range(2)]
+    writer = StampWriter(container, "batched", 1)
+    outcomes = writer.write(requests)
+    assert [o.request for o in outcomes] == requests and all(o.landed for o in outcomes)
+    by_key = sorted((repr(key), ids) for key, ids in container.batches)
+    assert by_key == sorted((repr(key), [f"{n}-0", f"{n}-1"]) for n, key in enumerate(keys))
