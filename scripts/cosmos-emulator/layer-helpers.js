@@ -113,8 +113,13 @@ function lsnFrom(value) {
 /** Filters a request applies to the documents it reads (query, change feed): the EPK-range and range-id fixes. */
 const documentScopes = [];
 
+/** ``docs`` narrowed by every scope of ``req`` (each scope is a filter, so it can be applied to any subset). */
+function scopeDocuments(req, collection, docs) {
+  return documentScopes.reduce((kept, scope) => scope(req, collection, kept), docs);
+}
+
 function documentsInScope(req, collection) {
-  return documentScopes.reduce((docs, scope) => scope(req, collection, docs), documentsOf(collection));
+  return scopeDocuments(req, collection, documentsOf(collection));
 }
 
 module.exports = {
@@ -132,4 +137,5 @@ module.exports = {
   lsnFrom,
   documentScopes,
   documentsInScope,
+  scopeDocuments,
 };

@@ -308,6 +308,69 @@ def test_batch_is_atomic_and_reports_424_for_every_other_operation(cosmos_contai
             container.read_item(item_id, "p")  # 1.0.1 keeps the ops before the failing one
 
 
+def test_a_rolled_back_batch_leaves_no_trace_in_the_change_feed_and_later_writes_are_seen(
+    cosmos_container_factory: ContainerFactory,
+):
+    """The layer's batch keeps an undo log, not a copy of the container: a refused batch must restore every entry it
+    changed (an updated document, a created one), and its LSNs, never written, are reused by the next write, which a
+    reader resuming from before the batch must see, in order, once."""
+    container = cosmos_container_factory(("/pk",))
+    container.create_item({"id": "kept", "pk": "p", "n": 0})
+    container.create_item({"id": "exists", "pk": "p"})
+    reader = FeedReader(container)
+    assert _ids(reader.drain(start_time="Beginning")) == ["kept", "exists"]
+    with pytest.raises(exceptions.CosmosBatchOperationError):
+        container.execute_item_batch(
+            [
+                ("patch", ("kept", [{"op": "set", "path": "/n", "value": 1}])),
+                ("create", ({"id": "phantom", "pk": "p"},)),
+                ("create", ({"id": "exists", "pk": "p"},)),
+            ],
+            partition_key="p",
+        )
+    assert container.read_item("kept", "p")["n"] == 0
+    with pytest.raises(exceptions.CosmosResourceNotFoundError):
+        container.read_item("phantom", "p")
+    assert reader.drain() == [], "a rolled-back batch is no change"
+    container.patch_item("kept", "p", [{"op": "set", "path": "/n", "value": 2}])
+    container.create_item({"id": "later", "pk": "p"})
+    changed = reader.drain()
+    assert [(d["id"], d.get("n")) for d in changed] == [("kept", 2), ("later", None)]
+
+
+def test_an_item_written_with_a_ttl_after_the_container_was_swept_still_expires(
+    cosmos_container_factory: ContainerFactory,
+):
+    """The TTL purge rescans a container only once its earliest known expiry has passed: a write must bring that
+    expiry forward, or an item with a short ttl written after a sweep would outlive it."""
+    container = cosmos_container_factory(("/pk",), default_ttl=-1)
+    container.create_item({"id": "long", "pk": "p", "ttl": 3600})
+    container.read_item("long", "p")  # a request: the container is swept and its earliest expiry is an hour away
+    container.create_item({"id": "short", "pk": "p", "ttl": 1})
+    _expect_gone(container, "short", "p")
+    assert container.read_item("long", "p")
+
+
+def test_the_change_feed_serves_every_latest_version_across_many_rewrites(cosmos_container_factory: ContainerFactory):
+    """The feed reads a log of written versions, compacted when mostly stale: after many rewrites of a few items
+    (enough to compact it), a reader from the beginning sees each item once, at its latest version, in LSN order."""
+    container = cosmos_container_factory(("/pk",))
+    for i in range(5):
+        container.create_item({"id": f"d{i}", "pk": "p", "n": 0})
+    reader = FeedReader(container)
+    assert len(reader.drain(start_time="Beginning", max_item_count=2)) == 5
+    for n in range(1, 301):  # 1,500 rewrites of 5 items: more than 2 x 5 + 1,024 stale versions
+        for i in range(5):
+            container.patch_item(f"d{i}", "p", [{"op": "set", "path": "/n", "value": n}])
+    container.patch_item("d2", "p", [{"op": "set", "path": "/n", "value": 999}])
+    resumed = reader.drain(max_item_count=2)
+    assert [(d["id"], d["n"]) for d in resumed] == [("d0", 300), ("d1", 300), ("d3", 300), ("d4", 300), ("d2", 999)]
+    everything = FeedReader(container).drain(start_time="Beginning", max_item_count=3)
+    assert [d["id"] for d in everything] == ["d0", "d1", "d3", "d4", "d2"]
+    lsns = [d["_lsn"] for d in everything]
+    assert lsns == sorted(lsns)
+
+
 def test_batch_patch_with_a_false_condition_fails_with_412(cosmos_container_factory: ContainerFactory):
     container = cosmos_container_factory(("/pk",))
     container.create_item({"id": "a", "pk": "p", "status": "delivered"})
