@@ -33,6 +33,7 @@ from airflow_chatter.drain.monitored_container import verify_containers
 from airflow_chatter.drain.options import STATUS_PATCH_PATH, TTL_PATCH_PATH, SourceOptions
 from airflow_chatter.drain.pacing import TokenBucket
 from airflow_chatter.drain.page_run import Planned, PublishRun, RunEntry, Unsent
+from airflow_chatter.drain.read_ahead import FeedReader, FeedRequest
 from airflow_chatter.drain.request_units import LEASES, MeteredContainer, RequestUnits, ThrottleLimits
 from airflow_chatter.drain.run_stamps import RunStamps
 from airflow_chatter.drain.stamps import StampWriter
@@ -150,6 +151,7 @@ class DrainEngine:
         leases = MeteredContainer(leases, self.request_units, self.throttle_limits, kind=LEASES)
         # F-10: the page's delivered stamps, per partition key in batches (or one by one: ``stamp_mode``).
         self._stamps = StampWriter(self.monitored, source.stamp_mode, source.stamp_concurrency)  # type: ignore[arg-type]
+        self._feed = FeedReader(self.monitored, read_ahead=source.stamp_mode != "sequential")
         self.identity = _source_identity(source, self.properties, lease_properties)
         self.source_identity = self.identity.processor_name
         if registry is not None:
@@ -266,19 +268,19 @@ class DrainEngine:
             if holder.lease.state == SPLIT:
                 tally.split_into = tuple(self.store.lease_id(FeedRange(t)) for t in holder.lease.children)
             return
+        try:
+            self._drain_feed(holder, tally, budget)
+        finally:
+            self._feed.discard()  # a page read ahead and not consumed is dropped, its request finished (read_ahead.py)
+
+    def _drain_feed(self, holder: _LeaseHolder, tally: DrainCounts, budget: _Budget) -> None:
         while not budget.exhausted(tally.documents):
             if self.store.needs_renewal(holder.lease):
                 holder.lease = self.store.renew(holder.lease)
             lease = holder.lease
             try:
-                page = self.monitored.read_change_feed(
-                    lease.feed_range,
-                    continuation=lease.continuation,
-                    # Only consulted while the lease has no continuation. RLY-08: from the beginning, unless the
-                    # lease was created for a backfill from a point in time.
-                    start=lease.start_from if lease.start_from is not None else ChangeFeedStart.BEGINNING,
-                    max_item_count=budget.page_size(self.source.max_batch_size, tally.documents),
-                )
+                request = self._feed_request(lease, lease.continuation, budget, tally)
+                page = self._feed.read(request)
             except FeedRangeGone as gone:
                 children = self.topology.split(lease, gone)
                 tally.split_into = tuple(child.id for child in children)
@@ -294,6 +296,9 @@ class DrainEngine:
                 raise DrainSuspendedError(lease.token, self.source_identity, lease_id=lease.id)
             if decision.probe:
                 holder.lease = self.store.save_suspension(lease, decision.state)
+            if len(page.documents) >= request.max_item_count and not budget.exhausted(tally.documents):
+                # F-10 (batched): behind a full page, the next is read while this one is published and stamped.
+                self._feed.prefetch(self._feed_request(lease, page.continuation, budget, tally))
             receipt = self._drain_page_or_count_failure(holder, page.documents, tally)
             suspension = holder.lease.suspension
             if receipt is not None:
@@ -302,6 +307,14 @@ class DrainEngine:
             holder.lease = self.store.checkpoint(holder.lease, page.continuation, suspension)
             if not page.documents:
                 return  # caught up
+
+    def _feed_request(self, lease: Lease, continuation: str | None, budget: _Budget, tally: DrainCounts) -> FeedRequest:
+        # The start is only consulted while there is no continuation. RLY-08: from the beginning, unless the lease
+        # was created for a backfill from a point in time.
+        start = lease.start_from if lease.start_from is not None else ChangeFeedStart.BEGINNING
+        return FeedRequest(
+            lease.feed_range, continuation, start, budget.page_size(self.source.max_batch_size, tally.documents)
+        )
 
     def _drain_page_or_count_failure(
         self, holder: _LeaseHolder, documents: Sequence[Document], tally: DrainCounts
