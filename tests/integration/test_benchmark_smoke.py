@@ -66,7 +66,8 @@ def test_stamp_benchmark_runs_and_prints_every_ratio(kafka_bootstrap: str, cosmo
         [
             sys.executable,
             str(REPO / "benchmarks" / "stamp_throughput.py"),
-            *("--n", "40", "--stub-n", "200", "--rounds", "2", "--stub-rounds", "1", "--rss", "200,400"),
+            *("--n", "40", "--ceiling-n", "60", "--stub-n", "200", "--rounds", "2", "--stub-rounds", "1"),
+            *("--rss", "200,400"),
         ],
         capture_output=True,
         text=True,
@@ -78,14 +79,15 @@ def test_stamp_benchmark_runs_and_prints_every_ratio(kafka_bootstrap: str, cosmo
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert re.search(r"machine: nproc=\d+ cpu=", out), out
-    # Both interleaved rounds ran, each with its own sequential, batched and ceiling figures.
-    assert re.search(r"round 2 drain 64 keys, 0 ms .* store ceiling", out), out
+    # Both interleaved rounds ran, each with its own sequential and batched figures, and the (d) pair on its own N.
+    assert re.search(r"round 2 drain 64 keys, 0 ms .* batched", out), out
+    assert re.search(r"round 2 N=60: batched drain .* store ceiling", out), out
     for label in (
         "(a) batched ÷ sequential, 64 keys, 0 ms",
         "(b) batched ÷ sequential, 64 keys, 5 ms",
         "(c) batched ÷ sequential, own keys, 5 ms",
         "(c) batched own keys ÷ emulator point patches, 5 ms",
-        "(d) drain ÷ store ceiling, 64 keys",
+        "(d) drain ÷ store ceiling, 64 keys, N=60",
         "(e) drain ÷ bare relay, no-work stub",
         "(f) paced RU/s ÷ cap",
         "(g) provisioned below the rate: delivered ÷ N",
