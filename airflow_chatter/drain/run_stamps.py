@@ -79,9 +79,6 @@ class StampRun:
         self._kinds: list[StampKind] = []
         self._violations: dict[int, str] = {}
 
-    def __len__(self) -> int:
-        return len(self._requests)
-
     def delivered(self, document: Document, partition_key: PartitionKey) -> None:
         stamps = self._stamps
         self._requests.append(StampRequest(document["id"], partition_key, stamps.delivered_ops, stamps.delivered_value))

@@ -70,11 +70,10 @@ function fixLsnOnEveryWrite(Documents, Items) {
   Documents.prototype._set = function _set(data) {
     this._lsnCounter = (this._lsnCounter || 0) + 1;
     data._lsn = this._lsnCounter;
-    const now = Date.now();
-    writtenAtMs.set(data, now);
+    writtenAtMs.set(data, Date.now());
     // The change feed's log (every written version, in `_lsn` order) and the earliest expiry: see below.
     (this._lsnLog || (this._lsnLog = [])).push(data);
-    noteExpiry(this, data, now);
+    noteExpiry(this, data);
     return Items.prototype._set.call(this, data);
   };
 }
@@ -91,10 +90,10 @@ function fixLsnOnEveryWrite(Documents, Items) {
  */
 
 /** Lower the container's earliest expiry for a document just written (a longer TTL can only rescan early). */
-function noteExpiry(documents, doc, nowMs) {
+function noteExpiry(documents, doc) {
   if (!documents._expiryScanned) return; // the first purge scans anyway
-  const ttl = effectiveTtlSeconds({ defaultTtl: documents._ttlSeen }, doc);
-  if (ttl !== null) documents._nextExpiryMs = Math.min(documents._nextExpiryMs, nowMs + ttl * 1000);
+  const at = expiresAtMs({ defaultTtl: documents._ttlSeen }, doc);
+  if (at !== null) documents._nextExpiryMs = Math.min(documents._nextExpiryMs, at);
 }
 
 /** Whether `doc` (a version from the log) is the version stored now. */
@@ -149,11 +148,12 @@ function effectiveTtlSeconds(collectionData, doc) {
   return defaultTtl === -1 ? null : defaultTtl;
 }
 
-function isExpired(collectionData, doc, nowMs) {
+/** When a stored document expires (ms since the epoch: write time + effective ttl), or null when it never does. */
+function expiresAtMs(collectionData, doc) {
   const ttl = effectiveTtlSeconds(collectionData, doc);
-  if (ttl === null) return false;
+  if (ttl === null) return null;
   const written = writtenAtMs.has(doc) ? writtenAtMs.get(doc) : doc._ts * 1000;
-  return nowMs >= written + ttl * 1000;
+  return written + ttl * 1000;
 }
 
 /** Remove the expired documents of one collection (a TTL expiry does not appear in the latest-version feed). */
@@ -165,14 +165,10 @@ function purgeExpired(collection) {
   if (documents._expiryScanned && documents._ttlSeen === data.defaultTtl && now < documents._nextExpiryMs) return;
   let next = Infinity;
   for (const doc of documentsOf(collection)) {
-    if (isExpired(data, doc, now)) {
-      documents.delete(doc.id, documents._getPartition(doc));
-      continue;
-    }
-    const ttl = effectiveTtlSeconds(data, doc);
-    if (ttl === null) continue;
-    const written = writtenAtMs.has(doc) ? writtenAtMs.get(doc) : doc._ts * 1000;
-    next = Math.min(next, written + ttl * 1000);
+    const at = expiresAtMs(data, doc);
+    if (at === null) continue;
+    if (now >= at) documents.delete(doc.id, documents._getPartition(doc));
+    else next = Math.min(next, at);
   }
   documents._expiryScanned = true;
   documents._ttlSeen = data.defaultTtl;
