@@ -96,12 +96,18 @@ class Browser:
         return {c["name"]: c["value"] for c in self.send("Network.getAllCookies")["cookies"]}
 
     def type_into(self, selector: str, text: str) -> None:
-        """Focus the element ``selector`` and type ``text`` as keyboard input (React sees ordinary input events)."""
-        if not self.evaluate(
+        """Focus the element ``selector`` and type ``text`` as keyboard input (React sees ordinary input events).
+
+        Waits (up to 10 s) for the element to be there and take the focus, as a person waits for a form to finish
+        rendering: a React page may still replace its form right after the first of its fields appeared."""
+        focus = (
             f"(() => {{ const e = document.querySelector({json.dumps(selector)}); "
             "if (!e) return false; e.focus(); return document.activeElement === e; })()"
-        ):
-            raise AssertionError(f"no focusable element {selector!r} on the page")
+        )
+        try:
+            self.wait_for(focus, timeout_s=10, what=f"a focusable element {selector!r}")
+        except AssertionError as error:
+            raise AssertionError(f"no focusable element {selector!r} on the page ({error})") from None
         self.send("Input.insertText", text=text)
 
     def click(self, element: str, *, what: str) -> None:
@@ -135,10 +141,11 @@ class Browser:
         while time.monotonic() < deadline:
             try:
                 value = self.evaluate(expression)
-            except RuntimeError as error:  # navigating: the context went away
+            except RuntimeError as error:  # navigating: the context went away; not an answer, look again
                 value = str(error)
-            if value:
-                return value
+            else:
+                if value:
+                    return value
             time.sleep(0.5)
         text = self.evaluate("document.body ? document.body.innerText.slice(0, 3000) : ''")
         raise AssertionError(f"timed out after {timeout_s} s waiting for {what}; last {value!r}; page text: {text}")
