@@ -141,11 +141,10 @@ class Browser:
         while time.monotonic() < deadline:
             try:
                 value = self.evaluate(expression)
-            except RuntimeError as error:  # navigating: the context went away; not an answer, look again
+            except RuntimeError as error:  # navigating: the context went away
                 value = str(error)
-            else:
-                if value:
-                    return value
+            if value:
+                return value
             time.sleep(0.5)
         text = self.evaluate("document.body ? document.body.innerText.slice(0, 3000) : ''")
         raise AssertionError(f"timed out after {timeout_s} s waiting for {what}; last {value!r}; page text: {text}")
