@@ -27,7 +27,7 @@ from airflow_chatter.airflow.config import (
     load_sources_isolated,
 )
 from airflow_chatter.airflow.local_env import SOURCES_FILE_ENV
-from airflow_chatter.airflow.operators.assets import topics_alias
+from airflow_chatter.airflow.operators.assets import ChatterTopicEventsOperator, topics_alias
 from airflow_chatter.airflow.operators.drain import (
     ChatterDrainOperator,
     ChatterListLeasesOperator,
@@ -52,6 +52,24 @@ def sources_file(default_dir: str | Path) -> Path:
     return Path(os.environ.get(SOURCES_FILE_ENV) or Path(default_dir) / "chatter_sources.yaml")
 
 
+def topic_events(source_name: str, drain_task_id: str, *, alias: str | None = None) -> ChatterTopicEventsOperator:
+    """The run's asset events, one per topic its drains delivered to, emitted once after them (not by each mapped
+    drain: two reaching a new topic together race Airflow's creation of its asset, and one of them is failed).
+
+    A teardown without setups: it runs when the drains are done, whatever their states, and is not a leaf for
+    the run's state, so a failed drain still fails the run.
+    """
+    events = ChatterTopicEventsOperator(
+        task_id="topic_events",
+        source_name=source_name,
+        drain_task_id=drain_task_id,
+        outlets=[topics_alias(alias or source_name)],
+        retries=0,  # it reads XCom and emits events: nothing a retry would cure
+    )
+    events.as_teardown()
+    return events
+
+
 def build_drain_dag(source: SourceConfig) -> DAG:
     """``chatter_drain_<name>``: list leases → one bounded drain per lease, never two runs at once."""
     # --8<-- [start:chatter_drain_dag]
@@ -71,7 +89,7 @@ def build_drain_dag(source: SourceConfig) -> DAG:
         ),
     ) as dag:
         leases = ChatterListLeasesOperator(task_id="list_leases", source=source)
-        ChatterDrainOperator.partial(
+        drains = ChatterDrainOperator.partial(
             task_id="drain",
             source=source,
             pool=source.pool or "default_pool",  # cap the Cosmos RU the drains of all DAGs spend
@@ -79,8 +97,8 @@ def build_drain_dag(source: SourceConfig) -> DAG:
             max_active_tis_per_dagrun=source.max_parallel_drains,
             execution_timeout=timedelta(seconds=source.max_seconds) + EXECUTION_TIMEOUT_MARGIN,
             map_index_template=MAP_INDEX_TEMPLATE,  # "drain [<lease id>]", not "drain [0]"
-            outlets=[topics_alias(source.name)],  # an asset event per topic delivered to
         ).expand(lease_id=leases.output)
+        drains >> topic_events(source.name, "drain")  # an asset event per topic delivered to
     # --8<-- [end:chatter_drain_dag]
     return dag
 
@@ -165,7 +183,7 @@ def build_backfill_dag(config: SourcesFile) -> DAG:
             since="{{ params.start if params.start not in ('beginning', 'resume') else '' }}",
             allowed_conf=sorted(BACKFILL_PARAMS),
         )
-        ChatterDrainOperator.partial(
+        drains = ChatterDrainOperator.partial(
             task_id="backfill_drain",
             source_name="{{ params.source }}",
             sources=config,
@@ -174,10 +192,10 @@ def build_backfill_dag(config: SourcesFile) -> DAG:
             max_documents="{{ params.document_budget }}",
             pool=config.backfill_pool or "default_pool",
             map_index_template=MAP_INDEX_TEMPLATE,
-            outlets=[topics_alias("backfill")],
             retries=5,  # a range the scheduled drain holds right now is retried, not skipped
             retry_delay=timedelta(minutes=1),
         ).expand(lease_id=leases.output)
+        drains >> topic_events("{{ params.source }}", "backfill_drain", alias="backfill")
     # --8<-- [end:chatter_backfill_dag]
     return dag
 
@@ -272,9 +290,8 @@ def build_wait_and_drain_dag(source: SourceConfig, *, poll_interval: float = 60.
             source=source,
             pool=source.pool or "default_pool",
             map_index_template=MAP_INDEX_TEMPLATE,
-            outlets=[topics_alias(source.name)],
         ).expand(lease_id=leases.output)
-        wait >> leases >> drains
+        wait >> leases >> drains >> topic_events(source.name, "drain")
     # --8<-- [end:chatter_wait_dag]
     return dag
 

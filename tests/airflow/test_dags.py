@@ -47,7 +47,12 @@ def test_drain_dag_shape(sources_file: Any) -> None:
     assert drain.pool == "chatter_cosmos", "the pool caps how many drains spend Cosmos RU at once"
     assert [t.task_id for t in drain.upstream_list] == ["list_leases"]
     assert drain.expand_input.value["lease_id"].operator.task_id == "list_leases", "one drain per lease"
-    assert [o.name for o in drain.outlets] == ["chatter-topics-payments"], "the alias its asset events go through"
+    assert drain.outlets == [], "a mapped drain emits no asset events: two at once race Airflow's asset creation"
+    events = dag.get_task("topic_events")
+    assert [t.task_id for t in events.upstream_list] == ["drain"], "asset events once, after every drain"
+    assert [o.name for o in events.outlets] == ["chatter-topics-payments"], "the alias its asset events go through"
+    assert events.is_teardown, "it runs after failed drains too, and a failed drain still fails the run"
+    assert {t.task_id for t in dag.leaves} == {"topic_events"}
 
 
 def test_backfill_dag_offers_a_typed_form(sources_file: Any) -> None:
@@ -364,11 +369,25 @@ def test_requeue_dag_without_a_selection_fails_at_once(
 # -- mapped drains: labelled by lease, one asset event per topic -----------------------------------------------
 
 
+def _asset_events(run: Any) -> list[tuple[str, dict[str, Any]]]:
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.execute(
+            select(AssetModel.uri, AssetEvent.extra)
+            .join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+            .where(AssetEvent.source_run_id == run.run_id)
+            .order_by(AssetModel.uri)
+        ).all()
+    return [(uri, dict(extra)) for uri, extra in rows]
+
+
 @pytest.mark.airflow
-def test_mapped_drains_are_labelled_by_lease_and_emit_an_asset_event_per_topic(
+def test_mapped_drains_are_labelled_by_lease_and_the_run_emits_one_asset_event_per_topic(
     airflow_db: Any, sources_file: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from airflow.models.asset import AssetEvent, AssetModel
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
     from sqlalchemy import select
@@ -389,13 +408,51 @@ def test_mapped_drains_are_labelled_by_lease_and_emit_an_asset_event_per_topic(
                 TaskInstance.run_id == run.run_id, TaskInstance.task_id == "drain"
             )
         ).all()
-        events = session.execute(
-            select(AssetModel.uri, AssetEvent.extra)
-            .join(AssetModel, AssetEvent.asset_id == AssetModel.id)
-            .where(AssetEvent.source_run_id == run.run_id)
-        ).all()
     assert sorted(labels) == sorted(lease_ids), "each mapped drain is shown by its lease id, not [0], [1]"
-    published: dict[str, int] = {}
-    for uri, extra in events:
-        published[uri] = published.get(uri, 0) + extra["published"]
-    assert published == {"chatter://orders/orders.events": 6, "chatter://orders/payments.v1": 3}, events
+    summaries = xcoms(run, "drain")
+    assert sum(s["topics"].get("orders.events", 0) for s in summaries) == 6, "each drain's XCom counts per topic"
+    events = _asset_events(run)
+    assert [uri for uri, _ in events] == ["chatter://orders/orders.events", "chatter://orders/payments.v1"], (
+        "one event per topic for the whole run, not one per mapped drain"
+    )
+    assert [extra["published"] for _, extra in events] == [6, 3], events
+    delivering = {uri: set(extra["leases"]) for uri, extra in events}
+    assert delivering["chatter://orders/orders.events"] <= set(lease_ids)
+    assert delivering["chatter://orders/orders.events"] == {
+        s["lease"] for s in summaries if s["topics"].get("orders.events")
+    }, "each event names the leases whose drains delivered to its topic"
+
+
+@pytest.mark.airflow
+def test_a_failed_drain_fails_the_run_and_the_messages_it_delivered_still_get_their_asset_event(
+    airflow_db: Any, sources_file: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The asset events come from one task after the drains (a teardown): it runs although a drain failed, counts
+    what that drain delivered before failing (in Kafka all the same), and the run is failed all the same."""
+    from airflow_chatter.airflow import dag_factory
+    from tests.airflow._support import PK_PATH, install_world, xcoms
+
+    monkeypatch.setitem(dag_factory.DEFAULT_ARGS, "retries", 0)
+    sources_file({"sources": [valid(partition_key_paths=PK_PATH, pool=None, max_batch_size=2)]})
+    world = install_world(monkeypatch, feed_ranges=2)
+    world.write(tenants=6, per_tenant=2)
+    broken_range = world.monitored.read_feed_ranges()[0]
+    world.monitored.faults.fail(
+        "read_change_feed",
+        error=RuntimeError("the feed of this range broke"),
+        when=lambda call: call.arguments["feed_range"] == broken_range and call.arguments["continuation"] is not None,
+    )
+    run = dagbag().dags["chatter_drain_orders"].test()
+    assert run.state == "failed", "a failed drain fails the run, although the task after it succeeded"
+    states = _task_states(run)
+    assert sorted(state for state, _ in states["drain"]) == ["failed", "success"]
+    assert states["topic_events"] == [("success", 1)]
+    [failed] = xcoms(run, "drain", key="summary")
+    assert failed["error_type"] == "RuntimeError" and failed["topics"]["orders.events"] > 0, failed
+    [succeeded] = xcoms(run, "drain")
+    delivered = failed["topics"]["orders.events"] + succeeded["topics"]["orders.events"]
+    assert delivered == len(world.publisher.sent) < 12, "the broken range stopped part way"
+    [(uri, extra)] = _asset_events(run)
+    assert uri == "chatter://orders/orders.events"
+    assert extra["published"] == delivered, "what the failed drain delivered counts too"
+    assert sorted(extra["leases"]) == sorted([failed["lease"], succeeded["lease"]])

@@ -1,21 +1,35 @@
-"""Asset events of a drain: one per Kafka topic the drain delivered to, so downstream DAGs can be scheduled on it.
+"""Asset events of a drain run: one per Kafka topic its drains delivered to, so downstream DAGs can be scheduled on it.
 
-The topics a drain publishes to are known only at run time (an unmapped destination is its own topic), so a drain
-task declares an ``AssetAlias`` as its outlet and adds one ``Asset`` per topic through it; Airflow creates the asset
-on its first event. The asset of topic ``T`` of source ``S`` is ``chatter://S/T``::
+The topics a drain publishes to are known only at run time (an unmapped destination is its own topic), so the task
+that emits them declares an ``AssetAlias`` as its outlet and adds one ``Asset`` per topic through it; Airflow creates
+the asset on its first event. The asset of topic ``T`` of source ``S`` is ``chatter://S/T``::
 
     with DAG("consume_orders", schedule=[Asset("chatter://orders/orders.events")], ...): ...
+
+The DAG factories emit them from one ``ChatterTopicEventsOperator`` after the mapped drains, not from each drain:
+Airflow's creation of an alias's asset on its first event is not safe against itself. Two mapped drains that reach a
+new topic at the same moment (measured: 5 ms apart, on two Celery workers) both insert its ``AssetModel``; Postgres
+refuses the second and Airflow's execution API sets that drain's task failed, with no retry, although its drain
+succeeded. One task per run cannot race itself.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
 
 from airflow_chatter.ports import OutgoingMessage, Publisher, PublishOutcome
 
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
 ASSET_SCHEME = "chatter"
+#: The key of a drain's XCom (``return_value``, or ``summary`` of a failed drain) that counts its confirmed messages
+#: per topic.
+TOPICS_KEY = "topics"
 
 
 def topic_asset_uri(source: str, topic: str) -> str:
@@ -50,10 +64,15 @@ def topics_alias(name: str) -> Any:
 
 
 def emit_topic_events(
-    context: Mapping[str, Any] | None, outlets: Sequence[Any], source: str, confirmed: Mapping[str, int], lease_id: str
+    context: Mapping[str, Any] | None,
+    outlets: Sequence[Any],
+    source: str,
+    confirmed: Mapping[str, int],
+    extras: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[str]:
     """Add one asset event per topic with confirmed messages through each ``AssetAlias`` among the task's
-    ``outlets``; return the URIs. Outside a task run (no ``outlet_events`` in the context) nothing is emitted.
+    ``outlets`` (``extra``: ``published`` and the topic's entry of ``extras``); return the URIs. Outside a task run
+    (no ``outlet_events`` in the context) nothing is emitted.
     """
     from airflow.sdk import Asset, AssetAlias
 
@@ -63,8 +82,66 @@ def emit_topic_events(
         return []
     uris = []
     for topic, count in sorted(confirmed.items()):
+        if count <= 0:
+            continue
         uri = topic_asset_uri(source, topic)
+        extra = {"published": count, **(extras or {}).get(topic, {})}
         for alias in aliases:
-            events[alias].add(Asset(uri), extra={"published": count, "lease": lease_id})
+            events[alias].add(Asset(uri), extra=extra)
         uris.append(uri)
     return uris
+
+
+def _summaries(pulled: Any) -> list[Mapping[str, Any]]:
+    """``xcom_pull`` of a mapped task answers a list, or the value itself when only one map index pushed."""
+    if pulled is None:
+        return []
+    if isinstance(pulled, Mapping):
+        return [pulled]
+    return [item for item in pulled if isinstance(item, Mapping)]
+
+
+class ChatterTopicEventsOperator(BaseOperator):
+    """After a run's drains, emit one asset event per topic they delivered to, through the ``AssetAlias`` in
+    ``outlets``: ``chatter://<source>/<topic>`` with ``extra`` ``{"published": <messages confirmed by the run's
+    drains>, "leases": [<lease ids that delivered to it>]}``.
+
+    It reads each drain's summary (XCom ``return_value``, or ``summary`` of a drain that failed after delivering
+    some messages: they are in Kafka all the same). The DAG factories make it a teardown task without setups, so it
+    runs when the drains are done, whatever their states, and the run's state stays the drains' (a failed drain
+    still fails the run). Returns ``{asset uri: published}``.
+
+    :param source_name: (templated) the source, the middle of the asset URIs.
+    :param drain_task_id: the (mapped) drain task whose summaries are read.
+    """
+
+    template_fields: Sequence[str] = ("source_name",)
+    ui_color = "#e8f4d9"
+
+    def __init__(self, *, source_name: str, drain_task_id: str = "drain", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.source_name = source_name
+        self.drain_task_id = drain_task_id
+
+    def execute(self, context: Context) -> dict[str, int]:
+        ti = context["ti"]
+        summaries = [
+            *_summaries(ti.xcom_pull(task_ids=self.drain_task_id)),
+            *_summaries(ti.xcom_pull(task_ids=self.drain_task_id, key="summary")),
+        ]
+        published: Counter[str] = Counter()
+        leases: dict[str, list[str]] = {}
+        for summary in summaries:
+            for topic, count in (summary.get(TOPICS_KEY) or {}).items():
+                if count > 0:
+                    published[topic] += count
+                    leases.setdefault(topic, []).append(str(summary.get("lease")))
+        extras = {topic: {"leases": sorted(ids)} for topic, ids in leases.items()}
+        uris = emit_topic_events(context, self.outlets, self.source_name, published, extras)
+        result = {topic_asset_uri(self.source_name, topic): count for topic, count in sorted(published.items())}
+        self.log.info(
+            "%d drain summaries; asset events: %s",
+            len(summaries),
+            ", ".join(f"{uri} published={result[uri]}" for uri in uris) or "none",
+        )
+        return result

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
-from airflow_chatter.airflow.operators.assets import ConfirmedTopics, emit_topic_events
+from airflow_chatter.airflow.operators.assets import TOPICS_KEY, ConfirmedTopics, emit_topic_events
 from airflow_chatter.airflow.operators.base import ChatterSourceBaseOperator, UnusedPublisher, task_scope
 from airflow_chatter.airflow.values import as_bool, as_datetime, as_float, as_int, as_list, is_unset
 from airflow_chatter.errors import ConfigurationError
@@ -103,7 +103,8 @@ class ChatterListLeasesOperator(ChatterSourceBaseOperator):
 
 
 class ChatterDrainOperator(ChatterSourceBaseOperator):
-    """Run one bounded drain of one lease and return its ``DrainSummary.to_dict()`` (XCom).
+    """Run one bounded drain of one lease and return its ``DrainSummary.to_dict()`` (XCom), with ``topics``: the
+    messages the broker confirmed, per Kafka topic (what ``ChatterTopicEventsOperator`` turns into asset events).
 
     Logs the summary on one line. A failed drain raises its original error after pushing the summary
     as XCom ``summary``, so Airflow retries it; a lease held by another live drain is left alone and
@@ -116,9 +117,10 @@ class ChatterDrainOperator(ChatterSourceBaseOperator):
     :param lease_set: ``"scheduled"`` (default) or ``"backfill"`` (the source's backfill prefix).
     :param exclusive_with_scheduled: also hold the scheduled lease of the same range while draining
         (backfills), so a backfill and the scheduled drain never own a range together.
-    :param outlets: give an ``AssetAlias`` (the DAG factory does: ``chatter-topics-<source>``) and the task emits
-        through it one asset event ``chatter://<source>/<topic>`` per topic it delivered to (``extra``:
-        ``published``, ``lease``).
+    :param outlets: give an ``AssetAlias`` and the task emits through it one asset event
+        ``chatter://<source>/<topic>`` per topic it delivered to (``extra``: ``published``, ``lease``). The DAG
+        factories do not: mapped drains reaching a new topic together race Airflow's creation of its asset, so
+        their DAGs emit the events from one ``ChatterTopicEventsOperator`` after the drains.
     :param since: (templated) only publish documents modified at or after this ISO timestamp: a ``_ts``
         filter over what the lease reads. A backfill from a point in time does not use it: its leases start
         there (``ChatterListLeasesOperator(since=...)``), so older changes are not read at all.
@@ -189,11 +191,18 @@ class ChatterDrainOperator(ChatterSourceBaseOperator):
             # another drain, or the take failed) is logged here, so each task logs exactly one summary line.
             self.log.info("%s", summary.log_line())
         result = summary.to_dict()
+        result[TOPICS_KEY] = dict(sorted(publisher.confirmed.items()))
         if summary.failed:
             if context and context.get("ti") is not None:
                 context["ti"].xcom_push(key="summary", value=result)
             summary.raise_for_error()
-        emit_topic_events(context, self.outlets, config.name, publisher.confirmed, self.lease_id)
+        emit_topic_events(
+            context,
+            self.outlets,
+            config.name,
+            publisher.confirmed,
+            {topic: {"lease": self.lease_id} for topic in publisher.confirmed},
+        )
         if summary.split_into:
             self.log.info("Lease %s split into %s; the next run drains them", self.lease_id, summary.split_into)
         return result
