@@ -147,6 +147,14 @@ def test_a_scheduled_drain_of_four_leases_runs_its_mapped_drains_on_both_celery_
     assert len(drains) == 4, "4 partition key ranges: 4 leases, 4 mapped drains"
     assert {worker_of(ti) for ti in drains} == {"worker1", "worker2"}, [ti["hostname"] for ti in drains]
     assert sum(celery_airflow.xcom(api, run, "drain", i)["published"] for i in range(4)) == 200
+    events = api.get(
+        "/api/v2/assets/events", params={"source_dag_id": run["dag_id"], "source_run_id": run["dag_run_id"]}
+    ).json()["asset_events"]
+    # Four drains on two workers reach a topic no run has delivered to before: emitted by each drain, its asset
+    # was created twice at once and Postgres failed one drain's task. One task after the drains emits them.
+    assert [e["source_task_id"] for e in events] == ["topic_events"] * len(events), events
+    assert sum(e["extra"]["published"] for e in events) == 200, events
+    assert len({e["uri"] for e in events}) == len(events), "one event per topic for the run"
     counts = published_counts(celery_airflow, source, len(documents))
     assert set(counts) == {d["MessageId"] for d in documents}, "every outbox message reached its topic"
     assert delivered(source) == 200
