@@ -188,6 +188,20 @@ class DrainEngine:
 
     # ================================================================== public API
 
+    def close(self) -> None:
+        """Stop the threads the drain started (the stamp lanes, the read-ahead); a later drain starts them again.
+
+        Idle, they would end with the process anyway; a task closes its engine so that none outlives the drain.
+        """
+        self._feed.close()
+        self._stamps.close()
+
+    def __enter__(self) -> DrainEngine:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def ensure_leases(self) -> list[Lease]:
         """Create leases for the monitored container's current feed ranges; return the active ones."""
         return self.topology.ensure_leases()

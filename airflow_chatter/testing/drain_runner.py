@@ -91,6 +91,7 @@ def run(spec: Mapping[str, Any]) -> dict[str, Any]:
         else:
             summaries = engine.drain_all(max_seconds=max_seconds)
     finally:
+        engine.close()
         publisher.close()
     return {"summaries": [s.to_dict() for s in summaries], "held": held, "error": None}
 

@@ -49,6 +49,19 @@ def test_drain_publishes_stamps_and_checkpoints(monkeypatch: pytest.MonkeyPatch)
     assert again["published"] == 0, "a second drain after the checkpoint publishes nothing"
 
 
+def test_a_drain_task_leaves_no_stamp_lane_or_read_ahead_thread_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    world = install_world(monkeypatch)
+    world.write(tenants=8, per_tenant=3)  # several keys: the batched stamps run in lanes
+    before = set(threading.enumerate())
+    [lease_id] = list_leases().execute(context={})
+    summary = drain(lease_id, source=source(max_batch_size=6)).execute(context={})
+    assert summary["delivered"] == 24
+    left = [t.name for t in threading.enumerate() if t not in before and t.name.startswith("chatter-")]
+    assert left == [], "the task closed its engine: no thread it started outlives the drain"
+
+
 def test_drain_respects_the_document_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     world = install_world(monkeypatch)
     world.write(tenants=1, per_tenant=30)

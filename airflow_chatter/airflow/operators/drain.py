@@ -182,7 +182,7 @@ class ChatterDrainOperator(ChatterSourceBaseOperator):
                 if self.exclusive_with_scheduled
                 else nullcontext()
             )
-            with guard:
+            with engine, guard:
                 summary = engine.drain_lease(self.lease_id, max_documents=max_documents, max_seconds=max_seconds)
         finally:
             publisher.close()

@@ -236,3 +236,28 @@ def test_feed_reader_hands_a_page_read_ahead_only_to_the_exact_same_request() ->
         assert calls(rig.monitored, "read_change_feed") == 3, "the page read ahead was handed out, not re-read"
     finally:
         reader.close()
+
+
+def _drain_threads(before: set[threading.Thread]) -> list[str]:
+    """The stamp-lane and read-ahead threads alive now that were not in ``before`` (other tests' engines)."""
+    return sorted(
+        t.name
+        for t in threading.enumerate()
+        if t not in before and t.name.startswith(("chatter-stamp", "chatter-read-ahead"))
+    )
+
+
+def test_f10_closing_the_engine_stops_its_stamp_lanes_and_read_ahead_and_a_later_drain_starts_them_again() -> None:
+    before = set(threading.enumerate())
+    rig = Rig()
+    first = seed(rig, 9)
+    engine = rig.engine(**BATCHED)
+    with engine:
+        rig.drain(engine).raise_for_error()
+        assert _drain_threads(before), "a batched drain of several keys ran stamps in lanes and read ahead"
+    assert _drain_threads(before) == [], "close() stopped every thread the drain started"
+    later = rig.seed(*(outbox_doc(f"later-{i}", f"u{i}") for i in range(3)))
+    rig.drain(engine).raise_for_error()
+    assert statuses(rig, first + later) == ["delivered"] * 12, "a closed engine drains again"
+    engine.close()
+    assert _drain_threads(before) == []
