@@ -135,16 +135,21 @@ class Browser:
         return result["result"].get("value")
 
     def wait_for(self, expression: str, *, timeout_s: float = 60, what: str) -> Any:
-        """Evaluate ``expression`` until it is truthy; the last value seen is in the error."""
+        """Evaluate ``expression`` until it is truthy; the last value seen is in the error.
+
+        ``expression`` must evaluate to a value CDP can return (a boolean, a number, a string): wrap an element in
+        ``!!(...)``. A failed evaluation (a script error, or the context gone while navigating) counts as "not yet",
+        never as an answer."""
         deadline = time.monotonic() + timeout_s
         value: Any = None
         while time.monotonic() < deadline:
             try:
                 value = self.evaluate(expression)
-            except RuntimeError as error:  # navigating: the context went away
-                value = str(error)
-            if value:
-                return value
+            except RuntimeError as error:
+                value = f"(not evaluated: {error})"
+            else:
+                if value:
+                    return value
             time.sleep(0.5)
         text = self.evaluate("document.body ? document.body.innerText.slice(0, 3000) : ''")
         raise AssertionError(f"timed out after {timeout_s} s waiting for {what}; last {value!r}; page text: {text}")

@@ -245,7 +245,7 @@ def test_ui_the_outbox_tab_of_a_drain_run_shows_that_runs_totals_and_only_its_so
         _log_in(browser, live_airflow, "viewer", "/plugin/chatter")
         browser.open(f"{live_airflow.url}/dags/{source.drain_dag_id}/runs/{run['run_id']}")
         tab = "[...document.querySelectorAll('a, button')].find(e => e.innerText.trim() === 'Outbox')"
-        browser.wait_for(tab, what="the Outbox tab on the run page")
+        browser.wait_for(f"!!({tab})", what="the Outbox tab on the run page")
         browser.click(tab, what="the Outbox tab")
         browser.wait_for(
             "location.pathname.endsWith('/plugin/chatter-run') && !!document.querySelector('[data-testid=this-run]') "
