@@ -53,7 +53,10 @@ COMPRESSION_TYPES = (None, "gzip", "snappy", "lz4", "zstd")
 #: The one table of defaults. ``request_timeout_ms`` is Kafka's own default (30 s), what connections always got.
 #: ``batch_size`` is not Kafka's 16 KiB: a drain sends a page of up to 1,000 records and then flushes, and with
 #: kafka-python every batch costs a wake-up of its sender thread and a share of a request in Python; 128 KiB raised
-#: the drain from ~4,900 to ~7,000-8,800 msg/s (benchmarks/drain_throughput.py). It is a cap, not an allocation.
+#: the drain from ~4,900 to ~7,000-8,800 msg/s (benchmarks/drain_throughput.py), 512 KiB (a page of 1 KB records is
+#: then one batch per partition, and the append loop stops meeting the sender thread mid-page) another ~10 % against
+#: the emulator and the no-work stub (docs/benchmarks.md, "Record batches of 512 KiB"). Under a broker's usual 1 MB
+#: ``message.max.bytes``; kafka-python splits a batch a broker refuses as too large. A cap, not an allocation.
 KAFKA_DEFAULTS: Mapping[str, Any] = MappingProxyType(
     {
         "client_id": "airflow-chatter",
@@ -66,7 +69,7 @@ KAFKA_DEFAULTS: Mapping[str, Any] = MappingProxyType(
         "delivery_timeout_ms": 60_000,
         "linger_ms": 5,
         "max_in_flight": 5,
-        "batch_size": 131_072,
+        "batch_size": 524_288,
         "max_request_size": 1_048_576,
         "compression_type": None,
         "retry_backoff_ms": 100,
