@@ -6,7 +6,7 @@
 (b) drain rate ÷ a naive loop (send, flush, patch one document at a time)         target ≥ 10
     (the drain, the bare relay and the naive loop read a container stub that does no work, ``SyntheticSource``)
 (c) peak RSS draining 100k ÷ draining 10k documents (each in its own subprocess)  target ≤ 1.15
-(d) the same drain against the Cosmos emulator, with the time split between container, publisher and engine.
+(d) the same drain against the Cosmos emulator, with the main thread's time split between store, publisher and engine.
 
 Kafka: ``KAFKA_BOOTSTRAP_SERVERS`` or the project broker (``scripts/kafka.sh start``). The emulator:
 ``COSMOS_ENDPOINT``/``COSMOS_KEY`` or ``scripts/cosmos-emulator.sh start``. A service this script started is stopped

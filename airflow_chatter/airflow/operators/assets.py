@@ -37,7 +37,7 @@ def topic_asset_uri(source: str, topic: str) -> str:
 
 
 def topics_alias_name(dag_kind: str) -> str:
-    """The outlet alias of a DAG's drain task: ``chatter-topics-<source name>``, or ``-backfill``."""
+    """The outlet alias of a DAG's ``topic_events`` task: ``chatter-topics-<source name>``, or ``-backfill``."""
     return f"chatter-topics-{dag_kind}"
 
 
@@ -70,9 +70,9 @@ def emit_topic_events(
     confirmed: Mapping[str, int],
     extras: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[str]:
-    """Add one asset event per topic with confirmed messages through each ``AssetAlias`` among the task's
-    ``outlets`` (``extra``: ``published`` and the topic's entry of ``extras``); return the URIs. Outside a task run
-    (no ``outlet_events`` in the context) nothing is emitted.
+    """Add one asset event per topic of ``confirmed`` (topic → confirmed messages, each above 0) through each
+    ``AssetAlias`` among the task's ``outlets`` (``extra``: ``published`` and the topic's entry of ``extras``);
+    return the URIs. Outside a task run (no ``outlet_events`` in the context) nothing is emitted.
     """
     from airflow.sdk import Asset, AssetAlias
 
@@ -82,8 +82,6 @@ def emit_topic_events(
         return []
     uris = []
     for topic, count in sorted(confirmed.items()):
-        if count <= 0:
-            continue
         uri = topic_asset_uri(source, topic)
         extra = {"published": count, **(extras or {}).get(topic, {})}
         for alias in aliases:
