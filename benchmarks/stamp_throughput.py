@@ -255,37 +255,41 @@ def stub_drain(bootstrap: str, n: int) -> float:
 
 
 def stub_bare_relay(bootstrap: str, n: int) -> float:
-    """The least a relay does against the same stub: read a page, map, send, wait, patch in batches per key."""
+    """The least a relay does against the same stub (``bare_relay``), through the real broker."""
     topic = base.new_topic(bootstrap, "stub-bare")
-    stub = Stub(n, topic)
     publisher = KafkaPublisher(base.producer_settings(bootstrap))
     try:
         assert publisher.send_batch([OutgoingMessage(topic, b"warm-up")])[0].confirmed
-        started = time.perf_counter()
-        continuation: str | None = None
-        done = 0
-        while True:
-            page = stub.read_change_feed(FeedRange("all"), continuation=continuation, max_item_count=PAGE)
-            continuation = page.continuation
-            if not page.documents:
-                break
-            messages = []
-            for doc in page.documents:
-                verdict = verify(doc)
-                assert isinstance(verdict, Deliverable)
-                messages.append(to_outgoing_message(verdict, doc["tenantId"], "partition_key"))
-            outcomes = publisher.send_batch(messages)
-            assert all(o.confirmed for o in outcomes)
-            groups: dict[str, list[Document]] = {}
-            for doc in page.documents:
-                groups.setdefault(doc["tenantId"], []).append(doc)
-            for key, docs in groups.items():
-                stub.execute_batch(key, [BatchOperation.patch(d["id"], base.DELIVERED) for d in docs])
-            done += len(page.documents)
-        assert done == n
-        return n / (time.perf_counter() - started)
+        return bare_relay(Stub(n, topic), publisher, n)
     finally:
         publisher.close()
+
+
+def bare_relay(stub: DocumentContainer, publisher: Publisher, n: int) -> float:
+    """The least a relay does: read a page, map, send, wait, patch in batches per key; its rate in documents/s."""
+    started = time.perf_counter()
+    continuation: str | None = None
+    done = 0
+    while True:
+        page = stub.read_change_feed(FeedRange("all"), continuation=continuation, max_item_count=PAGE)
+        continuation = page.continuation
+        if not page.documents:
+            break
+        messages = []
+        for doc in page.documents:
+            verdict = verify(doc)
+            assert isinstance(verdict, Deliverable)
+            messages.append(to_outgoing_message(verdict, doc["tenantId"], "partition_key"))
+        outcomes = publisher.send_batch(messages)
+        assert all(o.confirmed for o in outcomes)
+        groups: dict[str, list[Document]] = {}
+        for doc in page.documents:
+            groups.setdefault(doc["tenantId"], []).append(doc)
+        for key, docs in groups.items():
+            stub.execute_batch(key, [BatchOperation.patch(d["id"], base.DELIVERED) for d in docs])
+        done += len(page.documents)
+    assert done == n
+    return n / (time.perf_counter() - started)
 
 
 # ============================================================================================== report

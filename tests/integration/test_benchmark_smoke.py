@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -120,3 +121,46 @@ def test_receiver_benchmark_runs_and_prints_its_ratio(kafka_bootstrap: str, cosm
     out = result.stdout
     assert re.search(r"round 1: receiver +[\d,]+ msg/s +no inbox +[\d,]+ msg/s +ratio \d+\.\d\d", out), out
     assert re.search(r"receiver ÷ no inbox += \d+\.\d\d", out), out
+
+
+def test_engine_overhead_benchmark_runs_every_variant_through_the_broker(kafka_bootstrap: str) -> None:
+    """benchmarks/engine_overhead.py (what the engine and its threads cost over the bare relay) stays runnable.
+
+    Three pages of 1,000, so that the read-ahead variants do read ahead. Not timed: it fails when the script breaks.
+    """
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap}
+    result = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "engine_overhead.py"), "--n", "2500", "--rounds", "1"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        cwd=REPO,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert re.search(r"round 1: bare relay \d+\.\d .*drain, neither thread \d+\.\d µs/doc", out), out
+    number = r" +\d+\.\d+"
+    variants = ("bare relay", "drain", "drain, no read-ahead", "drain, stamp_concurrency 1", "drain, neither thread")
+    for variant in variants:
+        # median, best, bare ÷, the three seams, the rest, CPU
+        assert re.search(rf"^{re.escape(variant)}{number * 8}$", out, re.MULTILINE), (variant, out)
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind (the Debian package) on PATH")
+def test_engine_instructions_benchmark_counts_both_sides_under_valgrind() -> None:
+    """benchmarks/engine_instructions.py stays runnable: both sides counted, their ratio printed (not timed)."""
+    result = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "engine_instructions.py"), "--small", "100", "--large", "1100"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    for side in ("bare relay", "drain"):
+        assert re.search(rf"^{side} +[\d,]+ instructions per document \(100 → 1,100\)$", out, re.MULTILINE), out
+    assert re.search(r"bare relay ÷ drain, instructions per document \(no threads, no Kafka\) = \d+\.\d{3}$", out), out

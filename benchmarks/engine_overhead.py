@@ -1,0 +1,221 @@
+"""What the drain engine costs over the least relay, and what its two threads cost, side by side in one run.
+
+    .venv/bin/python benchmarks/engine_overhead.py [--n 20000] [--rounds 7] [--publisher kafka|none]
+
+A script that prints ratios; not a test. It takes apart stamp_throughput.py's (e) (drain ÷ bare relay against a
+container that does no work, target ≥ 0.9): every variant reads the same no-work stub (``Stub``: generated pages,
+every batch acknowledged at once) and publishes through the real broker (``--publisher kafka``, the default), or
+through a publisher stub that confirms every message at once (``--publisher none``: the engine without
+kafka-python and its sender thread). Variants, interleaved in every round:
+
+* ``bare relay``: stamp_throughput's ``bare_relay``, the least a relay does (read a page, map, send, wait, patch per
+  key);
+* ``drain``: ``DrainEngine`` as shipped (F-10: batched stamps on ``stamp_concurrency`` 8 lanes, the next page read
+  ahead on a background thread while this one is published and stamped);
+* ``drain, no read-ahead``: the same engine with its feed reader's read-ahead off;
+* ``drain, stamp_concurrency 1``: every chunk of stamps written on the calling thread;
+* ``drain, neither thread``: both.
+
+For each: its median and best µs per document over the rounds, bare relay ÷ it (what (e) is for the shipped drain),
+the main thread's wall time per document at the three store / broker seams (waiting for or reading a feed page,
+``send_batch``, writing a page's stamps) and the rest (the engine's or the relay's own work), and the process's CPU
+time per document (every thread's). The two threads exist to overlap a real store's waits (docs/benchmarks.md,
+D-02); against a store that answers from the CPU there is nothing to overlap, and what they cost shows here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import drain_throughput as base  # noqa: E402
+import stamp_throughput as stamps  # noqa: E402
+
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisher  # noqa: E402
+from airflow_chatter.drain.engine import DrainEngine  # noqa: E402
+from airflow_chatter.drain.options import SourceOptions  # noqa: E402
+from airflow_chatter.ports import OutgoingMessage, PublishConfirmation, Publisher, PublishOutcome  # noqa: E402
+
+BARE = "bare relay"
+SHIPPED = "drain"
+VARIANTS: dict[str, tuple[bool, int]] = {
+    # name: (read-ahead, stamp_concurrency)
+    SHIPPED: (True, stamps.CONCURRENCY),
+    "drain, no read-ahead": (False, stamps.CONCURRENCY),
+    "drain, stamp_concurrency 1": (True, 1),
+    "drain, neither thread": (False, 1),
+}
+SEAMS = ("feed", "publish", "stamps")
+
+
+class NoWorkPublisher(Publisher):
+    """A publisher that does no work: every message confirmed at once, nothing sent."""
+
+    def __init__(self) -> None:
+        self._confirmation = PublishConfirmation("no-work", 0, 0)
+
+    def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
+        return [PublishOutcome(message, self._confirmation) for message in messages]
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class Seams:
+    """The main thread's wall time at each seam, in seconds."""
+
+    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(SEAMS, 0.0))
+
+    def timed(self, seam: str, call: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                self.seconds[seam] += time.perf_counter() - started
+
+        return timed
+
+
+class SeamPublisher(Publisher):
+    """``inner``, with the calling thread's time in ``send_batch`` booked to the ``publish`` seam."""
+
+    def __init__(self, inner: Publisher, seams: Seams) -> None:
+        self.inner = inner
+        self.send_batch = seams.timed("publish", inner.send_batch)  # type: ignore[method-assign]
+
+    def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
+        return self.inner.send_batch(messages)  # shadowed by the timed call set in __init__
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@dataclass(frozen=True)
+class Measurement:
+    us_per_doc: float
+    cpu_us_per_doc: float
+    seams_us_per_doc: dict[str, float]
+
+
+class Bench:
+    def __init__(self, bootstrap: str | None, n: int) -> None:
+        self.bootstrap, self.n = bootstrap, n
+
+    def publisher(self, label: str) -> tuple[Publisher, str]:
+        if self.bootstrap is None:
+            return NoWorkPublisher(), "no-work"
+        topic = base.new_topic(self.bootstrap, label)
+        publisher = KafkaPublisher(base.producer_settings(self.bootstrap))
+        # Connected, topic metadata known, before any clock starts (as every relay of the other scripts).
+        assert publisher.send_batch([OutgoingMessage(topic, b"warm-up")])[0].confirmed
+        return publisher, topic
+
+    def run(self, variant: str) -> Measurement:
+        publisher, topic = self.publisher("overhead")
+        seams = Seams()
+        timed_publisher = SeamPublisher(publisher, seams)
+        stub = stamps.Stub(self.n, topic)
+        try:
+            cpu = time.process_time()
+            if variant == BARE:
+                stub.read_change_feed = seams.timed("feed", stub.read_change_feed)  # type: ignore[method-assign]
+                stub.execute_batch = seams.timed("stamps", stub.execute_batch)  # type: ignore[method-assign]
+                rate = stamps.bare_relay(stub, timed_publisher, self.n)
+                elapsed = self.n / rate
+            else:
+                elapsed = self._drain(variant, stub, timed_publisher, seams)
+            cpu = time.process_time() - cpu
+        finally:
+            publisher.close()
+        per_doc = 1e6 / self.n
+        return Measurement(
+            elapsed * per_doc, cpu * per_doc, {seam: seconds * per_doc for seam, seconds in seams.seconds.items()}
+        )
+
+    def _drain(self, variant: str, stub: stamps.Stub, publisher: Publisher, seams: Seams) -> float:
+        read_ahead, concurrency = VARIANTS[variant]
+        options = SourceOptions(
+            f"overhead-{uuid.uuid4().hex[:6]}",
+            ("/tenantId",),
+            max_batch_size=stamps.PAGE,
+            stamp_concurrency=concurrency,
+        )
+        engine = DrainEngine(options, stub, base.lease_container(), publisher, owner="bench")
+        # The ablation: the feed reader's own switch (on in batched mode), and the engine's seams timed on this
+        # instance only (attributes shadowing the bound methods), as drain_throughput.py times them.
+        engine._feed.read_ahead = read_ahead
+        engine._feed.read = seams.timed("feed", engine._feed.read)  # type: ignore[method-assign]
+        engine._stamps.write = seams.timed("stamps", engine._stamps.write)  # type: ignore[method-assign]
+        engine.ensure_leases()
+        with engine:
+            started = time.perf_counter()
+            summaries = engine.drain_all()
+            elapsed = time.perf_counter() - started
+        failed = [s.to_dict() for s in summaries if s.error is not None]
+        delivered = sum(s.delivered for s in summaries)
+        assert delivered == self.n and not failed, (delivered, failed)
+        return elapsed
+
+
+def report(results: dict[str, list[Measurement]]) -> list[str]:
+    bare = statistics.median(m.us_per_doc for m in results[BARE])
+    header = f"{'':<28} {'µs/doc':>7} {'best':>6} {'bare ÷':>7}   the main thread's µs/doc at: "
+    header += " ".join(f"{seam:>7}" for seam in SEAMS) + f" {'rest':>7}   {'CPU/doc':>7}"
+    lines = [header]
+    for name, measurements in results.items():
+        median = statistics.median(m.us_per_doc for m in measurements)
+        best = min(m.us_per_doc for m in measurements)
+        split = {seam: statistics.median(m.seams_us_per_doc[seam] for m in measurements) for seam in SEAMS}
+        rest = median - sum(split.values())
+        cpu = statistics.median(m.cpu_us_per_doc for m in measurements)
+        line = f"{name:<28} {median:7.1f} {best:6.1f} {bare / median:7.2f}   {'':28} "
+        line += " ".join(f"{split[seam]:7.1f}" for seam in SEAMS) + f" {rest:7.1f}   {cpu:7.1f}"
+        lines.append(line)
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=20000, help="documents per drain (pages of 1,000)")
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds of every variant")
+    parser.add_argument("--publisher", choices=("kafka", "none"), default="kafka")
+    args = parser.parse_args()
+    print(f"machine: {stamps.machine()}   load: {os.getloadavg()[0]:.1f}")
+    print(f"n={args.n} rounds={args.rounds} publisher={args.publisher} page={stamps.PAGE} 64 keys, no-work stub")
+    names = [BARE, *VARIANTS]
+    results: dict[str, list[Measurement]] = {name: [] for name in names}
+
+    def rounds(bootstrap: str | None) -> None:
+        bench = Bench(bootstrap, args.n)
+        for number in range(1, args.rounds + 1):
+            for name in names:
+                results[name].append(bench.run(name))
+            line = "  ".join(f"{name} {results[name][-1].us_per_doc:.1f}" for name in names)
+            print(f"round {number}: {line} µs/doc   load {os.getloadavg()[0]:.1f}", flush=True)
+
+    if args.publisher == "kafka":
+        with base.kafka_service() as bootstrap:
+            rounds(bootstrap)
+    else:
+        rounds(None)
+    print()
+    for line in report(results):
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
