@@ -40,6 +40,7 @@ from airflow_chatter.drain.stamps import StampWriter
 from airflow_chatter.drain.summary import DrainCounts, DrainSummary
 from airflow_chatter.drain.suspension import ConfirmationReceipt, DrainGate
 from airflow_chatter.drain.telemetry import (
+    NO_SPAN,
     OUTCOME_ADMITTED,
     OUTCOME_DROPPED,
     OUTCOME_SKIPPED,
@@ -56,7 +57,7 @@ from airflow_chatter.errors import (
 from airflow_chatter.outbox.contract import Deliverable, Undeliverable, verify
 from airflow_chatter.outbox.document import MESSAGE_CONTEXT_FIELD, MESSAGE_ID_FIELD, UNDELIVERABLE, is_pending_outbox
 from airflow_chatter.outbox.mapping import TRACE_HEADERS, to_outgoing_message
-from airflow_chatter.outbox.partition_keys import recover_partition_key
+from airflow_chatter.outbox.partition_keys import partition_key_recoverer
 from airflow_chatter.ports import (
     ChangeFeedStart,
     ContainerProperties,
@@ -70,6 +71,7 @@ from airflow_chatter.ports import (
     PatchOperation,
     Publisher,
     PublishError,
+    count_confirmed,
 )
 
 #: The publisher a document naming no messaging infrastructure goes to (F-03).
@@ -138,6 +140,7 @@ class DrainEngine:
         # ``time.time()``, the same reading without building an aware ``datetime`` (~1 µs) per document.
         self._timestamp_now: Callable[[], float] = time.time if clock is utc_now else lambda: clock().timestamp()
         self._telemetry = telemetry if telemetry is not None else DrainTelemetry()
+        self._lag_metric = self._telemetry.lag_recorder
         # CNT: one error naming every violation of both containers, each under its own name.
         self.properties, lease_properties = verify_containers(monitored, source.partition_key_paths, leases)
         # F-11: every request of the drain is charged, paced under the source's cap and retried on 429 through these.
@@ -152,11 +155,14 @@ class DrainEngine:
         # F-10: the page's delivered stamps, per partition key in batches (or one by one: ``stamp_mode``).
         self._stamps = StampWriter(self.monitored, source.stamp_mode, source.stamp_concurrency)  # type: ignore[arg-type]
         self._feed = FeedReader(self.monitored, read_ahead=source.stamp_mode != "sequential")
+        # RLY-04: each document's partition key, recovered from the container's own paths.
+        self._partition_key_of = partition_key_recoverer(self.properties.partition_key_paths)
         self.identity = _source_identity(source, self.properties, lease_properties)
         self.source_identity = self.identity.processor_name
         if registry is not None:
             registry.register(self.identity, source.name, source.additional_pending_filter, source.body_resolver)
         self._publishers, self._default_publisher = _publisher_table(publishers, default_publisher)
+        self._default = self._publishers[self._default_publisher]
         self._gate = DrainGate(self.source_identity, clock=clock, telemetry=self._telemetry)
         self.store = LeaseStore(
             leases,
@@ -411,14 +417,15 @@ class DrainEngine:
             tally.skipped += 1
             return None
         self._record_lag(document, tally)
-        partition_key = recover_partition_key(document, self.properties.partition_key_paths)
+        partition_key = self._partition_key_of(document)
         message_id: str = document[MESSAGE_ID_FIELD]
         if self.source.body_resolver is not None:
             return self._resolve(document, partition_key, message_id, tally)
         verdict = verify(document)
         if isinstance(verdict, Undeliverable):
             return Unsent(document, partition_key, verdict)
-        publisher = self._publisher_for(verdict)  # F-03 UnknownPublisherError: a host concern, retried next run
+        # F-03 UnknownPublisherError: a host concern, retried next run. Most documents name no infrastructure.
+        publisher = self._default if verdict.infrastructure is None else self._publisher_for(verdict)
         planned = Planned(
             document, partition_key, message_id, verdict.destination, verdict.context, deliverable=verdict
         )
@@ -495,13 +502,22 @@ class DrainEngine:
         assert publisher is not None
         written: Document | None = None
         with self._telemetry.send_spans(planned) as spans:
-            messages = [self._message(p, span) for p, span in zip(planned, spans, strict=True)]
+            if spans and spans[0] is NO_SPAN and self.source.body_resolver is None:
+                # _message's case while tracing is off and no resolver is set (every entry has its Deliverable),
+                # without its call per document.
+                key_strategy = self.source.key_strategy
+                messages = [
+                    to_outgoing_message(p.deliverable, p.partition_key, key_strategy)  # type: ignore[arg-type]
+                    for p in planned
+                ]
+            else:
+                messages = [self._message(p, span) for p, span in zip(planned, spans, strict=True)]
             outcomes = publisher.send_batch(messages)  # PublishError propagates: RLY-05
             if len(outcomes) != len(messages):
                 raise PublishError(f"publisher returned {len(outcomes)} outcomes for {len(messages)} messages")
             # MET-02 ``admitted`` (added per page by _drain_page): every message the broker confirmed, counted before
             # any stamp, so a run whose stamps fail still reports what reached Kafka (it goes out again next run).
-            tally.published += sum(1 for outcome in outcomes if outcome.confirmed)
+            tally.published += count_confirmed(outcomes)
             # F-04: a publish may take up to the producer's delivery timeout, as long as a lease lasts. Renewed here
             # when half of it is gone, the lease cannot lapse while this page is stamped and another drain take the
             # range over meanwhile; lost already (LeaseLostError), nothing is stamped (the new owner publishes).
@@ -542,7 +558,12 @@ class DrainEngine:
                 else:
                     stamps.undeliverable(entry.document, entry.partition_key, entry.verdict.message)
                 continue
-            error = _end_send_span(entry, *next(sent))
+            outcome, span = next(sent)
+            if outcome.error is None and outcome.confirmation is not None and span is NO_SPAN:
+                # The common case, ``_end_send_span``'s answer without its calls: confirmed, no span to end.
+                stamps.delivered(entry.document, entry.partition_key)
+                continue
+            error = _end_send_span(entry, outcome, span)
             if isinstance(error, MessageRejected):
                 stamps.undeliverable(entry.document, entry.partition_key, _rejected_reason(entry, error))
                 continue
@@ -591,11 +612,15 @@ class DrainEngine:
     def _record_lag(self, document: Document, tally: DrainCounts) -> None:
         """MET-01: at admission, ``max(0, now - _ts)`` for an integer ``_ts`` in range."""
         ts = document.get("_ts")
-        if isinstance(ts, bool) or not isinstance(ts, int) or not 0 <= ts <= _LARGEST_TS:
+        if type(ts) is not int and (isinstance(ts, bool) or not isinstance(ts, int)):
+            return
+        if not 0 <= ts <= _LARGEST_TS:
             return
         lag = max(0.0, self._timestamp_now() - ts)
-        tally.lag(lag)
-        self._telemetry.record_lag(lag)
+        # DrainCounts.lag and the histogram's record, without a call of their own each (once per admitted document).
+        if tally.max_lag_seconds is None or lag > tally.max_lag_seconds:
+            tally.max_lag_seconds = lag
+        self._lag_metric(lag)
 
     def _now(self) -> datetime:
         return self._clock().astimezone(UTC)

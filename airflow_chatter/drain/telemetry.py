@@ -14,7 +14,7 @@ unchanged (the mapping copies them from the context).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
@@ -116,6 +116,11 @@ class DrainTelemetry:
     def record_lag(self, seconds: float) -> None:
         """MET-01: one value per admitted document that carries an integer ``_ts``."""
         self._lag.record(seconds)
+
+    @property
+    def lag_recorder(self) -> Callable[[float], None]:
+        """``record_lag`` as the instrument's own call: what the drain calls once per admitted document."""
+        return self._lag.record
 
     def record_document(self, outcome: str, count: int = 1) -> None:
         """MET-02: ``admitted`` after publish returns, ``dropped`` on a null resolve, ``skipped``.
@@ -222,20 +227,24 @@ class DrainTelemetry:
         """
         tracer = trace.get_tracer(METER_NAME, tracer_provider=self._tracer_provider)
         spans = [SendSpan.start(tracer, m.destination, m.message_id, m.context) for m in messages[:1]]
-        if spans and spans[0].headers is None:
-            # Tracing is off (a provider-wide fact): skip parsing every persisted context of the batch. A span
-            # without a tracer span holds no state (``end`` does nothing), so one instance serves them all.
-            spans.extend([_NO_SPAN] * (len(messages) - 1))
-        else:
+        traced = bool(spans) and spans[0] is not NO_SPAN
+        if traced:
             spans.extend(SendSpan.start(tracer, m.destination, m.message_id, m.context) for m in messages[1:])
+        else:
+            # Tracing is off (a provider-wide fact): skip parsing every persisted context of the batch. A span
+            # without a tracer span holds no state (``end`` does nothing), so one instance serves them all, and
+            # there is nothing to end when the block exits.
+            spans.extend([NO_SPAN] * (len(messages) - 1))
         try:
             yield spans
         except BaseException as exc:
-            for span in spans:
-                span.end(exc)
+            if traced:
+                for span in spans:
+                    span.end(exc)
             raise
-        for span in spans:
-            span.end()
+        if traced:
+            for span in spans:
+                span.end()
 
 
 class SendSubject(Protocol):
@@ -279,7 +288,7 @@ class SendSpan:
         # NOTE: the no-op tracer hands back the parent's context; only a real provider mints a new
         # span id. That difference is how "tracing enabled" is detected without peeking at SDK types.
         if not span_context.is_valid or span_context.span_id == parent_id:
-            return cls(None, None)
+            return NO_SPAN
         headers: dict[str, str] = {}
         _PROPAGATOR.inject(headers, context=trace.set_span_in_context(span))
         return cls(span, headers)
@@ -295,7 +304,8 @@ class SendSpan:
         self._span.end()
 
 
-_NO_SPAN = SendSpan(None, None)
+#: The send span of every message while tracing is off: no tracer span, no headers, nothing to end.
+NO_SPAN = SendSpan(None, None)
 
 
 def lease_label(lease_id: str | None, lease_token: str) -> str:

@@ -8,7 +8,7 @@ to address its status patch, so both sides must read a path the same way. That i
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -126,6 +126,29 @@ def recover_partition_key(document: Mapping[str, Any], paths: str | Sequence[str
     return [_recover_component(document, path) for path in items]
 
 
+def partition_key_recoverer(paths: str | Sequence[str]) -> Callable[[Mapping[str, Any]], PartitionKey]:
+    """``recover_partition_key`` with ``paths`` fixed: what the drain calls for every document of a source.
+
+    For the usual container (one path of one segment, such as ``/tenantId``) a plain dict is answered with one
+    lookup; every other path, and every other mapping, goes through ``recover_partition_key`` (the same answers).
+    """
+    items = (paths,) if isinstance(paths, str) else tuple(paths)
+    segments = path_segments(items[0]) if len(items) == 1 else ()
+    if len(segments) != 1:
+        return lambda document: recover_partition_key(document, items)
+    field = segments[0]
+
+    def recover(document: Mapping[str, Any]) -> PartitionKey:
+        if type(document) is not dict:
+            return _recover_component(document, items[0])
+        value = document.get(field)
+        if value is None or type(value) is str or isinstance(value, _SCALAR_TYPES):
+            return value  # an absent field is None too, as ``_recover_component`` answers
+        return None  # an object or array cannot be a partition value
+
+    return recover
+
+
 def _compact_json(value: object) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
@@ -149,6 +172,7 @@ def partition_key_to_kafka_key(pk: PartitionKey) -> bytes:
 __all__ = [
     "canonicalize_path",
     "canonicalize_paths",
+    "partition_key_recoverer",
     "partition_key_to_kafka_key",
     "partition_values",
     "path_segments",

@@ -14,6 +14,7 @@ from airflow_chatter.errors import ConfigurationError
 from airflow_chatter.outbox.partition_keys import (
     canonicalize_path,
     canonicalize_paths,
+    partition_key_recoverer,
     partition_key_to_kafka_key,
     recover_partition_key,
     stamp_partition_value,
@@ -182,21 +183,25 @@ class _Text(str):
     ids=repr,
 )
 def test_rly_04_plain_dicts_and_other_mappings_recover_the_same_key(document: Any, paths: Any, key: Any) -> None:
-    recovered = recover_partition_key(document, paths)
-    assert recovered == key and type(recovered) is type(key)
-    general = recover_partition_key(as_proxies(document), paths)
-    assert general == key and type(general) is type(key)
+    recover = partition_key_recoverer(paths)  # what the drain calls per document: the same answers
+    for doc in (document, as_proxies(document)):
+        for recovered in (recover_partition_key(doc, paths), recover(doc)):
+            assert recovered == key and type(recovered) is type(key)
 
 
 def test_rly_04_a_str_subclass_value_is_returned_as_is() -> None:
     value = _Text("tenant")
     assert recover_partition_key({"t": value}, "/t") is value
     assert recover_partition_key({"t": {"u": value}}, ("/t/u",)) is value
+    assert partition_key_recoverer("/t")({"t": value}) is value
+    assert partition_key_recoverer(("/t/u",))({"t": {"u": value}}) is value
 
 
 def test_rly_04_a_non_mapping_document_recovers_null() -> None:
     assert recover_partition_key(["t"], "/t") is None  # type: ignore[arg-type]
     assert recover_partition_key("t", ("/t", "/u")) == [None, None]  # type: ignore[arg-type]
+    assert partition_key_recoverer("/t")(["t"]) is None  # type: ignore[arg-type]
+    assert partition_key_recoverer(("/t", "/u"))("t") == [None, None]  # type: ignore[arg-type]
 
 
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=4)
@@ -219,3 +224,5 @@ def test_rly_04_plain_dict_lookup_agrees_with_the_mapping_walk(document: Any, pa
     recovered = recover_partition_key(document, paths)
     general = recover_partition_key(as_proxies(document), paths)
     assert recovered == general and type(recovered) is type(general)
+    fixed = partition_key_recoverer(paths)(document)  # the drain's per-source recoverer
+    assert fixed == general and type(fixed) is type(general)
