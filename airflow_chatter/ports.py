@@ -471,11 +471,6 @@ class PublishOutcome:
         return self.confirmation is not None and self.error is None
 
 
-def count_confirmed(outcomes: Sequence[PublishOutcome]) -> int:
-    """How many of ``outcomes`` are ``confirmed`` (the drain counts every page's, MET-02 ``admitted``)."""
-    return sum(1 for outcome in outcomes if outcome.error is None and outcome.confirmation is not None)
-
-
 class PublishError(Exception):
     """Raised by a publisher for errors that are not per message (e.g. broker unreachable)."""
 

@@ -71,7 +71,6 @@ from airflow_chatter.ports import (
     PatchOperation,
     Publisher,
     PublishError,
-    count_confirmed,
 )
 
 #: The publisher a document naming no messaging infrastructure goes to (F-03).
@@ -502,22 +501,13 @@ class DrainEngine:
         assert publisher is not None
         written: Document | None = None
         with self._telemetry.send_spans(planned) as spans:
-            if spans and spans[0] is NO_SPAN and self.source.body_resolver is None:
-                # _message's case while tracing is off and no resolver is set (every entry has its Deliverable),
-                # without its call per document.
-                key_strategy = self.source.key_strategy
-                messages = [
-                    to_outgoing_message(p.deliverable, p.partition_key, key_strategy)  # type: ignore[arg-type]
-                    for p in planned
-                ]
-            else:
-                messages = [self._message(p, span) for p, span in zip(planned, spans, strict=True)]
+            messages = [self._message(p, span) for p, span in zip(planned, spans, strict=True)]
             outcomes = publisher.send_batch(messages)  # PublishError propagates: RLY-05
             if len(outcomes) != len(messages):
                 raise PublishError(f"publisher returned {len(outcomes)} outcomes for {len(messages)} messages")
             # MET-02 ``admitted`` (added per page by _drain_page): every message the broker confirmed, counted before
             # any stamp, so a run whose stamps fail still reports what reached Kafka (it goes out again next run).
-            tally.published += count_confirmed(outcomes)
+            tally.published += sum(1 for outcome in outcomes if outcome.confirmed)
             # F-04: a publish may take up to the producer's delivery timeout, as long as a lease lasts. Renewed here
             # when half of it is gone, the lease cannot lapse while this page is stamped and another drain take the
             # range over meanwhile; lost already (LeaseLostError), nothing is stamped (the new owner publishes).
@@ -559,8 +549,8 @@ class DrainEngine:
                     stamps.undeliverable(entry.document, entry.partition_key, entry.verdict.message)
                 continue
             outcome, span = next(sent)
-            if outcome.error is None and outcome.confirmation is not None and span is NO_SPAN:
-                # The common case, ``_end_send_span``'s answer without its calls: confirmed, no span to end.
+            if span is NO_SPAN and outcome.confirmed:
+                # The common case, ``_end_send_span``'s answer without its call: confirmed, no span to end.
                 stamps.delivered(entry.document, entry.partition_key)
                 continue
             error = _end_send_span(entry, outcome, span)
@@ -617,10 +607,8 @@ class DrainEngine:
         if not 0 <= ts <= _LARGEST_TS:
             return
         lag = max(0.0, self._timestamp_now() - ts)
-        # DrainCounts.lag and the histogram's record, without a call of their own each (once per admitted document).
-        if tally.max_lag_seconds is None or lag > tally.max_lag_seconds:
-            tally.max_lag_seconds = lag
-        self._lag_metric(lag)
+        tally.lag(lag)
+        self._lag_metric(lag)  # the histogram's own record: once per admitted document
 
     def _now(self) -> datetime:
         return self._clock().astimezone(UTC)

@@ -171,11 +171,7 @@ class StampWriter:
                 outcomes[index] = self._one(request)
             return
         for index, request, result in zip(chunk, batch, results, strict=True):
-            written = result.body
-            if written is not None and 200 <= result.status_code < 300:
-                outcomes[index] = StampOutcome(request, written)  # _outcome's common case, without its call
-            else:
-                outcomes[index] = _outcome(request, result)
+            outcomes[index] = _outcome(request, result)
 
 
 def _outcome(request: StampRequest, result: BatchOperationResult) -> StampOutcome:

@@ -129,24 +129,13 @@ def recover_partition_key(document: Mapping[str, Any], paths: str | Sequence[str
 def partition_key_recoverer(paths: str | Sequence[str]) -> Callable[[Mapping[str, Any]], PartitionKey]:
     """``recover_partition_key`` with ``paths`` fixed: what the drain calls for every document of a source.
 
-    For the usual container (one path of one segment, such as ``/tenantId``) a plain dict is answered with one
-    lookup; every other path, and every other mapping, goes through ``recover_partition_key`` (the same answers).
+    A single path (the usual container) goes straight to its component, without sorting out ``paths`` per document.
     """
     items = (paths,) if isinstance(paths, str) else tuple(paths)
-    segments = path_segments(items[0]) if len(items) == 1 else ()
-    if len(segments) != 1:
-        return lambda document: recover_partition_key(document, items)
-    field = segments[0]
-
-    def recover(document: Mapping[str, Any]) -> PartitionKey:
-        if type(document) is not dict:
-            return _recover_component(document, items[0])
-        value = document.get(field)
-        if value is None or type(value) is str or isinstance(value, _SCALAR_TYPES):
-            return value  # an absent field is None too, as ``_recover_component`` answers
-        return None  # an object or array cannot be a partition value
-
-    return recover
+    if len(items) == 1:
+        path = items[0]
+        return lambda document: _recover_component(document, path)
+    return lambda document: recover_partition_key(document, items)
 
 
 def _compact_json(value: object) -> str:
