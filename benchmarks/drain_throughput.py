@@ -43,6 +43,7 @@ from airflow_chatter.outbox.contract import Deliverable, verify
 from airflow_chatter.outbox.document import OutboxMessage
 from airflow_chatter.outbox.mapping import to_outgoing_message
 from airflow_chatter.ports import (
+    BatchOperation,
     BatchOperationResult,
     ChangeFeedPage,
     ChangeFeedStart,
@@ -53,6 +54,7 @@ from airflow_chatter.ports import (
     OutgoingMessage,
     PartitionKey,
     PatchOperation,
+    PublishConfirmation,
     Publisher,
     PublishOutcome,
 )
@@ -195,6 +197,20 @@ class SyntheticSource(DocumentContainer):
     create = read = replace = upsert = delete = query = _unused  # type: ignore[assignment]
 
 
+class NoWorkPublisher(Publisher):
+    """A publisher that does no work: every message confirmed at once, nothing sent (engine_overhead.py's
+    ``--publisher none`` and engine_instructions.py: the engine without kafka-python)."""
+
+    def __init__(self) -> None:
+        self._confirmation = PublishConfirmation("no-work", 0, 0)
+
+    def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
+        return [PublishOutcome(message, self._confirmation) for message in messages]
+
+    def close(self) -> None:
+        pass
+
+
 # ============================================================================================== measurements
 
 
@@ -214,8 +230,8 @@ def measure_drain(
     watch = Stopwatch()
     engine = DrainEngine(source(name), monitored, lease_container(), TimedPublisher(publisher, watch), owner="bench")
     # The engine's own seams, timed on this instance only (attributes shadowing the bound methods).
-    engine._feed.read = _timed(engine._feed.read, watch, "store.feed")  # type: ignore[method-assign]
-    engine._stamps.write = _timed(engine._stamps.write, watch, "store.stamps")  # type: ignore[method-assign]
+    engine._feed.read = timed(engine._feed.read, watch, "store.feed")  # type: ignore[method-assign]
+    engine._stamps.write = timed(engine._stamps.write, watch, "store.stamps")  # type: ignore[method-assign]
     engine.ensure_leases()
     started = time.perf_counter()
     try:
@@ -229,7 +245,9 @@ def measure_drain(
     return elapsed, watch
 
 
-def _timed(call: Any, watch: Stopwatch, what: str) -> Any:
+def timed(call: Any, watch: Stopwatch, what: str) -> Any:
+    """``call``, with the calling thread's time in it added to ``watch`` under ``what``."""
+
     def timed(*args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
         try:
@@ -318,6 +336,34 @@ def measure_bare_relay(bootstrap: str, container: DocumentContainer, n: int, top
         return elapsed
     finally:
         publisher.close()
+
+
+def batched_bare_relay(stub: DocumentContainer, publisher: Publisher, n: int) -> float:
+    """The least a relay with batched stamps does (stamp_throughput.py's (e), engine_overhead.py,
+    engine_instructions.py): read a page, map, send, wait, patch in batches per key; its rate in documents/s."""
+    started = time.perf_counter()
+    continuation: str | None = None
+    done = 0
+    while True:
+        page = stub.read_change_feed(FeedRange("all"), continuation=continuation, max_item_count=BATCH)
+        continuation = page.continuation
+        if not page.documents:
+            break
+        messages = []
+        for doc in page.documents:
+            verdict = verify(doc)
+            assert isinstance(verdict, Deliverable)
+            messages.append(to_outgoing_message(verdict, doc["tenantId"], "partition_key"))
+        outcomes = publisher.send_batch(messages)
+        assert all(o.confirmed for o in outcomes)
+        groups: dict[str, list[Document]] = {}
+        for doc in page.documents:
+            groups.setdefault(doc["tenantId"], []).append(doc)
+        for key, docs in groups.items():
+            stub.execute_batch(key, [BatchOperation.patch(d["id"], DELIVERED) for d in docs])
+        done += len(page.documents)
+    assert done == n
+    return n / (time.perf_counter() - started)
 
 
 def measure_naive_loop(bootstrap: str, container: DocumentContainer, n: int) -> float:

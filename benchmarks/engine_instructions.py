@@ -19,7 +19,6 @@ import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -30,37 +29,16 @@ import drain_throughput as base  # noqa: E402
 
 from airflow_chatter.drain.engine import DrainEngine  # noqa: E402
 from airflow_chatter.drain.options import SourceOptions  # noqa: E402
-from airflow_chatter.outbox.contract import Deliverable, verify  # noqa: E402
-from airflow_chatter.outbox.mapping import to_outgoing_message  # noqa: E402
-from airflow_chatter.ports import (  # noqa: E402
-    BatchOperation,
-    Document,
-    FeedRange,
-    OutgoingMessage,
-    PublishConfirmation,
-    Publisher,
-    PublishOutcome,
-)
 
-PAGE = 1000
 SIDES = ("bare relay", "drain")
-
-
-class NoWorkPublisher(Publisher):
-    def __init__(self) -> None:
-        self._confirmation = PublishConfirmation("no-work", 0, 0)
-
-    def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
-        return [PublishOutcome(message, self._confirmation) for message in messages]
-
-    def close(self) -> None:
-        pass
 
 
 def run_drain(n: int) -> None:
     stub = base.SyntheticSource(n, "no-work")
-    options = SourceOptions(f"instr-{uuid.uuid4().hex[:6]}", ("/tenantId",), max_batch_size=PAGE, stamp_concurrency=1)
-    with DrainEngine(options, stub, base.lease_container(), NoWorkPublisher(), owner="bench") as engine:
+    options = SourceOptions(
+        f"instr-{uuid.uuid4().hex[:6]}", ("/tenantId",), max_batch_size=base.BATCH, stamp_concurrency=1
+    )
+    with DrainEngine(options, stub, base.lease_container(), base.NoWorkPublisher(), owner="bench") as engine:
         engine._feed.read_ahead = False
         engine.ensure_leases()
         delivered = sum(s.delivered for s in engine.drain_all())
@@ -68,28 +46,8 @@ def run_drain(n: int) -> None:
 
 
 def run_bare(n: int) -> None:
-    """stamp_throughput.py's ``bare_relay``, without the azure-cosmos imports that script needs for its emulator."""
-    stub, publisher = base.SyntheticSource(n, "no-work"), NoWorkPublisher()
-    continuation: str | None = None
-    done = 0
-    while True:
-        page = stub.read_change_feed(FeedRange("all"), continuation=continuation, max_item_count=PAGE)
-        continuation = page.continuation
-        if not page.documents:
-            break
-        messages = []
-        for doc in page.documents:
-            verdict = verify(doc)
-            assert isinstance(verdict, Deliverable)
-            messages.append(to_outgoing_message(verdict, doc["tenantId"], "partition_key"))
-        assert all(o.confirmed for o in publisher.send_batch(messages))
-        groups: dict[str, list[Document]] = {}
-        for doc in page.documents:
-            groups.setdefault(doc["tenantId"], []).append(doc)
-        for key, docs in groups.items():
-            stub.execute_batch(key, [BatchOperation.patch(d["id"], base.DELIVERED) for d in docs])
-        done += len(page.documents)
-    assert done == n, done
+    rate = base.batched_bare_relay(base.SyntheticSource(n, "no-work"), base.NoWorkPublisher(), n)
+    assert rate > 0
 
 
 def instructions(side: str, n: int) -> int:

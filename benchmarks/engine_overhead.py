@@ -3,13 +3,14 @@
     .venv/bin/python benchmarks/engine_overhead.py [--n 20000] [--rounds 7] [--publisher kafka|none]
 
 A script that prints ratios; not a test. It takes apart stamp_throughput.py's (e) (drain ÷ bare relay against a
-container that does no work, target ≥ 0.9): every variant reads the same no-work stub (``Stub``: generated pages,
-every batch acknowledged at once) and publishes through the real broker (``--publisher kafka``, the default), or
-through a publisher stub that confirms every message at once (``--publisher none``: the engine without
-kafka-python and its sender thread). Variants, interleaved in every round:
+container that does no work, target ≥ 0.9): every variant reads the same no-work stub (drain_throughput.py's
+``SyntheticSource``: generated pages, every batch acknowledged at once) and publishes through the real broker
+(``--publisher kafka``, the default), or through a publisher stub that confirms every message at once
+(``--publisher none``, ``NoWorkPublisher``: the engine without kafka-python and its sender thread). Variants,
+interleaved in every round:
 
-* ``bare relay``: stamp_throughput's ``bare_relay``, the least a relay does (read a page, map, send, wait, patch per
-  key);
+* ``bare relay``: drain_throughput's ``batched_bare_relay`` (the other side of stamp_throughput's (e)), the least a
+  relay does (read a page, map, send, wait, patch per key);
 * ``drain``: ``DrainEngine`` as shipped (F-10: batched stamps on ``stamp_concurrency`` 8 lanes, the next page read
   ahead on a background thread while this one is published and stamped);
 * ``drain, no read-ahead``: the same engine with its feed reader's read-ahead off;
@@ -31,10 +32,8 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -46,7 +45,7 @@ import stamp_throughput as stamps  # noqa: E402
 from airflow_chatter.adapters.kafka.publisher import KafkaPublisher  # noqa: E402
 from airflow_chatter.drain.engine import DrainEngine  # noqa: E402
 from airflow_chatter.drain.options import SourceOptions  # noqa: E402
-from airflow_chatter.ports import OutgoingMessage, PublishConfirmation, Publisher, PublishOutcome  # noqa: E402
+from airflow_chatter.ports import OutgoingMessage, Publisher  # noqa: E402
 
 BARE = "bare relay"
 SHIPPED = "drain"
@@ -57,51 +56,8 @@ VARIANTS: dict[str, tuple[bool, int]] = {
     "drain, stamp_concurrency 1": (True, 1),
     "drain, neither thread": (False, 1),
 }
-SEAMS = ("feed", "publish", "stamps")
-
-
-class NoWorkPublisher(Publisher):
-    """A publisher that does no work: every message confirmed at once, nothing sent."""
-
-    def __init__(self) -> None:
-        self._confirmation = PublishConfirmation("no-work", 0, 0)
-
-    def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
-        return [PublishOutcome(message, self._confirmation) for message in messages]
-
-    def close(self) -> None:
-        pass
-
-
-@dataclass
-class Seams:
-    """The main thread's wall time at each seam, in seconds."""
-
-    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(SEAMS, 0.0))
-
-    def timed(self, seam: str, call: Callable[..., Any]) -> Callable[..., Any]:
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            started = time.perf_counter()
-            try:
-                return call(*args, **kwargs)
-            finally:
-                self.seconds[seam] += time.perf_counter() - started
-
-        return timed
-
-
-class SeamPublisher(Publisher):
-    """``inner``, with the calling thread's time in ``send_batch`` booked to the ``publish`` seam."""
-
-    def __init__(self, inner: Publisher, seams: Seams) -> None:
-        self.inner = inner
-        self.send_batch = seams.timed("publish", inner.send_batch)  # type: ignore[method-assign]
-
-    def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
-        return self.inner.send_batch(messages)  # shadowed by the timed call set in __init__
-
-    def close(self) -> None:
-        self.inner.close()
+#: The seam each column of the split is timed at, under drain_throughput's Stopwatch names.
+SEAMS = {"feed": "store.feed", "publish": "publisher.send_batch", "stamps": "store.stamps"}
 
 
 @dataclass(frozen=True)
@@ -117,7 +73,7 @@ class Bench:
 
     def publisher(self, label: str) -> tuple[Publisher, str]:
         if self.bootstrap is None:
-            return NoWorkPublisher(), "no-work"
+            return base.NoWorkPublisher(), "no-work"
         topic = base.new_topic(self.bootstrap, label)
         publisher = KafkaPublisher(base.producer_settings(self.bootstrap))
         # Connected, topic metadata known, before any clock starts (as every relay of the other scripts).
@@ -126,27 +82,27 @@ class Bench:
 
     def run(self, variant: str) -> Measurement:
         publisher, topic = self.publisher("overhead")
-        seams = Seams()
-        timed_publisher = SeamPublisher(publisher, seams)
-        stub = stamps.Stub(self.n, topic)
+        watch = base.Stopwatch()
+        timed_publisher = base.TimedPublisher(publisher, watch)
+        stub = base.SyntheticSource(self.n, topic)
         try:
             cpu = time.process_time()
             if variant == BARE:
-                stub.read_change_feed = seams.timed("feed", stub.read_change_feed)  # type: ignore[method-assign]
-                stub.execute_batch = seams.timed("stamps", stub.execute_batch)  # type: ignore[method-assign]
-                rate = stamps.bare_relay(stub, timed_publisher, self.n)
+                stub.read_change_feed = base.timed(stub.read_change_feed, watch, "store.feed")  # type: ignore[method-assign]
+                stub.execute_batch = base.timed(stub.execute_batch, watch, "store.stamps")  # type: ignore[method-assign]
+                rate = base.batched_bare_relay(stub, timed_publisher, self.n)
                 elapsed = self.n / rate
             else:
-                elapsed = self._drain(variant, stub, timed_publisher, seams)
+                elapsed = self._drain(variant, stub, timed_publisher, watch)
             cpu = time.process_time() - cpu
         finally:
             publisher.close()
         per_doc = 1e6 / self.n
         return Measurement(
-            elapsed * per_doc, cpu * per_doc, {seam: seconds * per_doc for seam, seconds in seams.seconds.items()}
+            elapsed * per_doc, cpu * per_doc, {seam: watch.seconds[what] * per_doc for seam, what in SEAMS.items()}
         )
 
-    def _drain(self, variant: str, stub: stamps.Stub, publisher: Publisher, seams: Seams) -> float:
+    def _drain(self, variant: str, stub: base.SyntheticSource, publisher: Publisher, watch: base.Stopwatch) -> float:
         read_ahead, concurrency = VARIANTS[variant]
         options = SourceOptions(
             f"overhead-{uuid.uuid4().hex[:6]}",
@@ -158,8 +114,8 @@ class Bench:
         # The ablation: the feed reader's own switch (on in batched mode), and the engine's seams timed on this
         # instance only (attributes shadowing the bound methods), as drain_throughput.py times them.
         engine._feed.read_ahead = read_ahead
-        engine._feed.read = seams.timed("feed", engine._feed.read)  # type: ignore[method-assign]
-        engine._stamps.write = seams.timed("stamps", engine._stamps.write)  # type: ignore[method-assign]
+        engine._feed.read = base.timed(engine._feed.read, watch, "store.feed")  # type: ignore[method-assign]
+        engine._stamps.write = base.timed(engine._stamps.write, watch, "store.stamps")  # type: ignore[method-assign]
         engine.ensure_leases()
         with engine:
             started = time.perf_counter()

@@ -27,7 +27,7 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -48,17 +48,12 @@ from airflow_chatter.adapters.kafka.publisher import KafkaPublisher  # noqa: E40
 from airflow_chatter.drain.engine import DrainEngine, DrainSummary  # noqa: E402
 from airflow_chatter.drain.options import SourceOptions  # noqa: E402
 from airflow_chatter.drain.stamps import StampRequest, StampWriter  # noqa: E402
-from airflow_chatter.outbox.contract import Deliverable, verify  # noqa: E402
-from airflow_chatter.outbox.mapping import to_outgoing_message  # noqa: E402
 from airflow_chatter.ports import (  # noqa: E402
     BatchOperation,
-    BatchOperationResult,
     ChangeFeedStart,
     Document,
     DocumentContainer,
-    FeedRange,
     OutgoingMessage,
-    PartitionKey,
     Publisher,
 )
 
@@ -231,65 +226,26 @@ def store_ceiling(emu: Emulator, n: int, keys: int) -> float:
 # ============================================================================================== the no-work stub
 
 
-class Stub(base.SyntheticSource):
-    """A container that does no work: generated pages, every stamp and batch acknowledged at once."""
-
-    def execute_batch(
-        self, partition_key: PartitionKey, operations: Sequence[BatchOperation]
-    ) -> list[BatchOperationResult]:
-        return [
-            BatchOperationResult(200, "stamped", {"id": op.id, "status": "delivered", "_etag": "stamped"})
-            for op in operations
-        ]
-
-
 def stub_drain(bootstrap: str, n: int) -> float:
     topic = base.new_topic(bootstrap, "stub")
     publisher = KafkaPublisher(base.producer_settings(bootstrap))
     try:
         assert publisher.send_batch([OutgoingMessage(topic, b"warm-up")])[0].confirmed
-        elapsed, _ = drain(Stub(n, topic), publisher, n)
+        elapsed, _ = drain(base.SyntheticSource(n, topic), publisher, n)
         return n / elapsed
     finally:
         publisher.close()
 
 
 def stub_bare_relay(bootstrap: str, n: int) -> float:
-    """The least a relay does against the same stub (``bare_relay``), through the real broker."""
+    """The least a relay does against the same stub (``base.batched_bare_relay``), through the real broker."""
     topic = base.new_topic(bootstrap, "stub-bare")
     publisher = KafkaPublisher(base.producer_settings(bootstrap))
     try:
         assert publisher.send_batch([OutgoingMessage(topic, b"warm-up")])[0].confirmed
-        return bare_relay(Stub(n, topic), publisher, n)
+        return base.batched_bare_relay(base.SyntheticSource(n, topic), publisher, n)
     finally:
         publisher.close()
-
-
-def bare_relay(stub: DocumentContainer, publisher: Publisher, n: int) -> float:
-    """The least a relay does: read a page, map, send, wait, patch in batches per key; its rate in documents/s."""
-    started = time.perf_counter()
-    continuation: str | None = None
-    done = 0
-    while True:
-        page = stub.read_change_feed(FeedRange("all"), continuation=continuation, max_item_count=PAGE)
-        continuation = page.continuation
-        if not page.documents:
-            break
-        messages = []
-        for doc in page.documents:
-            verdict = verify(doc)
-            assert isinstance(verdict, Deliverable)
-            messages.append(to_outgoing_message(verdict, doc["tenantId"], "partition_key"))
-        outcomes = publisher.send_batch(messages)
-        assert all(o.confirmed for o in outcomes)
-        groups: dict[str, list[Document]] = {}
-        for doc in page.documents:
-            groups.setdefault(doc["tenantId"], []).append(doc)
-        for key, docs in groups.items():
-            stub.execute_batch(key, [BatchOperation.patch(d["id"], base.DELIVERED) for d in docs])
-        done += len(page.documents)
-    assert done == n
-    return n / (time.perf_counter() - started)
 
 
 # ============================================================================================== report

@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,23 +20,38 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_benchmark_script_runs_and_prints_every_ratio(kafka_bootstrap: str) -> None:
-    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap}
+def run_benchmark(script: str, *args: str, env: Mapping[str, str] | None = None, timeout: int = 240) -> str:
+    """Run ``benchmarks/<script>`` with ``args`` as a user would; its standard output, once it exited 0."""
     result = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "benchmarks" / "drain_throughput.py"),
-            *("--n", "300", "--naive-n", "20", "--rounds", "1", "--rss", "200,400", "--emulator-n", "0"),
-        ],
+        [sys.executable, str(REPO / "benchmarks" / script), *args],
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=timeout,
         env=env,
         cwd=REPO,
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    out = result.stdout
+    return result.stdout
+
+
+def services_env(kafka_bootstrap: str, cosmos_endpoint: Any | None = None) -> dict[str, str]:
+    """This environment, pointed at the session's broker (and its Cosmos endpoint, when given)."""
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap}
+    if cosmos_endpoint is not None:
+        verify = cosmos_endpoint.verify
+        env["COSMOS_ENDPOINT"] = cosmos_endpoint.url
+        env["COSMOS_KEY"] = cosmos_endpoint.key
+        env["COSMOS_VERIFY"] = verify if isinstance(verify, str) else str(verify).lower()
+    return env
+
+
+def test_benchmark_script_runs_and_prints_every_ratio(kafka_bootstrap: str) -> None:
+    out = run_benchmark(
+        "drain_throughput.py",
+        *("--n", "300", "--naive-n", "20", "--rounds", "1", "--rss", "200,400", "--emulator-n", "0"),
+        env=services_env(kafka_bootstrap),
+    )
     assert re.search(r"round 1: drain\(stub\) +[\d,]+ .*raw +[\d,]+ .*bare relay +[\d,]+ .*naive +[\d,]+ msg/s", out), (
         out
     )
@@ -54,31 +70,13 @@ def test_benchmark_script_runs_and_prints_every_ratio(kafka_bootstrap: str) -> N
 def test_stamp_benchmark_runs_and_prints_every_ratio(kafka_bootstrap: str, cosmos_endpoint: Any) -> None:
     if not cosmos_endpoint.is_emulator:
         pytest.skip("the stamp benchmark drives the project emulator's switches")
-    env = {
-        **os.environ,
-        "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
-        "COSMOS_ENDPOINT": cosmos_endpoint.url,
-        "COSMOS_KEY": cosmos_endpoint.key,
-        "COSMOS_VERIFY": str(cosmos_endpoint.verify).lower()
-        if isinstance(cosmos_endpoint.verify, bool)
-        else cosmos_endpoint.verify,
-    }
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "benchmarks" / "stamp_throughput.py"),
-            *("--n", "40", "--ceiling-n", "60", "--stub-n", "200", "--rounds", "2", "--stub-rounds", "1"),
-            *("--rss", "200,400"),
-        ],
-        capture_output=True,
-        text=True,
+    out = run_benchmark(
+        "stamp_throughput.py",
+        *("--n", "40", "--ceiling-n", "60", "--stub-n", "200", "--rounds", "2", "--stub-rounds", "1"),
+        *("--rss", "200,400"),
+        env=services_env(kafka_bootstrap, cosmos_endpoint),
         timeout=600,
-        env=env,
-        cwd=REPO,
-        check=False,
     )
-    assert result.returncode == 0, result.stdout + result.stderr
-    out = result.stdout
     assert re.search(r"machine: nproc=\d+ cpu=", out), out
     # Both interleaved rounds ran, each with its own sequential and batched figures, and the (d) pair on its own N.
     assert re.search(r"round 2 drain 64 keys, 0 ms .* batched", out), out
@@ -100,25 +98,9 @@ def test_stamp_benchmark_runs_and_prints_every_ratio(kafka_bootstrap: str, cosmo
 
 def test_receiver_benchmark_runs_and_prints_its_ratio(kafka_bootstrap: str, cosmos_endpoint: Any) -> None:
     """benchmarks/receiver_throughput.py stays runnable against the real broker and the emulator (not timed)."""
-    verify = cosmos_endpoint.verify
-    env = {
-        **os.environ,
-        "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
-        "COSMOS_ENDPOINT": cosmos_endpoint.url,
-        "COSMOS_KEY": cosmos_endpoint.key,
-        "COSMOS_VERIFY": verify if isinstance(verify, str) else str(verify).lower(),
-    }
-    result = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "receiver_throughput.py"), "--n", "20", "--rounds", "1"],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env=env,
-        cwd=REPO,
-        check=False,
+    out = run_benchmark(
+        "receiver_throughput.py", "--n", "20", "--rounds", "1", env=services_env(kafka_bootstrap, cosmos_endpoint)
     )
-    assert result.returncode == 0, result.stdout + result.stderr
-    out = result.stdout
     assert re.search(r"round 1: receiver +[\d,]+ msg/s +no inbox +[\d,]+ msg/s +ratio \d+\.\d\d", out), out
     assert re.search(r"receiver ÷ no inbox += \d+\.\d\d", out), out
 
@@ -128,18 +110,7 @@ def test_engine_overhead_benchmark_runs_every_variant_through_the_broker(kafka_b
 
     Three pages of 1,000, so that the read-ahead variants do read ahead. Not timed: it fails when the script breaks.
     """
-    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap}
-    result = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "engine_overhead.py"), "--n", "2500", "--rounds", "1"],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env=env,
-        cwd=REPO,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    out = result.stdout
+    out = run_benchmark("engine_overhead.py", "--n", "2500", "--rounds", "1", env=services_env(kafka_bootstrap))
     assert re.search(r"round 1: bare relay \d+\.\d .*drain, neither thread \d+\.\d µs/doc", out), out
     number = r" +\d+\.\d+"
     variants = ("bare relay", "drain", "drain, no read-ahead", "drain, stamp_concurrency 1", "drain, neither thread")
@@ -151,16 +122,7 @@ def test_engine_overhead_benchmark_runs_every_variant_through_the_broker(kafka_b
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind (the Debian package) on PATH")
 def test_engine_instructions_benchmark_counts_both_sides_under_valgrind() -> None:
     """benchmarks/engine_instructions.py stays runnable: both sides counted, their ratio printed (not timed)."""
-    result = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "engine_instructions.py"), "--small", "100", "--large", "1100"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    out = result.stdout
+    out = run_benchmark("engine_instructions.py", "--small", "100", "--large", "1100", timeout=600)
     for side in ("bare relay", "drain"):
         assert re.search(rf"^{side} +[\d,]+ instructions per document \(100 → 1,100\)$", out, re.MULTILINE), out
     assert re.search(r"bare relay ÷ drain, instructions per document \(no threads, no Kafka\) = \d+\.\d{3}$", out), out
