@@ -39,9 +39,11 @@ from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublis
 from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
 from airflow_chatter.drain.engine import DrainEngine
 from airflow_chatter.drain.options import SourceOptions
+from airflow_chatter.drain.telemetry import DrainTelemetry
 from airflow_chatter.outbox.contract import Deliverable, verify
-from airflow_chatter.outbox.document import OutboxMessage
+from airflow_chatter.outbox.document import OutboxMessage, is_pending_outbox
 from airflow_chatter.outbox.mapping import to_outgoing_message
+from airflow_chatter.outbox.partition_keys import partition_key_recoverer
 from airflow_chatter.ports import (
     BatchOperation,
     BatchOperationResult,
@@ -197,6 +199,33 @@ class SyntheticSource(DocumentContainer):
     create = read = replace = upsert = delete = query = _unused  # type: ignore[assignment]
 
 
+class PrebuiltSource(SyntheticSource):
+    """``SyntheticSource`` with its N documents built when it is made, before any clock starts: a feed read hands
+    out a slice of them and does no work at all (O(N) memory, so not for the RSS ratio).
+
+    The engine-overhead comparisons (stamp_throughput.py's (e), engine_overhead.py, engine_instructions.py) read
+    it: against ``SyntheticSource`` a page's generation (about 14 µs of CPU per document, a fifth of the bare
+    relay's time) is charged to whichever thread reads the page, so a drain that reads ahead on a thread is timed
+    with the stub's own work contending for the GIL (docs/benchmarks.md, "(e), taken apart").
+    """
+
+    def __init__(self, n: int, topic: str) -> None:
+        super().__init__(n, topic)
+        self._documents = tuple(self._doc(i) for i in range(n))
+
+    def read_change_feed(
+        self,
+        feed_range: FeedRange,
+        *,
+        continuation: str | None = None,
+        start: ChangeFeedStart | datetime = ChangeFeedStart.BEGINNING,
+        max_item_count: int = 100,
+    ) -> ChangeFeedPage:
+        first = int(continuation or 0)
+        last = min(self.n, first + max_item_count)
+        return ChangeFeedPage(self._documents[first:last], str(last))
+
+
 class NoWorkPublisher(Publisher):
     """A publisher that does no work: every message confirmed at once, nothing sent (engine_overhead.py's
     ``--publisher none`` and engine_instructions.py: the engine without kafka-python)."""
@@ -339,8 +368,18 @@ def measure_bare_relay(bootstrap: str, container: DocumentContainer, n: int, top
 
 
 def batched_bare_relay(stub: DocumentContainer, publisher: Publisher, n: int) -> float:
-    """The least a relay with batched stamps does (stamp_throughput.py's (e), engine_overhead.py,
-    engine_instructions.py): read a page, map, send, wait, patch in batches per key; its rate in documents/s."""
+    """``measure_bare_relay``'s per-document work with F-10's stamps: the least a relay does that does what the
+    contract asks of every document (stamp_throughput.py's (e), engine_overhead.py, engine_instructions.py); its rate
+    in documents/s.
+
+    Per page: the pending gate (PND-01), the lag reading into its histogram (MET-01), the partition key from its
+    path, the contract check and the record mapping, one ``send_batch``, the delivered patches in one batch per key.
+    Each in the cheapest form the library offers (the histogram's own ``record``, a recoverer fixed for the path), and
+    none of the engine around it: no lease, checkpoint, suspension gate, summary, per-document outcome, fail-closed
+    bookkeeping or threads. Until 2026-12-02 this relay skipped the first three (docs/benchmarks.md, "(e)").
+    """
+    record_lag = DrainTelemetry().lag_recorder
+    partition_key_of = partition_key_recoverer(("/tenantId",))
     started = time.perf_counter()
     continuation: str | None = None
     done = 0
@@ -349,19 +388,25 @@ def batched_bare_relay(stub: DocumentContainer, publisher: Publisher, n: int) ->
         continuation = page.continuation
         if not page.documents:
             break
+        planned: list[tuple[Document, PartitionKey]] = []
         messages = []
         for doc in page.documents:
+            if not is_pending_outbox(doc):
+                continue
+            record_lag(max(0.0, time.time() - doc["_ts"]))
+            key = partition_key_of(doc)
             verdict = verify(doc)
             assert isinstance(verdict, Deliverable)
-            messages.append(to_outgoing_message(verdict, doc["tenantId"], "partition_key"))
+            planned.append((doc, key))
+            messages.append(to_outgoing_message(verdict, key, "partition_key"))
         outcomes = publisher.send_batch(messages)
         assert all(o.confirmed for o in outcomes)
-        groups: dict[str, list[Document]] = {}
-        for doc in page.documents:
-            groups.setdefault(doc["tenantId"], []).append(doc)
+        groups: dict[PartitionKey, list[Document]] = {}
+        for doc, key in planned:
+            groups.setdefault(key, []).append(doc)
         for key, docs in groups.items():
             stub.execute_batch(key, [BatchOperation.patch(d["id"], DELIVERED) for d in docs])
-        done += len(page.documents)
+        done += len(planned)
     assert done == n
     return n / (time.perf_counter() - started)
 

@@ -1,13 +1,15 @@
 """What the drain engine costs over the least relay, and what its two threads cost, side by side in one run.
 
     .venv/bin/python benchmarks/engine_overhead.py [--n 20000] [--rounds 7] [--publisher kafka|none]
+                                                   [--stub prebuilt|generated]
 
 A script that prints ratios; not a test. It takes apart stamp_throughput.py's (e) (drain ÷ bare relay against a
 container that does no work, target ≥ 0.9): every variant reads the same no-work stub (drain_throughput.py's
-``SyntheticSource``: generated pages, every batch acknowledged at once) and publishes through the real broker
-(``--publisher kafka``, the default), or through a publisher stub that confirms every message at once
-(``--publisher none``, ``NoWorkPublisher``: the engine without kafka-python and its sender thread). Variants,
-interleaved in every round:
+``PrebuiltSource``: the documents built before the clock starts, a page read is a slice, every batch acknowledged
+at once; ``--stub generated``: ``SyntheticSource``, which builds each page's documents when it is read, on the
+thread that reads it) and publishes through the real broker (``--publisher kafka``, the default), or through a
+publisher stub that confirms every message at once (``--publisher none``, ``NoWorkPublisher``: the engine without
+kafka-python and its sender thread). Variants, interleaved in every round:
 
 * ``bare relay``: drain_throughput's ``batched_bare_relay`` (the other side of stamp_throughput's (e)), the least a
   relay does (read a page, map, send, wait, patch per key);
@@ -68,8 +70,8 @@ class Measurement:
 
 
 class Bench:
-    def __init__(self, bootstrap: str | None, n: int) -> None:
-        self.bootstrap, self.n = bootstrap, n
+    def __init__(self, bootstrap: str | None, n: int, prebuilt: bool) -> None:
+        self.bootstrap, self.n, self.prebuilt = bootstrap, n, prebuilt
 
     def publisher(self, label: str) -> tuple[Publisher, str]:
         if self.bootstrap is None:
@@ -84,7 +86,7 @@ class Bench:
         publisher, topic = self.publisher("overhead")
         watch = base.Stopwatch()
         timed_publisher = base.TimedPublisher(publisher, watch)
-        stub = base.SyntheticSource(self.n, topic)
+        stub = (base.PrebuiltSource if self.prebuilt else base.SyntheticSource)(self.n, topic)
         try:
             cpu = time.process_time()
             if variant == BARE:
@@ -149,14 +151,17 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=20000, help="documents per drain (pages of 1,000)")
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds of every variant")
     parser.add_argument("--publisher", choices=("kafka", "none"), default="kafka")
+    parser.add_argument(
+        "--stub", choices=("prebuilt", "generated"), default="prebuilt", help="PrebuiltSource or SyntheticSource"
+    )
     args = parser.parse_args()
     print(f"machine: {stamps.machine()}   load: {os.getloadavg()[0]:.1f}")
-    print(f"n={args.n} rounds={args.rounds} publisher={args.publisher} page={stamps.PAGE} 64 keys, no-work stub")
+    print(f"n={args.n} rounds={args.rounds} publisher={args.publisher} stub={args.stub} page={stamps.PAGE} 64 keys")
     names = [BARE, *VARIANTS]
     results: dict[str, list[Measurement]] = {name: [] for name in names}
 
     def rounds(bootstrap: str | None) -> None:
-        bench = Bench(bootstrap, args.n)
+        bench = Bench(bootstrap, args.n, args.stub == "prebuilt")
         for number in range(1, args.rounds + 1):
             for name in names:
                 results[name].append(bench.run(name))
