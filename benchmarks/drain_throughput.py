@@ -376,7 +376,7 @@ def batched_bare_relay(stub: DocumentContainer, publisher: Publisher, n: int) ->
     path, the contract check and the record mapping, one ``send_batch``, the delivered patches in one batch per key.
     Each in the cheapest form the library offers (the histogram's own ``record``, a recoverer fixed for the path), and
     none of the engine around it: no lease, checkpoint, suspension gate, summary, per-document outcome, fail-closed
-    bookkeeping or threads. Until 2026-12-02 this relay skipped the first three (docs/benchmarks.md, "(e)").
+    bookkeeping or threads. In runs G–L of docs/benchmarks.md this relay skipped the first three (see "(e) corrected").
     """
     record_lag = DrainTelemetry().lag_recorder
     partition_key_of = partition_key_recoverer(("/tenantId",))
