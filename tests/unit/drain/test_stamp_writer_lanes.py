@@ -1,4 +1,4 @@
-"""F-10: the stamp writer's concurrency bound, and every batch of a page written exactly once.
+"""F-10: the stamp writer's concurrency bound, its batch limits, and every batch of a page written exactly once.
 
 The writer runs ``stamp_concurrency`` lanes that each take the next unwritten batch; these tests hold the container
 inside its batches to see how many are in flight at once, and count what reached it.
@@ -6,6 +6,7 @@ inside its batches to see how many are in flight at once, and count what reached
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter
 from collections.abc import Sequence
@@ -122,3 +123,38 @@ def test_f10_partition_keys_that_only_look_alike_never_share_a_batch() -> None:
     assert [o.request for o in outcomes] == requests and all(o.landed for o in outcomes)
     by_key = sorted((repr(key), ids) for key, ids in container.batches)
     assert by_key == sorted((repr(key), [f"{n}-0", f"{n}-1"]) for n, key in enumerate(keys))
+
+
+class RecordingContainer(MemoryDocumentContainer):
+    """Records each transactional batch it is sent: its item ids and its JSON weight (ids and patch operations)."""
+
+    def __init__(self) -> None:
+        super().__init__(partition_key_paths=("/tenantId",))
+        self.batches: list[tuple[list[str], int]] = []
+
+    def execute_batch(
+        self, partition_key: PartitionKey, operations: Sequence[BatchOperation]
+    ) -> list[BatchOperationResult]:
+        body = [{"id": op.id, "operations": [p.as_cosmos() for p in op.patch_operations]} for op in operations]
+        self.batches.append(([op.id for op in operations], len(json.dumps(body))))
+        return super().execute_batch(partition_key, operations)
+
+
+def test_f10_a_batch_is_cut_before_2_mb_and_keeps_feed_order_within_its_key() -> None:
+    """F-10: ≤ 100 operations and ≤ 2 MB per transactional batch. Stamps of 50 KB each (a long status value): 100 of
+    them would weigh 5 MB, so the writer must cut a key's 100 requests into batches under 2 MB, in feed order."""
+    container = RecordingContainer()
+    heavy = (PatchOperation("set", "/status", "x" * 50_000),)
+    requests = []
+    for i in range(100):
+        item_id = f"doc-{i:03d}"
+        container.create({"id": item_id, "tenantId": "t0", "status": "pending"}, "t0")
+        requests.append(StampRequest(item_id, "t0", heavy, "x" * 50_000))
+    writer = StampWriter(container, "batched", 1)
+    outcomes = writer.write(requests)
+    assert all(o.landed for o in outcomes) and [o.request for o in outcomes] == requests
+    assert len(container.batches) >= 3, "5 MB of stamps cannot go in fewer than three batches of 2 MB"
+    assert all(weight <= 2 * 1024 * 1024 for _, weight in container.batches), [w for _, w in container.batches]
+    written = [item_id for ids, _ in container.batches for item_id in ids]
+    assert written == [r.item_id for r in requests]  # every stamp once, feed order kept within the key
+    assert {container.read(r.item_id, "t0")["status"] for r in requests} == {"x" * 50_000}
