@@ -17,7 +17,12 @@ kafka-python and its sender thread). Variants, interleaved in every round:
   ahead on a background thread while this one is published and stamped);
 * ``drain, no read-ahead``: the same engine with its feed reader's read-ahead off;
 * ``drain, stamp_concurrency 1``: every chunk of stamps written on the calling thread;
-* ``drain, neither thread``: both.
+* ``drain, neither thread``: both;
+* ``drain, bare page path``: an upper bound, not a drain. The engine as shipped (leases, checkpoints, the gate, the
+  read-ahead, metered requests, the lag summary) with each page's documents handled the bare relay's way instead of
+  through ``PublishRun``, send spans, ``StampRequest``/``StampOutcome`` and the stamp writer: the default publisher
+  only, no per-document outcomes, stamps in one batch per key. What a page path without per-document objects could
+  reach; it is what the rest of the engine costs.
 
 For each: its median and best µs per document over the rounds, bare relay ÷ it (what (e) is for the shipped drain),
 the main thread's wall time per document at the three store / broker seams (waiting for or reading a feed page,
@@ -34,8 +39,10 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -47,7 +54,12 @@ import stamp_throughput as stamps  # noqa: E402
 from airflow_chatter.adapters.kafka.publisher import KafkaPublisher  # noqa: E402
 from airflow_chatter.drain.engine import DrainEngine  # noqa: E402
 from airflow_chatter.drain.options import SourceOptions  # noqa: E402
-from airflow_chatter.ports import OutgoingMessage, Publisher  # noqa: E402
+from airflow_chatter.drain.summary import DrainCounts  # noqa: E402
+from airflow_chatter.drain.suspension import ConfirmationReceipt  # noqa: E402
+from airflow_chatter.outbox.contract import Deliverable, verify  # noqa: E402
+from airflow_chatter.outbox.document import is_pending_outbox  # noqa: E402
+from airflow_chatter.outbox.mapping import to_outgoing_message  # noqa: E402
+from airflow_chatter.ports import BatchOperation, Document, OutgoingMessage, Publisher  # noqa: E402
 
 BARE = "bare relay"
 SHIPPED = "drain"
@@ -58,6 +70,7 @@ VARIANTS: dict[str, tuple[bool, int]] = {
     "drain, stamp_concurrency 1": (True, 1),
     "drain, neither thread": (False, 1),
 }
+BARE_PAGE_PATH = "drain, bare page path"
 #: The seam each column of the split is timed at, under drain_throughput's Stopwatch names.
 SEAMS = {"feed": "store.feed", "publish": "publisher.send_batch", "stamps": "store.stamps"}
 
@@ -105,7 +118,7 @@ class Bench:
         )
 
     def _drain(self, variant: str, stub: base.SyntheticSource, publisher: Publisher, watch: base.Stopwatch) -> float:
-        read_ahead, concurrency = VARIANTS[variant]
+        read_ahead, concurrency = VARIANTS[SHIPPED if variant == BARE_PAGE_PATH else variant]
         options = SourceOptions(
             f"overhead-{uuid.uuid4().hex[:6]}",
             ("/tenantId",),
@@ -118,6 +131,8 @@ class Bench:
         engine._feed.read_ahead = read_ahead
         engine._feed.read = base.timed(engine._feed.read, watch, "store.feed")  # type: ignore[method-assign]
         engine._stamps.write = base.timed(engine._stamps.write, watch, "store.stamps")  # type: ignore[method-assign]
+        if variant == BARE_PAGE_PATH:
+            engine._drain_page_documents = bare_page_path(engine, watch)  # type: ignore[method-assign]
         engine.ensure_leases()
         with engine:
             started = time.perf_counter()
@@ -127,6 +142,47 @@ class Bench:
         delivered = sum(s.delivered for s in summaries)
         assert delivered == self.n and not failed, (delivered, failed)
         return elapsed
+
+
+def bare_page_path(engine: DrainEngine, watch: base.Stopwatch) -> Any:
+    """``engine._drain_page_documents`` done the bare relay's way (the ``drain, bare page path`` variant): every
+    admitted document is assumed deliverable to the default publisher and every publish and stamp to succeed, which
+    holds for this stub and no real store. Not a drain: a measure of what the rest of the engine costs."""
+    strategy, operations = engine.source.key_strategy, engine._delivered_ops
+
+    def page(holder: Any, documents: Sequence[Document], tally: DrainCounts) -> ConfirmationReceipt | None:
+        planned: list[tuple[Document, Any]] = []
+        messages = []
+        for document in documents:
+            if not is_pending_outbox(document):
+                tally.skipped += 1
+                continue
+            engine._record_lag(document, tally)
+            key = engine._partition_key_of(document)
+            verdict = verify(document)
+            assert isinstance(verdict, Deliverable)
+            planned.append((document, key))
+            messages.append(to_outgoing_message(verdict, key, strategy))
+        if not messages:
+            return None
+        outcomes = engine._default.send_batch(messages)
+        assert all(outcome.confirmed for outcome in outcomes)
+        tally.published += len(outcomes)
+        started = time.perf_counter()
+        groups: dict[Any, list[Document]] = {}
+        for document, key in planned:
+            groups.setdefault(key, []).append(document)
+        last = None
+        for key, group in groups.items():
+            for first in range(0, len(group), 100):
+                batch = [BatchOperation.patch(d["id"], operations) for d in group[first : first + 100]]
+                last = engine.monitored.execute_batch(key, batch)[-1]
+        watch.add("store.stamps", time.perf_counter() - started)
+        tally.delivered += len(planned)
+        assert last is not None and last.body is not None
+        return ConfirmationReceipt.from_status_write(last.body, engine._delivered_value)
+
+    return page
 
 
 def report(results: dict[str, list[Measurement]]) -> list[str]:
@@ -157,7 +213,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"machine: {stamps.machine()}   load: {os.getloadavg()[0]:.1f}")
     print(f"n={args.n} rounds={args.rounds} publisher={args.publisher} stub={args.stub} page={stamps.PAGE} 64 keys")
-    names = [BARE, *VARIANTS]
+    names = [BARE, *VARIANTS, BARE_PAGE_PATH]
     results: dict[str, list[Measurement]] = {name: [] for name in names}
 
     def rounds(bootstrap: str | None) -> None:

@@ -111,9 +111,16 @@ def test_engine_overhead_benchmark_runs_every_variant_through_the_broker(kafka_b
     Three pages of 1,000, so that the read-ahead variants do read ahead. Not timed: it fails when the script breaks.
     """
     out = run_benchmark("engine_overhead.py", "--n", "2500", "--rounds", "1", env=services_env(kafka_bootstrap))
-    assert re.search(r"round 1: bare relay \d+\.\d .*drain, neither thread \d+\.\d µs/doc", out), out
+    assert re.search(r"round 1: bare relay \d+\.\d .*drain, bare page path \d+\.\d µs/doc", out), out
     number = r" +\d+\.\d+"
-    variants = ("bare relay", "drain", "drain, no read-ahead", "drain, stamp_concurrency 1", "drain, neither thread")
+    variants = (
+        "bare relay",
+        "drain",
+        "drain, no read-ahead",
+        "drain, stamp_concurrency 1",
+        "drain, neither thread",
+        "drain, bare page path",
+    )
     for variant in variants:
         # median, best, bare ÷, the three seams, the rest, CPU
         assert re.search(rf"^{re.escape(variant)}{number * 8}$", out, re.MULTILINE), (variant, out)
