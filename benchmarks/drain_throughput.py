@@ -168,7 +168,11 @@ class SyntheticSource(DocumentContainer):
     ) -> ChangeFeedPage:
         first = int(continuation or 0)
         last = min(self.n, first + max_item_count)
-        return ChangeFeedPage(tuple(self._doc(i) for i in range(first, last)), str(last))
+        return ChangeFeedPage(self._documents_between(first, last), str(last))
+
+    def _documents_between(self, first: int, last: int) -> tuple[Document, ...]:
+        """The documents ``first`` to ``last`` (exclusive) of the feed, built now."""
+        return tuple(self._doc(i) for i in range(first, last))
 
     def _doc(self, i: int) -> Document:
         doc = outbox_document(i, self.topic)
@@ -204,26 +208,17 @@ class PrebuiltSource(SyntheticSource):
     out a slice of them and does no work at all (O(N) memory, so not for the RSS ratio).
 
     The engine-overhead comparisons (stamp_throughput.py's (e), engine_overhead.py, engine_instructions.py) read
-    it: against ``SyntheticSource`` a page's generation (about 14 µs of CPU per document, a fifth of the bare
-    relay's time) is charged to whichever thread reads the page, so a drain that reads ahead on a thread is timed
-    with the stub's own work contending for the GIL (docs/benchmarks.md, "(e), taken apart").
+    it: ``SyntheticSource``'s page building (about 120,000 instructions per document, more than the bare relay's own
+    work) is charged to whichever thread reads the page, so a drain that reads ahead on a thread is timed with the
+    stub's own work contending for the GIL (docs/benchmarks.md, "(e) corrected").
     """
 
     def __init__(self, n: int, topic: str) -> None:
         super().__init__(n, topic)
-        self._documents = tuple(self._doc(i) for i in range(n))
+        self._built = super()._documents_between(0, n)
 
-    def read_change_feed(
-        self,
-        feed_range: FeedRange,
-        *,
-        continuation: str | None = None,
-        start: ChangeFeedStart | datetime = ChangeFeedStart.BEGINNING,
-        max_item_count: int = 100,
-    ) -> ChangeFeedPage:
-        first = int(continuation or 0)
-        last = min(self.n, first + max_item_count)
-        return ChangeFeedPage(self._documents[first:last], str(last))
+    def _documents_between(self, first: int, last: int) -> tuple[Document, ...]:
+        return self._built[first:last]
 
 
 class NoWorkPublisher(Publisher):
@@ -367,13 +362,29 @@ def measure_bare_relay(bootstrap: str, container: DocumentContainer, n: int, top
         publisher.close()
 
 
+def stamp_in_batches(
+    container: DocumentContainer, planned: Sequence[tuple[Document, PartitionKey]], operations: Sequence[PatchOperation]
+) -> BatchOperationResult | None:
+    """The bare relay's stamps: ``operations`` patched onto each ``(document, key)`` in transactional batches of up to
+    100 per key, every result assumed to succeed; the last batch's last result (``None`` for no documents)."""
+    groups: dict[PartitionKey, list[Document]] = {}
+    for doc, key in planned:
+        groups.setdefault(key, []).append(doc)
+    last = None
+    for key, docs in groups.items():
+        for first in range(0, len(docs), 100):
+            batch = [BatchOperation.patch(d["id"], operations) for d in docs[first : first + 100]]
+            last = container.execute_batch(key, batch)[-1]
+    return last
+
+
 def batched_bare_relay(stub: DocumentContainer, publisher: Publisher, n: int) -> float:
     """``measure_bare_relay``'s per-document work with F-10's stamps: the least a relay does that does what the
     contract asks of every document (stamp_throughput.py's (e), engine_overhead.py, engine_instructions.py); its rate
     in documents/s.
 
     Per page: the pending gate (PND-01), the lag reading into its histogram (MET-01), the partition key from its
-    path, the contract check and the record mapping, one ``send_batch``, the delivered patches in one batch per key.
+    path, the contract check and the record mapping, one ``send_batch``, the delivered patches in batches per key.
     Each in the cheapest form the library offers (the histogram's own ``record``, a recoverer fixed for the path), and
     none of the engine around it: no lease, checkpoint, suspension gate, summary, per-document outcome, fail-closed
     bookkeeping or threads. In runs G–L of docs/benchmarks.md this relay skipped the first three (see "(e) corrected").
@@ -401,11 +412,7 @@ def batched_bare_relay(stub: DocumentContainer, publisher: Publisher, n: int) ->
             messages.append(to_outgoing_message(verdict, key, "partition_key"))
         outcomes = publisher.send_batch(messages)
         assert all(o.confirmed for o in outcomes)
-        groups: dict[PartitionKey, list[Document]] = {}
-        for doc, key in planned:
-            groups.setdefault(key, []).append(doc)
-        for key, docs in groups.items():
-            stub.execute_batch(key, [BatchOperation.patch(d["id"], DELIVERED) for d in docs])
+        stamp_in_batches(stub, planned, DELIVERED)
         done += len(planned)
     assert done == n
     return n / (time.perf_counter() - started)

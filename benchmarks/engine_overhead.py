@@ -12,7 +12,8 @@ publisher stub that confirms every message at once (``--publisher none``, ``NoWo
 kafka-python and its sender thread). Variants, interleaved in every round:
 
 * ``bare relay``: drain_throughput's ``batched_bare_relay`` (the other side of stamp_throughput's (e)), the least a
-  relay does (read a page, map, send, wait, patch per key);
+  relay does that does the contract's per-document work (read a page; per document the pending gate, the lag, the
+  partition key, the contract check and the mapping; send, wait, patch in batches per key);
 * ``drain``: ``DrainEngine`` as shipped (F-10: batched stamps on ``stamp_concurrency`` 8 lanes, the next page read
   ahead on a background thread while this one is published and stamped);
 * ``drain, no read-ahead``: the same engine with its feed reader's read-ahead off;
@@ -59,7 +60,7 @@ from airflow_chatter.drain.suspension import ConfirmationReceipt  # noqa: E402
 from airflow_chatter.outbox.contract import Deliverable, verify  # noqa: E402
 from airflow_chatter.outbox.document import is_pending_outbox  # noqa: E402
 from airflow_chatter.outbox.mapping import to_outgoing_message  # noqa: E402
-from airflow_chatter.ports import BatchOperation, Document, OutgoingMessage, Publisher  # noqa: E402
+from airflow_chatter.ports import Document, OutgoingMessage, Publisher  # noqa: E402
 
 BARE = "bare relay"
 SHIPPED = "drain"
@@ -169,14 +170,7 @@ def bare_page_path(engine: DrainEngine, watch: base.Stopwatch) -> Any:
         assert all(outcome.confirmed for outcome in outcomes)
         tally.published += len(outcomes)
         started = time.perf_counter()
-        groups: dict[Any, list[Document]] = {}
-        for document, key in planned:
-            groups.setdefault(key, []).append(document)
-        last = None
-        for key, group in groups.items():
-            for first in range(0, len(group), 100):
-                batch = [BatchOperation.patch(d["id"], operations) for d in group[first : first + 100]]
-                last = engine.monitored.execute_batch(key, batch)[-1]
+        last = base.stamp_in_batches(engine.monitored, planned, operations)
         watch.add("store.stamps", time.perf_counter() - started)
         tally.delivered += len(planned)
         assert last is not None and last.body is not None
