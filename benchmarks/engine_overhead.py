@@ -21,7 +21,7 @@ kafka-python and its sender thread). Variants, interleaved in every round:
 * ``drain, neither thread``: both;
 * ``drain, bare page path``: an upper bound, not a drain. The engine as shipped (leases, checkpoints, the gate, the
   read-ahead, metered requests, the lag summary) with each page's documents handled the bare relay's way instead of
-  through ``PublishRun``, send spans, ``StampRequest``/``StampOutcome`` and the stamp writer: the default publisher
+  through ``PublishRun``, send spans, the run's stamp sheet and the stamp writer's lanes: the default publisher
   only, no per-document outcomes, stamps in one batch per key. What a page path without per-document objects could
   reach; it is what the rest of the engine costs.
 
@@ -131,7 +131,7 @@ class Bench:
         # instance only (attributes shadowing the bound methods), as drain_throughput.py times them.
         engine._feed.read_ahead = read_ahead
         engine._feed.read = base.timed(engine._feed.read, watch, "store.feed")  # type: ignore[method-assign]
-        engine._stamps.write = base.timed(engine._stamps.write, watch, "store.stamps")  # type: ignore[method-assign]
+        engine._stamps.write_sheet = base.timed(engine._stamps.write_sheet, watch, "store.stamps")  # type: ignore[method-assign]
         if variant == BARE_PAGE_PATH:
             engine._drain_page_documents = bare_page_path(engine, watch)  # type: ignore[method-assign]
         engine.ensure_leases()

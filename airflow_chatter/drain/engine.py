@@ -32,7 +32,7 @@ from airflow_chatter.drain.leases import ACTIVE, SPLIT, Lease, LeaseHeldError, L
 from airflow_chatter.drain.monitored_container import verify_containers
 from airflow_chatter.drain.options import STATUS_PATCH_PATH, TTL_PATCH_PATH, SourceOptions
 from airflow_chatter.drain.pacing import TokenBucket
-from airflow_chatter.drain.page_run import Planned, PublishRun, RunEntry, Unsent
+from airflow_chatter.drain.page_run import PublishRun, Resolved, Run, Subject, Unsent
 from airflow_chatter.drain.read_ahead import FeedReader, FeedRequest
 from airflow_chatter.drain.request_units import LEASES, MeteredContainer, RequestUnits, ThrottleLimits
 from airflow_chatter.drain.run_stamps import RunStamps
@@ -94,10 +94,6 @@ class ResolveContext:
 
 #: ``body_resolver(context) -> OutgoingMessage | None``; ``None`` drops and acknowledges (RSV-02).
 BodyResolver = Callable[[ResolveContext], "OutgoingMessage | None"]
-
-
-#: What ``_admit`` decides for one document: publish it with that publisher, stamp it without publishing, or nothing.
-_Step = tuple[Planned, Publisher] | Unsent | None
 
 
 class DrainEngine:
@@ -384,73 +380,65 @@ class DrainEngine:
     def _drain_page_documents(
         self, holder: _LeaseHolder, documents: Sequence[Document], tally: DrainCounts
     ) -> ConfirmationReceipt | None:
-        def publish(run: list[RunEntry], publisher: Publisher | None) -> ConfirmationReceipt | None:
-            return self._publish_and_stamp(holder, run, publisher, tally)
+        def publish(run: Run) -> ConfirmationReceipt | None:
+            return self._publish_and_stamp(holder, run, tally)
 
         def stamp_in_place(unsent: Unsent) -> ConfirmationReceipt:
             return self._stamp_unsent(unsent, tally)
 
         # F-10: in batched mode a document stamped without a publish rides the pending run (page_run.py).
         in_place = stamp_in_place if self._stamps.mode == "sequential" else None
+        admit = self._admit
         with PublishRun(publish, in_place) as run:
             for document in documents:
-                step = self._admit(document, tally)
-                if isinstance(step, tuple):
-                    run.add(*step)
-                elif step is not None:
-                    run.stamp(step)
+                admit(document, run, tally)
         return run.receipt
 
-    def _admit(self, document: Document, tally: DrainCounts) -> _Step:
-        """Gate one document: what to publish (with its publisher), a stamp to write in place, or nothing.
+    def _admit(self, document: Document, run: PublishRun, tally: DrainCounts) -> None:
+        """Gate one document and hand it to the run: to publish (with its publisher), to stamp, or not at all.
 
-        Runs no stamp and flushes nothing itself: ``PublishRun`` keeps feed order (page_run.py): an earlier
-        document is always published and stamped before a later one is stamped or fails.
+        Runs no stamp itself: ``PublishRun`` keeps feed order (page_run.py): an earlier document is always published
+        and stamped before a later one is stamped or fails.
         """
         # BAT-04: the pre-gate is the pure pending predicate; it runs no user code.
         if not is_pending_outbox(document):
             tally.skipped += 1  # MET-02 ``skipped``: added per page by _drain_page
-            return None
+            return
         pending_filter = self.source.additional_pending_filter
         if pending_filter is not None and not bool(pending_filter(document)):  # PND-03: evaluated exactly once
             tally.skipped += 1
-            return None
+            return
         self._record_lag(document, tally)
         partition_key = self._partition_key_of(document)
-        message_id: str = document[MESSAGE_ID_FIELD]
         if self.source.body_resolver is not None:
-            return self._resolve(document, partition_key, message_id, tally)
+            resolved = self._resolve(document, partition_key, document[MESSAGE_ID_FIELD])
+            if resolved is None:
+                run.stamp(Unsent(document, partition_key))
+            else:
+                run.add(document, partition_key, resolved, self._default)
+            return
         verdict = verify(document)
         if isinstance(verdict, Undeliverable):
-            return Unsent(document, partition_key, verdict)
+            run.stamp(Unsent(document, partition_key, verdict))
+            return
         # F-03 UnknownPublisherError: a host concern, retried next run. Most documents name no infrastructure.
         publisher = self._default if verdict.infrastructure is None else self._publisher_for(verdict)
-        planned = Planned(
-            document, partition_key, message_id, verdict.destination, verdict.context, deliverable=verdict
-        )
-        return planned, publisher
+        run.add(document, partition_key, verdict, publisher)
 
-    def _resolve(self, document: Document, partition_key: PartitionKey, message_id: str, tally: DrainCounts) -> _Step:
+    def _resolve(self, document: Document, partition_key: PartitionKey, message_id: str) -> Resolved | None:
         """RSV-01..06: the resolver replaces verbatim reconstruction; the contract is not evaluated.
 
-        A resolver that raises fails the page here, with no stamp (RSV-03); earlier documents are finished first.
+        ``None``: the resolver dropped the document (RSV-02). A resolver that raises fails the page here, with no
+        stamp (RSV-03); earlier documents are finished first.
         """
         resolver = self.source.body_resolver
         assert resolver is not None
         resolved = resolver(ResolveContext(message_id, partition_key, self.properties.partition_key_paths, document))
         if resolved is None:
-            return Unsent(document, partition_key)
+            return None
         if not isinstance(resolved, OutgoingMessage):
             raise ConfigurationError("body_resolver", type(resolved).__name__, "must return an OutgoingMessage or None")
-        planned = Planned(
-            document,
-            partition_key,
-            message_id,
-            resolved.topic,
-            _persisted_context(document),
-            resolved=resolved,
-        )
-        return planned, self._publishers[self._default_publisher]
+        return Resolved(message_id, resolved.topic, _persisted_context(document), resolved)
 
     def _stamp_unsent(self, unsent: Unsent, tally: DrainCounts) -> ConfirmationReceipt:
         """Sequential mode: the stamp of a document that is not published, written in place."""
@@ -474,18 +462,21 @@ class DrainEngine:
         self._telemetry.record_undeliverable(verdict.message)
         return ConfirmationReceipt.from_status_write(written, UNDELIVERABLE)
 
-    def _stamp_rejected(self, planned: Planned, error: MessageRejected, tally: DrainCounts) -> None:
+    def _stamp_rejected(
+        self,
+        document: Document,
+        partition_key: PartitionKey,
+        subject: Subject,
+        error: MessageRejected,
+        tally: DrainCounts,
+    ) -> None:
         """CTR-04 for a message its publisher rejected as unsendable (an illegal topic name, a field that does not
         encode): no resend can help, so the document is stamped ``undeliverable`` and the lease advances past it,
         instead of failing its page on every run forever. The violation text names the publisher's reason."""
-        reason = _rejected_reason(planned, error)
-        self._stamp_undeliverable(
-            planned.document, planned.partition_key, Undeliverable(planned.message_id, (), reason), tally
-        )
+        verdict = Undeliverable(subject.message_id, (), _rejected_reason(subject, error))
+        self._stamp_undeliverable(document, partition_key, verdict, tally)
 
-    def _publish_and_stamp(
-        self, holder: _LeaseHolder, run: list[RunEntry], publisher: Publisher | None, tally: DrainCounts
-    ) -> ConfirmationReceipt | None:
+    def _publish_and_stamp(self, holder: _LeaseHolder, run: Run, tally: DrainCounts) -> ConfirmationReceipt | None:
         """Publish a run's documents in one ``send_batch``, then stamp each confirmed message in feed order.
 
         In batched mode the run also holds the documents stamped without a publish (page_run.py), stamped with it.
@@ -495,40 +486,55 @@ class DrainEngine:
         (at-least-once; consumers deduplicate on ``message-id``). What fail-closed guarantees is that
         no document after the first failure is *stamped*, and no later publish batch is sent.
         """
-        planned = [entry for entry in run if isinstance(entry, Planned)]
-        if not planned:
-            return self._stamp_run_batched(run, (), (), tally)
+        subjects, keys = run.sends()
+        if not subjects:
+            return self._stamp_run_batched(run, (), (), (), tally)
+        publisher = run.publisher
         assert publisher is not None
         written: Document | None = None
-        with self._telemetry.send_spans(planned) as spans:
-            messages = [self._message(p, span) for p, span in zip(planned, spans, strict=True)]
+        with self._telemetry.send_spans(subjects) as spans:
+            messages = self._messages(subjects, keys, spans)
             outcomes = publisher.send_batch(messages)  # PublishError propagates: RLY-05
             if len(outcomes) != len(messages):
                 raise PublishError(f"publisher returned {len(outcomes)} outcomes for {len(messages)} messages")
             # MET-02 ``admitted`` (added per page by _drain_page): every message the broker confirmed, counted before
             # any stamp, so a run whose stamps fail still reports what reached Kafka (it goes out again next run).
-            tally.published += sum(1 for outcome in outcomes if outcome.confirmed)
+            confirmed = sum(1 for outcome in outcomes if outcome.confirmed)
+            tally.published += confirmed
             # F-04: a publish may take up to the producer's delivery timeout, as long as a lease lasts. Renewed here
             # when half of it is gone, the lease cannot lapse while this page is stamped and another drain take the
             # range over meanwhile; lost already (LeaseLostError), nothing is stamped (the new owner publishes).
             if self.store.needs_renewal(holder.lease):
                 holder.lease = self.store.renew(holder.lease)
             if self._stamps.mode != "sequential":
-                return self._stamp_run_batched(run, outcomes, spans, tally)
-            for entry, outcome, span in zip(planned, outcomes, spans, strict=True):
-                error = _end_send_span(entry, outcome, span)
+                if confirmed == len(outcomes) and not run.unsent and spans[0] is NO_SPAN:
+                    # The common case: every publish confirmed, nothing to stamp otherwise, no span to end.
+                    stamps = self._run_stamps.start()
+                    stamps.all_delivered(run.documents, run.keys)
+                    return stamps.write(tally)
+                return self._stamp_run_batched(run, subjects, outcomes, spans, tally)
+            # Sequential mode stamps an Unsent in place, so the run holds only published documents.
+            for document, key, subject, outcome, span in zip(
+                run.documents, keys, subjects, outcomes, spans, strict=True
+            ):
+                error = _end_send_span(subject, outcome, span)
                 if isinstance(error, MessageRejected):
-                    self._stamp_rejected(entry, error, tally)
+                    self._stamp_rejected(document, key, subject, error, tally)
                     continue
                 if error is not None:
                     raise error  # RLY-05: no stamp; not a Confirmation Failure
-                written = self._stamp_delivered(entry, tally)
+                written = self._stamp_delivered(document, key, tally)
         # SUS-08: one receipt per run is all the gate is shown (the page presents its last), so it is minted once,
         # from the last stamp that landed, not once per document.
         return None if written is None else ConfirmationReceipt.from_status_write(written, self._delivered_value)
 
     def _stamp_run_batched(
-        self, run: Sequence[RunEntry], outcomes: Sequence[Any], spans: Sequence[SendSpan], tally: DrainCounts
+        self,
+        run: Run,
+        subjects: Sequence[Subject],
+        outcomes: Sequence[Any],
+        spans: Sequence[SendSpan],
+        tally: DrainCounts,
     ) -> ConfirmationReceipt | None:
         """F-10: stamp the confirmed prefix of a run at once (per partition key, in batches); then fail as RLY-05/06.
 
@@ -538,55 +544,65 @@ class DrainEngine:
         outcomes count, which failure is a Confirmation Failure). Then an unconfirmed publish fails the page (no
         stamp for it, not a Confirmation Failure). Either way a failing page is not checkpointed.
         """
-        sent = iter(zip(outcomes, spans, strict=True))
+        sent = iter(zip(subjects, outcomes, spans, strict=True))
         stamps = self._run_stamps.start()
         failure: BaseException | None = None
-        for entry in run:
-            if isinstance(entry, Unsent):
+        unsent = run.unsent
+        for index, (document, key) in enumerate(zip(run.documents, run.keys, strict=True)):
+            entry = unsent.get(index) if unsent else None
+            if entry is not None:
                 if entry.verdict is None:
-                    stamps.dropped(entry.document, entry.partition_key, tally)
+                    stamps.dropped(document, key, tally)
                 else:
-                    stamps.undeliverable(entry.document, entry.partition_key, entry.verdict.message)
+                    stamps.undeliverable(document, key, entry.verdict.message)
                 continue
-            outcome, span = next(sent)
-            if span is NO_SPAN and outcome.confirmed:
-                # The common case, ``_end_send_span``'s answer without its call: confirmed, no span to end.
-                stamps.delivered(entry.document, entry.partition_key)
-                continue
-            error = _end_send_span(entry, outcome, span)
+            subject, outcome, span = next(sent)
+            error = _end_send_span(subject, outcome, span)
             if isinstance(error, MessageRejected):
-                stamps.undeliverable(entry.document, entry.partition_key, _rejected_reason(entry, error))
+                stamps.undeliverable(document, key, _rejected_reason(subject, error))
                 continue
             if error is not None:
                 failure = error
                 break
-            stamps.delivered(entry.document, entry.partition_key)
+            stamps.delivered(document, key)
         receipt = stamps.write(tally)
         if failure is not None:
             raise failure  # RLY-05: no stamp; not a Confirmation Failure
         return receipt
 
-    def _stamp_delivered(self, planned: Planned, tally: DrainCounts) -> Document:
+    def _stamp_delivered(self, document: Document, partition_key: PartitionKey, tally: DrainCounts) -> Document:
         # The publish comes before the stamp so that a crash between them costs a duplicate message,
         # never a lost one. A failed stamp here is a Confirmation Failure (RLY-06, SUS-02..13).
         try:
-            written = self.monitored.patch(planned.document["id"], planned.partition_key, self._delivered_ops)
+            written = self.monitored.patch(document["id"], partition_key, self._delivered_ops)
         except Exception as exc:
             raise ConfirmationFailed(exc) from exc
         tally.delivered += 1
         return written
 
-    def _message(self, planned: Planned, span: SendSpan) -> OutgoingMessage:
-        if planned.deliverable is not None:
-            return to_outgoing_message(
-                planned.deliverable, planned.partition_key, self.source.key_strategy, trace_headers=span.headers
-            )
-        assert planned.resolved is not None
-        if not span.headers:
-            return planned.resolved
-        kept = tuple((k, v) for k, v in planned.resolved.headers if k not in TRACE_HEADERS)
-        added = tuple((k, v.encode("utf-8")) for k, v in span.headers.items() if k in TRACE_HEADERS)
-        return OutgoingMessage(planned.resolved.topic, planned.resolved.value, planned.resolved.key, kept + added)
+    def _messages(
+        self, subjects: Sequence[Subject], keys: Sequence[PartitionKey], spans: Sequence[SendSpan]
+    ) -> list[OutgoingMessage]:
+        """The records of a run's published documents, each with its send span's trace headers (when tracing)."""
+        strategy = self.source.key_strategy
+        if spans[0] is NO_SPAN:  # tracing is off: no span has headers
+            return [
+                to_outgoing_message(subject, key, strategy) if isinstance(subject, Deliverable) else subject.message
+                for subject, key in zip(subjects, keys, strict=True)
+            ]
+        return [
+            self._message(subject, key, span.headers) for subject, key, span in zip(subjects, keys, spans, strict=True)
+        ]
+
+    def _message(self, subject: Subject, key: PartitionKey, headers: Mapping[str, str] | None) -> OutgoingMessage:
+        if isinstance(subject, Deliverable):
+            return to_outgoing_message(subject, key, self.source.key_strategy, trace_headers=headers)
+        resolved = subject.message
+        if not headers:
+            return resolved
+        kept = tuple((k, v) for k, v in resolved.headers if k not in TRACE_HEADERS)
+        added = tuple((k, v.encode("utf-8")) for k, v in headers.items() if k in TRACE_HEADERS)
+        return OutgoingMessage(resolved.topic, resolved.value, resolved.key, kept + added)
 
     # ================================================================== helpers
 
@@ -639,7 +655,7 @@ class _Budget:
         return max(1, min(max_batch_size, self.max_documents - documents))
 
 
-def _end_send_span(planned: Planned, outcome: Any, span: SendSpan) -> BaseException | None:
+def _end_send_span(subject: Subject, outcome: Any, span: SendSpan) -> BaseException | None:
     """End a message's send span by its publish outcome; return why it is not delivered, or ``None`` if it is.
 
     A ``MessageRejected`` (its publisher refuses it as unsendable: stamped undeliverable, CTR-04) or the failure of an
@@ -649,16 +665,16 @@ def _end_send_span(planned: Planned, outcome: Any, span: SendSpan) -> BaseExcept
         span.end(outcome.error)
         return outcome.error
     if not outcome.confirmed:
-        failure: BaseException = outcome.error or PublishError(f"message {planned.message_id!r} was not confirmed")
+        failure: BaseException = outcome.error or PublishError(f"message {subject.message_id!r} was not confirmed")
         span.end(failure)
         return failure
     span.end()
     return None
 
 
-def _rejected_reason(planned: Planned, error: MessageRejected) -> str:
+def _rejected_reason(subject: Subject, error: MessageRejected) -> str:
     """The violation text of a message its publisher rejected as unsendable (CTR-04), naming the publisher's reason."""
-    return f"Outbox document {planned.message_id!r} cannot be published as it is: {error}"[:2000]
+    return f"Outbox document {subject.message_id!r} cannot be published as it is: {error}"[:2000]
 
 
 def _persisted_context(document: Document) -> Mapping[str, Any]:

@@ -1,8 +1,8 @@
 """A page's documents on their way out, in feed order: what is published together, and when stamps are written.
 
 The drain engine admits a page's documents one by one and hands each to a :class:`PublishRun`: a document to
-publish (:class:`Planned`, with its publisher), or a document to stamp without publishing (:class:`Unsent`: an
-Undeliverable verdict of the Outbox Document Contract, CTR-04, or a resolver's drop, RSV-02).
+publish (with what it is sent as, its :data:`Subject`, and its publisher), or a document to stamp without publishing
+(:class:`Unsent`: an Undeliverable verdict of the Outbox Document Contract, CTR-04, or a resolver's drop, RSV-02).
 
 The run keeps feed order. Its pending documents are handed to the engine in one call (one ``send_batch`` and then
 the run's stamps) when the publisher changes, when the page ends and when an error leaves the page, so an earlier
@@ -15,12 +15,16 @@ document is always finished before a later one fails. What differs by ``stamp_mo
   publish order; an undeliverable document between publishable ones costs no extra ``send_batch`` and no extra
   round trip of its own. The engine stamps it only when every publish before it in the run is confirmed (the
   confirmed prefix), so nothing after the first unconfirmed document is stamped, as RLY-07 had it.
+
+A :class:`Run` holds its documents as columns (documents, partition keys, subjects) with the few :class:`Unsent`
+ones by position: a run is usually a whole page of documents published to one publisher, and nothing is built per
+document but what it is sent as.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_chatter.drain.suspension import ConfirmationReceipt
@@ -28,17 +32,19 @@ from airflow_chatter.outbox.contract import Deliverable, Undeliverable
 from airflow_chatter.ports import Document, OutgoingMessage, PartitionKey, Publisher
 
 
-@dataclass(slots=True)
-class Planned:
-    """A document admitted for publishing, waiting for its publish batch."""
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """What a body resolver made of a document (RSV-01): the message to send, and its send span's subject."""
 
-    document: Document
-    partition_key: PartitionKey
     message_id: str
     destination: str
     context: Mapping[str, Any]
-    deliverable: Deliverable | None = None
-    resolved: OutgoingMessage | None = None
+    message: OutgoingMessage
+
+
+#: What a published document is sent as: its verified contract fields, or its resolver's message. Both carry the send
+#: span's subject (``message_id``, ``destination``, ``context``).
+Subject = Deliverable | Resolved
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,12 +57,28 @@ class Unsent:
     verdict: Undeliverable | None = None
 
 
-#: One entry of a run, in feed order.
-RunEntry = Planned | Unsent
+@dataclass(slots=True)
+class Run:
+    """One run's documents in feed order, as columns: position ``i`` is ``documents[i]`` in ``keys[i]``, published
+    as ``subjects[i]``, or, where ``subjects[i]`` is ``None``, stamped without a publish as ``unsent[i]``."""
 
-#: ``publish(entries, publisher)``: publish the run's ``Planned`` entries with ``publisher`` (``None`` when there are
-#: none) and write the run's stamps; returns the run's Confirmation Receipt, or raises at its first failure.
-PublishCall = Callable[[list[RunEntry], "Publisher | None"], "ConfirmationReceipt | None"]
+    publisher: Publisher | None = None
+    documents: list[Document] = field(default_factory=list)
+    keys: list[PartitionKey] = field(default_factory=list)
+    subjects: list[Subject | None] = field(default_factory=list)
+    unsent: dict[int, Unsent] = field(default_factory=dict)
+
+    def sends(self) -> tuple[list[Subject], list[PartitionKey]]:
+        """The published positions' subjects and partition keys, in feed order."""
+        if not self.unsent:
+            return self.subjects, self.keys  # type: ignore[return-value]  # no None without an unsent position
+        published = [i for i, subject in enumerate(self.subjects) if subject is not None]
+        return [self.subjects[i] for i in published], [self.keys[i] for i in published]  # type: ignore[misc]
+
+
+#: ``publish(run)``: publish the run's subjects with ``run.publisher`` (``None`` when there are none) and write the
+#: run's stamps; returns the run's Confirmation Receipt, or raises at its first failure.
+PublishCall = Callable[[Run], "ConfirmationReceipt | None"]
 
 
 class PublishRun:
@@ -67,34 +89,41 @@ class PublishRun:
     ``receipt`` is the page's last Confirmation Receipt.
     """
 
-    def __init__(
-        self, publish: PublishCall, stamp_in_place: Callable[[Unsent], ConfirmationReceipt] | None = None
-    ) -> None:
+    __slots__ = ("_publish", "_run", "_stamp_in_place", "receipt")
+
+    def __init__(self, publish: PublishCall, stamp_in_place: Callable[[Unsent], ConfirmationReceipt] | None = None):
         self._publish = publish
         self._stamp_in_place = stamp_in_place
-        self._run: list[RunEntry] = []
-        self._publisher: Publisher | None = None
+        self._run = Run()
         self.receipt: ConfirmationReceipt | None = None
 
-    def add(self, planned: Planned, publisher: Publisher) -> None:
-        if self._publisher is not None and publisher is not self._publisher:
-            self.flush()
-        self._run.append(planned)
-        self._publisher = publisher
+    def add(self, document: Document, partition_key: PartitionKey, subject: Subject, publisher: Publisher) -> None:
+        run = self._run
+        if publisher is not run.publisher:
+            if run.publisher is not None:
+                self.flush()
+                run = self._run
+            run.publisher = publisher
+        run.documents.append(document)
+        run.keys.append(partition_key)
+        run.subjects.append(subject)
 
     def stamp(self, unsent: Unsent) -> None:
         """Stamp a document that is not published: in place after the pending run (sequential), or with it."""
         if self._stamp_in_place is None:
-            self._run.append(unsent)
+            run = self._run
+            run.unsent[len(run.documents)] = unsent
+            run.documents.append(unsent.document)
+            run.keys.append(unsent.partition_key)
+            run.subjects.append(None)
             return
         self.flush()
         self.receipt = self._stamp_in_place(unsent)
 
     def flush(self) -> None:
-        run, publisher = self._run, self._publisher
-        self._run, self._publisher = [], None
-        if run:
-            self.receipt = self._publish(run, publisher) or self.receipt
+        run, self._run = self._run, Run()
+        if run.documents:
+            self.receipt = self._publish(run) or self.receipt
 
     def __enter__(self) -> PublishRun:
         return self
@@ -104,4 +133,4 @@ class PublishRun:
             self.flush()  # a flush that fails while an error leaves the page reports the earlier document's error
 
 
-__all__ = ["Planned", "PublishCall", "PublishRun", "RunEntry", "Unsent"]
+__all__ = ["PublishCall", "PublishRun", "Resolved", "Run", "Subject", "Unsent"]

@@ -23,9 +23,10 @@ page is not checkpointed, so the failed one is offered again.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import Enum
 
-from airflow_chatter.drain.stamps import StampRequest, StampWriter
+from airflow_chatter.drain.stamps import StampSheet, StampWriter
 from airflow_chatter.drain.summary import DrainCounts
 from airflow_chatter.drain.suspension import ConfirmationReceipt
 from airflow_chatter.drain.telemetry import OUTCOME_DROPPED, DrainTelemetry
@@ -67,56 +68,65 @@ class RunStamps:
 class StampRun:
     """One run's stamps, added in feed order, then written together by :meth:`write`.
 
-    Kept as parallel lists (each stamp's request, its kind, and the violation text of the undeliverable ones by
-    position) rather than one object per stamp: a run holds a whole page of documents.
+    Kept as the writer's :class:`~airflow_chatter.drain.stamps.StampSheet` (item ids and partition keys as columns)
+    with the kind and violation text of the stamps that are not delivered stamps by position: a run holds a whole
+    page of documents, and almost all of them are delivered.
     """
 
-    __slots__ = ("_kinds", "_requests", "_stamps", "_violations")
+    __slots__ = ("_kinds", "_stamps", "_violations", "sheet")
 
     def __init__(self, stamps: RunStamps) -> None:
         self._stamps = stamps
-        self._requests: list[StampRequest] = []
-        self._kinds: list[StampKind] = []
+        self.sheet = StampSheet(stamps.delivered_ops, stamps.delivered_value)
+        self._kinds: dict[int, StampKind] = {}
         self._violations: dict[int, str] = {}
 
     def delivered(self, document: Document, partition_key: PartitionKey) -> None:
-        stamps = self._stamps
-        self._requests.append(StampRequest(document["id"], partition_key, stamps.delivered_ops, stamps.delivered_value))
-        self._kinds.append(StampKind.DELIVERED)
+        self.sheet.ids.append(document["id"])
+        self.sheet.keys.append(partition_key)
+
+    def all_delivered(self, documents: Sequence[Document], partition_keys: Sequence[PartitionKey]) -> None:
+        """A delivered stamp for each of ``documents`` (in ``partition_keys``), in order."""
+        self.sheet.ids.extend([document["id"] for document in documents])
+        self.sheet.keys.extend(partition_keys)
 
     def undeliverable(self, document: Document, partition_key: PartitionKey, violation: str) -> None:
         """CTR-04: one op, ``status`` only, no ttl."""
-        self._violations[len(self._requests)] = violation
-        operations = self._stamps.undeliverable_ops
-        self._requests.append(StampRequest(document["id"], partition_key, operations, UNDELIVERABLE))
-        self._kinds.append(StampKind.UNDELIVERABLE)
+        index = len(self.sheet.ids)
+        self._kinds[index] = StampKind.UNDELIVERABLE
+        self._violations[index] = violation
+        self.sheet.add(document["id"], partition_key, self._stamps.undeliverable_ops, UNDELIVERABLE)
 
     def dropped(self, document: Document, partition_key: PartitionKey, tally: DrainCounts) -> None:
         """RSV-02: drop-and-acknowledge, counted ``dropped`` when its stamp is tried, as the one-by-one order did."""
-        stamps = self._stamps
         tally.dropped += 1
-        stamps.telemetry.record_document(OUTCOME_DROPPED)
-        self._requests.append(StampRequest(document["id"], partition_key, stamps.delivered_ops, stamps.delivered_value))
-        self._kinds.append(StampKind.DROPPED)
+        self._stamps.telemetry.record_document(OUTCOME_DROPPED)
+        self._kinds[len(self.sheet.ids)] = StampKind.DROPPED
+        self.delivered(document, partition_key)
 
     def write(self, tally: DrainCounts) -> ConfirmationReceipt | None:
-        """Write the run's stamps together; count and log each landed one; raise as the module says."""
-        if not self._requests:
+        """Write the run's stamps together; count and log each landed one; raise as the module says.
+
+        Batched mode only: a sequential writer stops at its first failure and leaves later stamps unreported.
+        """
+        sheet = self.sheet
+        if not sheet.ids:
             return None
-        outcomes = self._stamps.writer.write(self._requests)
+        results = self._stamps.writer.write_sheet(sheet)
+        errors, kinds = results.errors, self._kinds
         confirmation_failure: BaseException | None = None
         other_failure: BaseException | None = None
-        delivered = StampKind.DELIVERED
-        landed_delivered = 0
-        for index, (kind, outcome) in enumerate(zip(self._kinds, outcomes, strict=True)):
-            if outcome.error is not None:
-                if kind is delivered:
-                    confirmation_failure = confirmation_failure or outcome.error
-                else:
-                    other_failure = other_failure or outcome.error
-            elif kind is delivered:
-                landed_delivered += 1
-            elif kind is StampKind.UNDELIVERABLE:
+        # Every position not in ``kinds`` is a delivered stamp; the failed ones are in ``errors``.
+        landed_delivered = len(sheet.ids) - len(kinds)
+        for index in sorted(errors):
+            kind = kinds.get(index)
+            if kind is None:
+                confirmation_failure = confirmation_failure or errors[index]
+                landed_delivered -= 1
+            else:
+                other_failure = other_failure or errors[index]
+        for index, kind in kinds.items():  # in feed order: positions are added in order
+            if kind is StampKind.UNDELIVERABLE and index not in errors:
                 tally.undeliverable += 1
                 self._stamps.telemetry.record_undeliverable(self._violations[index])
         tally.delivered += landed_delivered
@@ -124,9 +134,8 @@ class StampRun:
             raise ConfirmationFailed(confirmation_failure) from confirmation_failure
         if other_failure is not None:
             raise other_failure
-        last = outcomes[-1]
-        assert last.written is not None
-        return ConfirmationReceipt.from_status_write(last.written, last.request.status)
+        assert results.last is not None
+        return ConfirmationReceipt.from_status_write(results.last, sheet.status_at(len(sheet.ids) - 1))
 
 
 __all__ = ["RunStamps", "StampKind", "StampRun"]

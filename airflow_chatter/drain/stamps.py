@@ -1,14 +1,20 @@
-"""Writing a page's stamps: one by one (``sequential``) or grouped per partition key in batches (F-10).
+"""Writing a run's stamps: one by one (``sequential``) or grouped per partition key in batches (F-10).
 
-The engine hands the writer the stamps of documents whose publishes are confirmed, in feed order, and gets back
-each document's own outcome (the document the write returned, or its error), in the same order.
+The engine hands the writer the stamps of documents whose publishes are confirmed, in feed order, as a
+:class:`StampSheet` (columns: each position's item id and partition key, one set of operations shared by all of them
+but a few), and gets back :class:`StampResults`: the positions whose stamp failed, with each one's error, and what
+the write of the last position returned. A run is a page of documents that almost all land, so nothing is built per
+document that lands: per-document state exists only for the ones that differ (another operation, a failure).
 
-``batched`` (the default) groups the requests by partition key, cuts each group into transactional batches of at
+``batched`` (the default) groups the positions by partition key, cuts each group into transactional batches of at
 most :data:`MAX_BATCH_OPERATIONS` operations and :data:`MAX_BATCH_BYTES`, and writes the batches concurrently on
 up to ``concurrency`` threads. A group of one is a plain point patch (same charge, one request either way). A
 batch refused as a whole (``BatchFailed`` for one of its operations: a document deleted meanwhile, a 412; or any
 other error of the whole request) is retried operation by operation, so every document gets its own outcome and
 the documents that can be stamped are. Each operation is still the RLY-03 patch.
+
+:meth:`StampWriter.write` is the same write for a list of :class:`StampRequest`, with one :class:`StampOutcome`
+each: the form for a caller that wants every document's own outcome (the benchmarks' store ceiling, the tests).
 
 WHY threads on the sync client, not the async one: the hook hands the drain a sync ``CosmosClient``; a request is
 a blocking HTTP call that releases the GIL while it waits, so a handful of threads overlaps the round trips the
@@ -23,6 +29,7 @@ import json
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
 from airflow_chatter.ports import (
@@ -44,18 +51,58 @@ MAX_BATCH_BYTES = 2 * 1024 * 1024
 #: Room kept for the request's own envelope when sizing a batch.
 _ENVELOPE_BYTES = 4096
 _BATCH_ROOM = MAX_BATCH_BYTES - _ENVELOPE_BYTES
+#: The most JSON bytes one character of an item id can take (a character outside the BMP: two ``\\uXXXX`` escapes).
+_ID_CHAR_BYTES = 12
+#: A patch operation's share of a batch besides its id and its operations (the operation's own keys and quotes).
+_OPERATION_OVERHEAD = 64
+
+Operations = tuple[PatchOperation, ...]
+
+
+@dataclass(slots=True)
+class StampSheet:
+    """The stamps of one run as columns: position ``i`` patches ``operations`` onto ``ids[i]`` in ``keys[i]``
+    (and sets ``status``), unless ``others`` holds its own ``(operations, status)`` for ``i``."""
+
+    operations: Operations
+    status: str
+    ids: list[str] = field(default_factory=list)
+    keys: list[PartitionKey] = field(default_factory=list)
+    others: dict[int, tuple[Operations, str]] = field(default_factory=dict)
+
+    def add(self, item_id: str, partition_key: PartitionKey, operations: Operations, status: str) -> None:
+        """One stamp with its own operations (the shared ones are added by appending to ``ids`` and ``keys``)."""
+        if operations is not self.operations or status != self.status:
+            self.others[len(self.ids)] = (operations, status)
+        self.ids.append(item_id)
+        self.keys.append(partition_key)
+
+    def operations_at(self, index: int) -> Operations:
+        other = self.others.get(index)
+        return self.operations if other is None else other[0]
+
+    def status_at(self, index: int) -> str:
+        other = self.others.get(index)
+        return self.status if other is None else other[1]
+
+
+@dataclass(slots=True)
+class StampResults:
+    """What a sheet's write did: ``errors`` by position (empty when every stamp landed), ``last`` the document the
+    write of the sheet's last position returned (``None`` if it failed or was not written), and, only when asked
+    for, ``written`` by position."""
+
+    errors: dict[int, BaseException] = field(default_factory=dict)
+    last: Document | None = None
+    written: dict[int, Document] | None = None
 
 
 class StampRequest(NamedTuple):
-    """One status write: ``operations`` patched onto ``item_id`` in ``partition_key``; ``status`` is the value set.
-
-    A named tuple rather than a frozen dataclass: one is built per drained document, and a frozen dataclass's
-    ``__init__`` (an ``object.__setattr__`` per field) costs twice as much for the same immutable value.
-    """
+    """One status write: ``operations`` patched onto ``item_id`` in ``partition_key``; ``status`` is the value set."""
 
     item_id: str
     partition_key: PartitionKey
-    operations: tuple[PatchOperation, ...]
+    operations: Operations
     status: str
 
 
@@ -81,20 +128,46 @@ class StampWriter:
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
-    def write(self, requests: Sequence[StampRequest]) -> list[StampOutcome]:
-        """Each request's outcome, in input order. ``sequential`` stops at the first failure (later ones unwritten
-        and not reported: the caller fails the page there, as RLY-07 had it)."""
+    def write_sheet(self, sheet: StampSheet, *, keep_written: bool = False) -> StampResults:
+        """Write every stamp of ``sheet``. ``sequential`` stops at the first failure (later ones unwritten and not
+        reported: the caller fails the page there, as RLY-07 had it)."""
+        results = StampResults(written={} if keep_written else None)
+        if not sheet.ids:
+            return results
         if self.mode == "sequential":
-            return self._sequential(requests)
-        chunks = _chunks(requests)
-        # Each chunk writes its documents' outcomes at their own input positions (the lanes' chunks are disjoint).
-        outcomes: list[StampOutcome | None] = [None] * len(requests)
+            for index in range(len(sheet.ids)):
+                if not self._one(sheet, index, results):
+                    break
+            return results
+        chunks = _chunks(sheet)
         if len(chunks) <= 1 or self.concurrency <= 1:
             for chunk in chunks:
-                self._chunk(requests, chunk, outcomes)
+                self._chunk(sheet, chunk, results)
         else:
-            self._in_lanes(requests, chunks, outcomes)
-        return outcomes  # type: ignore[return-value]  # every position is set: the chunks cover every request
+            self._in_lanes(sheet, chunks, results)
+        return results
+
+    def write(self, requests: Sequence[StampRequest]) -> list[StampOutcome]:
+        """Each request's outcome, in input order (``sequential``: up to the first failure)."""
+        if not requests:
+            return []
+        first = requests[0]
+        sheet = StampSheet(first.operations, first.status)
+        for request in requests:
+            sheet.add(request.item_id, request.partition_key, request.operations, request.status)
+        results = self.write_sheet(sheet, keep_written=True)
+        written = results.written
+        assert written is not None
+        outcomes = []
+        for index, request in enumerate(requests):
+            error = results.errors.get(index)
+            if error is not None:
+                outcomes.append(StampOutcome(request, error=error))
+            elif index in written:
+                outcomes.append(StampOutcome(request, written=written[index]))
+            else:
+                break  # sequential: not written after the first failure
+        return outcomes
 
     def close(self) -> None:
         """Stop the worker threads (idle ones also stop by themselves when the process exits)."""
@@ -112,14 +185,13 @@ class StampWriter:
                 self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="chatter-stamp")
             return self._executor
 
-    def _in_lanes(
-        self, requests: Sequence[StampRequest], chunks: Sequence[list[int]], outcomes: list[StampOutcome | None]
-    ) -> None:
+    def _in_lanes(self, sheet: StampSheet, chunks: Sequence[list[int]], results: StampResults) -> None:
         """Write ``chunks`` on ``concurrency`` lanes that each take the next unwritten chunk until none is left.
 
         At most ``concurrency`` requests are in flight, as with one task per chunk, but a page costs only
         ``concurrency - 1`` hand-offs to the pool whatever its number of partition keys (a task per chunk cost one
         per key: measurable against a fast store). The calling thread is one of the lanes instead of only waiting.
+        Each chunk writes only its own positions of ``results`` (the chunks are disjoint).
         """
         taken = iter(chunks)
         lock = threading.Lock()
@@ -130,7 +202,7 @@ class StampWriter:
                     chunk = next(taken, None)
                 if chunk is None:
                     return
-                self._chunk(requests, chunk, outcomes)
+                self._chunk(sheet, chunk, results)
 
         pool = self._pool()
         futures = [pool.submit(lane) for _ in range(min(self.concurrency, len(chunks)) - 1)]
@@ -138,50 +210,56 @@ class StampWriter:
         for future in futures:
             future.result()
 
-    def _sequential(self, requests: Sequence[StampRequest]) -> list[StampOutcome]:
-        outcomes: list[StampOutcome] = []
-        for request in requests:
-            outcome = self._one(request)
-            outcomes.append(outcome)
-            if not outcome.landed:
-                break
-        return outcomes
-
-    def _one(self, request: StampRequest) -> StampOutcome:
+    def _one(self, sheet: StampSheet, index: int, results: StampResults) -> bool:
+        """The point patch of position ``index``; whether it landed."""
         try:
-            written = self.container.patch(request.item_id, request.partition_key, request.operations)
+            written = self.container.patch(sheet.ids[index], sheet.keys[index], sheet.operations_at(index))
         except Exception as exc:  # noqa: BLE001 - the document's own outcome; the engine decides what it means
-            return StampOutcome(request, error=exc)
-        return StampOutcome(request, written=written)
+            results.errors[index] = exc
+            return False
+        if results.written is not None:
+            results.written[index] = written
+        if index == len(sheet.ids) - 1:
+            results.last = written
+        return True
 
-    def _chunk(self, requests: Sequence[StampRequest], chunk: list[int], outcomes: list[StampOutcome | None]) -> None:
-        """Write the requests at positions ``chunk`` (one partition key) and put each outcome at its position."""
+    def _chunk(self, sheet: StampSheet, chunk: list[int], results: StampResults) -> None:
+        """Write the positions ``chunk`` (one partition key, feed order) and record what the sheet's results keep."""
         if len(chunk) == 1:
-            outcomes[chunk[0]] = self._one(requests[chunk[0]])
+            self._one(sheet, chunk[0], results)
             return
-        batch = [requests[index] for index in chunk]
-        operations = [BatchOperation.patch(r.item_id, r.operations) for r in batch]
+        ids, others, shared = sheet.ids, sheet.others, sheet.operations
+        if others:
+            operations = [BatchOperation.patch(ids[i], sheet.operations_at(i)) for i in chunk]
+        else:
+            operations = [BatchOperation.patch(ids[i], shared) for i in chunk]
         try:
-            results = self.container.execute_batch(batch[0].partition_key, operations)
+            answered: list[BatchOperationResult] | None = self.container.execute_batch(sheet.keys[chunk[0]], operations)
         except ContainerError:
             # F-10: refused as a whole; nothing of it was written. One by one, each document gets its own outcome.
-            results = None
-        if results is None or len(results) != len(batch):
-            for index, request in zip(chunk, batch, strict=True):
-                outcomes[index] = self._one(request)
+            answered = None
+        if answered is None or len(answered) != len(chunk):
+            for index in chunk:
+                self._one(sheet, index, results)
             return
-        for index, request, result in zip(chunk, batch, results, strict=True):
-            outcomes[index] = _outcome(request, result)
+        for index, result in zip(chunk, answered, strict=True):
+            if not 200 <= result.status_code < 300:
+                results.errors[index] = ContainerError(f"batch patch answered {result.status_code}")
+        written = results.written
+        if written is not None:
+            for index, result in zip(chunk, answered, strict=True):
+                if index not in results.errors:
+                    written[index] = _written(sheet, index, result)
+        last = chunk[-1]
+        if last == len(ids) - 1 and last not in results.errors:
+            results.last = _written(sheet, last, answered[-1])
 
 
-def _outcome(request: StampRequest, result: BatchOperationResult) -> StampOutcome:
-    if not 200 <= result.status_code < 300:
-        return StampOutcome(request, error=ContainerError(f"batch patch answered {result.status_code}"))
-    written = result.body
-    if written is None:
-        # A committed patch of a transactional batch may come back without its body; the status is the one set.
-        written = {"id": request.item_id, "status": request.status, "_etag": result.etag}
-    return StampOutcome(request, written=written)
+def _written(sheet: StampSheet, index: int, result: BatchOperationResult) -> Document:
+    if result.body is not None:
+        return result.body
+    # A committed patch of a transactional batch may come back without its body; the status is the one set.
+    return {"id": sheet.ids[index], "status": sheet.status_at(index), "_etag": result.etag}
 
 
 def _key(partition_key: PartitionKey) -> object:
@@ -194,23 +272,51 @@ def _key(partition_key: PartitionKey) -> object:
     return (list, json.dumps(partition_key, sort_keys=True, default=str))
 
 
-def _chunks(requests: Sequence[StampRequest]) -> list[list[int]]:
-    """The requests' positions grouped per partition key (feed order kept inside a group), cut at the batch limits."""
+def _operations_bytes(operations: Operations) -> int:
+    return len(json.dumps([op.as_cosmos() for op in operations], default=str)) + _OPERATION_OVERHEAD
+
+
+def _chunks(sheet: StampSheet) -> list[list[int]]:
+    """The sheet's positions grouped per partition key (feed order kept inside a group), cut at the batch limits.
+
+    The byte limit is only counted when it can bind: a stamp is a status and a ttl, so 100 of them weigh a few
+    dozen KB, far under 2 MB, unless an item id or a status value is very long.
+    """
+    distinct = {id(sheet.operations): sheet.operations} | {id(o): o for o, _ in sheet.others.values()}
+    heaviest = max(_operations_bytes(operations) for operations in distinct.values())
+    longest_id = max(map(len, sheet.ids))
+    if MAX_BATCH_OPERATIONS * (longest_id * _ID_CHAR_BYTES + heaviest) <= _BATCH_ROOM:
+        return _chunks_by_count(sheet.keys)
+    return _chunks_by_bytes(sheet)
+
+
+def _chunks_by_count(keys: Sequence[PartitionKey]) -> list[list[int]]:
+    groups: dict[object, list[int]] = {}
+    chunks: list[list[int]] = []
+    for index, pk in enumerate(keys):
+        key = pk if type(pk) is str else _key(pk)
+        current = groups.get(key)
+        if current is None or len(current) >= MAX_BATCH_OPERATIONS:
+            current = groups[key] = [index]
+            chunks.append(current)
+        else:
+            current.append(index)
+    return chunks
+
+
+def _chunks_by_bytes(sheet: StampSheet) -> list[list[int]]:
     # Per group key: the positions of its open chunk, and that chunk's bytes. Closed chunks are only in ``chunks``.
     groups: dict[object, list[int]] = {}
     sizes: dict[object, int] = {}
     chunks: list[list[int]] = []
-    # The engine hands every request of a page the same operations tuple: its size is measured once.
-    op_sizes: dict[int, tuple[tuple[PatchOperation, ...], int]] = {}
-    for index, request in enumerate(requests):
-        pk = request.partition_key
-        key = pk if type(pk) is str else _key(pk)
-        operations = request.operations
-        known = op_sizes.get(id(operations))
-        if known is None:
-            measured = len(json.dumps([op.as_cosmos() for op in operations], default=str)) + 64
-            known = op_sizes[id(operations)] = (operations, measured)
-        size = len(request.item_id) + known[1]
+    measured: dict[int, int] = {}
+    for index, (item_id, pk) in enumerate(zip(sheet.ids, sheet.keys, strict=True)):
+        key = _key(pk)
+        operations = sheet.operations_at(index)
+        weight = measured.get(id(operations))
+        if weight is None:
+            weight = measured[id(operations)] = _operations_bytes(operations)
+        size = len(json.dumps(item_id)) + weight
         current = groups.get(key)
         if current is None or len(current) >= MAX_BATCH_OPERATIONS or sizes[key] + size > _BATCH_ROOM:
             current = groups[key] = [index]
@@ -229,5 +335,7 @@ __all__ = [
     "StampMode",
     "StampOutcome",
     "StampRequest",
+    "StampResults",
+    "StampSheet",
     "StampWriter",
 ]

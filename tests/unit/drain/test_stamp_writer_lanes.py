@@ -158,3 +158,18 @@ def test_f10_a_batch_is_cut_before_2_mb_and_keeps_feed_order_within_its_key() ->
     written = [item_id for ids, _ in container.batches for item_id in ids]
     assert written == [r.item_id for r in requests]  # every stamp once, feed order kept within the key
     assert {container.read(r.item_id, "t0")["status"] for r in requests} == {"x" * 50_000}
+
+
+def test_rly_07_a_sequential_writer_stops_at_the_first_failed_stamp_and_writes_nothing_after_it() -> None:
+    """``stamp_mode: sequential``: one point patch per stamp in feed order; the first failure (a document deleted
+    meanwhile) is the last outcome reported, and no later document is stamped."""
+    container = MemoryDocumentContainer(partition_key_paths=("/tenantId",))
+    requests = _seeded(container, keys=1, per_key=5)
+    container.delete(requests[2].item_id, "t0")
+    writer = StampWriter(container, "sequential")
+    outcomes = writer.write(requests)
+    assert [o.request for o in outcomes] == requests[:3]
+    assert [o.landed for o in outcomes] == [True, True, False]
+    assert outcomes[0].written is not None and outcomes[0].written["status"] == "delivered"
+    later = [container.read(r.item_id, "t0")["status"] for r in (requests[0], requests[1], requests[3], requests[4])]
+    assert later == ["delivered", "delivered", "pending", "pending"]
