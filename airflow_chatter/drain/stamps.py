@@ -71,7 +71,10 @@ class StampSheet:
     others: dict[int, tuple[Operations, str]] = field(default_factory=dict)
 
     def add(self, item_id: str, partition_key: PartitionKey, operations: Operations, status: str) -> None:
-        """One stamp with its own operations (the shared ones are added by appending to ``ids`` and ``keys``)."""
+        """Add one stamp; its operations and status are kept by position only when they are not the shared ones.
+
+        (A caller adding many stamps with the shared operations may append to ``ids`` and ``keys`` instead.)
+        """
         if operations is not self.operations or status != self.status:
             self.others[len(self.ids)] = (operations, status)
         self.ids.append(item_id)
