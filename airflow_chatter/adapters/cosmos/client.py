@@ -13,6 +13,7 @@ from azure.cosmos import ContainerProxy, CosmosClient, exceptions
 from azure.cosmos.documents import SSLConfiguration
 
 from airflow_chatter.adapters.cosmos.errors import translated_errors
+from airflow_chatter.adapters.cosmos.transport import EnvironmentOnceTransport
 from airflow_chatter.errors import ConfigurationError
 
 __all__ = ["check_tls_verification", "make_cosmos_client", "open_container"]
@@ -47,6 +48,9 @@ def make_cosmos_client(endpoint: str, key: Any, *, verify: bool | str = True, **
     certificate). azure-cosmos skips verification for 127.0.0.1 / localhost unless an ``ssl_config`` is given, so
     a path is passed through one: the emulator's certificate is then really verified; ``True`` for such an
     endpoint is refused (:func:`check_tls_verification`). ``key`` is an account key or a credential object.
+
+    Requests go through :class:`~airflow_chatter.adapters.cosmos.transport.EnvironmentOnceTransport` (proxies and CA
+    bundle from the environment, read once per host instead of on every request) unless ``transport`` is given.
     """
     check_tls_verification(endpoint, verify)
     if isinstance(verify, str):
@@ -56,6 +60,7 @@ def make_cosmos_client(endpoint: str, key: Any, *, verify: bool | str = True, **
         kwargs.setdefault("connection_verify", verify)
     else:
         kwargs.setdefault("connection_verify", verify)
+    kwargs.setdefault("transport", EnvironmentOnceTransport())
     with translated_errors():
         return CosmosClient(endpoint, credential=key, **kwargs)
 
