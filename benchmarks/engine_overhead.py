@@ -22,8 +22,8 @@ kafka-python and its sender thread). Variants, interleaved in every round:
 * ``drain, bare page path``: an upper bound, not a drain. The engine as shipped (leases, checkpoints, the gate, the
   read-ahead, metered requests, the lag summary) with each page's documents handled the bare relay's way instead of
   through ``PublishRun``, send spans, the run's stamp sheet and the stamp writer's lanes: the default publisher
-  only, no per-document outcomes, stamps in one batch per key. What a page path without per-document objects could
-  reach; it is what the rest of the engine costs.
+  only, no per-document outcomes, stamps in batches per key (``stamp_in_batches``). What a page path without
+  per-document objects could reach; it is what the rest of the engine costs.
 
 For each: its median and best µs per document over the rounds, bare relay ÷ it (what (e) is for the shipped drain),
 the main thread's wall time per document at the three store / broker seams (waiting for or reading a feed page,

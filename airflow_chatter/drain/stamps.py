@@ -245,14 +245,12 @@ class StampWriter:
             for index in chunk:
                 self._one(sheet, index, results)
             return
+        written = results.written
         for index, result in zip(chunk, answered, strict=True):
             if not 200 <= result.status_code < 300:
                 results.errors[index] = ContainerError(f"batch patch answered {result.status_code}")
-        written = results.written
-        if written is not None:
-            for index, result in zip(chunk, answered, strict=True):
-                if index not in results.errors:
-                    written[index] = _written(sheet, index, result)
+            elif written is not None:
+                written[index] = _written(sheet, index, result)
         last = chunk[-1]
         if last == len(ids) - 1 and last not in results.errors:
             results.last = _written(sheet, last, answered[-1])
@@ -285,12 +283,16 @@ def _chunks(sheet: StampSheet) -> list[list[int]]:
     The byte limit is only counted when it can bind: a stamp is a status and a ttl, so 100 of them weigh a few
     dozen KB, far under 2 MB, unless an item id or a status value is very long.
     """
-    distinct = {id(sheet.operations): sheet.operations} | {id(o): o for o, _ in sheet.others.values()}
-    heaviest = max(_operations_bytes(operations) for operations in distinct.values())
+    # Each distinct operations tuple's weight, measured once (the sheet shares one but for a few positions).
+    weights = {id(operations): _operations_bytes(operations) for operations in _distinct_operations(sheet)}
     longest_id = max(map(len, sheet.ids))
-    if MAX_BATCH_OPERATIONS * (longest_id * _ID_CHAR_BYTES + heaviest) <= _BATCH_ROOM:
+    if MAX_BATCH_OPERATIONS * (longest_id * _ID_CHAR_BYTES + max(weights.values())) <= _BATCH_ROOM:
         return _chunks_by_count(sheet.keys)
-    return _chunks_by_bytes(sheet)
+    return _chunks_by_bytes(sheet, weights)
+
+
+def _distinct_operations(sheet: StampSheet) -> list[Operations]:
+    return [sheet.operations, *(operations for operations, _ in sheet.others.values())]
 
 
 def _chunks_by_count(keys: Sequence[PartitionKey]) -> list[list[int]]:
@@ -307,19 +309,15 @@ def _chunks_by_count(keys: Sequence[PartitionKey]) -> list[list[int]]:
     return chunks
 
 
-def _chunks_by_bytes(sheet: StampSheet) -> list[list[int]]:
+def _chunks_by_bytes(sheet: StampSheet, weights: dict[int, int]) -> list[list[int]]:
+    """``weights``: each of the sheet's operations tuples' bytes, by ``id``."""
     # Per group key: the positions of its open chunk, and that chunk's bytes. Closed chunks are only in ``chunks``.
     groups: dict[object, list[int]] = {}
     sizes: dict[object, int] = {}
     chunks: list[list[int]] = []
-    measured: dict[int, int] = {}
     for index, (item_id, pk) in enumerate(zip(sheet.ids, sheet.keys, strict=True)):
         key = _key(pk)
-        operations = sheet.operations_at(index)
-        weight = measured.get(id(operations))
-        if weight is None:
-            weight = measured[id(operations)] = _operations_bytes(operations)
-        size = len(json.dumps(item_id)) + weight
+        size = len(json.dumps(item_id)) + weights[id(sheet.operations_at(index))]
         current = groups.get(key)
         if current is None or len(current) >= MAX_BATCH_OPERATIONS or sizes[key] + size > _BATCH_ROOM:
             current = groups[key] = [index]
