@@ -210,7 +210,7 @@ class PrebuiltSource(SyntheticSource):
     The engine-overhead comparisons (stamp_throughput.py's (e), engine_overhead.py, engine_instructions.py) read
     it: ``SyntheticSource``'s page building (about 120,000 instructions per document, more than the bare relay's own
     work) is charged to whichever thread reads the page, so a drain that reads ahead on a thread is timed with the
-    stub's own work contending for the GIL (docs/benchmarks.md, "(e) corrected").
+    stub's own work contending for the GIL.
     """
 
     def __init__(self, n: int, topic: str) -> None:
@@ -387,7 +387,7 @@ def batched_bare_relay(stub: DocumentContainer, publisher: Publisher, n: int) ->
     path, the contract check and the record mapping, one ``send_batch``, the delivered patches in batches per key.
     Each in the cheapest form the library offers (the histogram's own ``record``, a recoverer fixed for the path), and
     none of the engine around it: no lease, checkpoint, suspension gate, summary, per-document outcome, fail-closed
-    bookkeeping or threads. In runs G–L of docs/benchmarks.md this relay skipped the first three (see "(e) corrected").
+    bookkeeping or threads.
     """
     record_lag = DrainTelemetry().lag_recorder
     partition_key_of = partition_key_recoverer(("/tenantId",))

@@ -1,4 +1,4 @@
-"""Store-bound throughput (issue 12): batched stamps, request units, pacing. Ratios side by side, in one run.
+"""Store-bound throughput: batched stamps, request units, pacing. Ratios side by side, in one run.
 
     .venv/bin/python benchmarks/stamp_throughput.py [--n 2000] [--rounds 3] [--ceiling-n 10000] [--stub-n 20000]
         [--rss 10000,100000]

@@ -9,7 +9,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 frozen="$(uv pip freeze -p .venv/bin/python | grep -v -i -E '^(-e |airflow-chatter)' | LC_ALL=C sort -f)"
-header='# Pinned, known-good set for airflow-chatter: Airflow 3.3.2 on Python 3.11 (seeded from shared/notes, plus test tools).
+header='# Pinned, known-good set for airflow-chatter: Airflow 3.3.2 on Python 3.11 (seeded from a known-good Airflow set, plus test tools).
 # Regenerate with scripts/freeze-constraints.sh from a venv that passes the suite.'
 if [ "${1:-}" = "--check" ]; then
   if diff <(grep -v '^#' constraints.txt | LC_ALL=C sort -f) <(echo "$frozen"); then

@@ -1,4 +1,4 @@
-"""Lease documents: one per feed range of a source, in the lease container (F-04, L6).
+"""Lease documents: one per feed range of a source, in the lease container (F-04).
 
 Python has no Change Feed Processor, so ownership and checkpoints are built here (which leases exist as the feed
 ranges split and merge is ``drain/topology.py``'s job, through the lifecycle writes of ``LeaseStore``). A lease

@@ -1,4 +1,4 @@
-"""The idempotent receiver: the reliability envelope around the handling of one *delivery* (seed 003, C, F-07).
+"""The idempotent receiver: the reliability envelope around the handling of one *delivery* (contract C, F-07).
 
 For each receive attempt of a delivery:
 

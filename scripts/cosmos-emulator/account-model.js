@@ -1,5 +1,5 @@
 /*
- * Switches that make the emulator behave like a Cosmos DB account under load (issue 12). All are OFF by default.
+ * Switches that make the emulator behave like a Cosmos DB account under load. All are OFF by default.
  *
  *   latency_ms                  added to every request (not the admin calls): a real account's round trip.
  *   request_charges             a modelled `x-ms-request-charge` on every response (see REQUEST CHARGE MODEL below)

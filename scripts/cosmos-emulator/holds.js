@@ -1,5 +1,5 @@
 /*
- * Holds: a test's way to stop a drain at a known point (issue 17: a worker SIGKILLed mid-drain). Not an account
+ * Holds: a test's way to stop a drain at a known point (e.g. a worker SIGKILLed mid-drain). Not an account
  * behaviour: an account never parks a request; a hold models "the client is in the middle of this request" for
  * exactly as long as a test needs, instead of hoping a sleep lands in the middle of a drain.
  *

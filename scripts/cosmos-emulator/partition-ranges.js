@@ -1,5 +1,5 @@
 /*
- * Partition key ranges of one container, and their splits (issue 17).
+ * Partition key ranges of one container, and their splits.
  *
  * 1.0.1 gives every container one range, "" to "FF". Here a container starts with `count` ranges (the
  * `partition_ranges` switch, COSMOS_EMULATOR_PARTITION_RANGES at start) cutting the hash-V2 EPK space evenly: EPKs

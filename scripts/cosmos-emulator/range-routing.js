@@ -1,5 +1,5 @@
 /*
- * Serving several partition key ranges, and splits (issue 17), on top of 1.0.1's handlers. The range table itself
+ * Serving several partition key ranges, and splits, on top of 1.0.1's handlers. The range table itself
  * (bounds, split, ids) is partition-ranges.js; this module wires it into /pkranges, the change feed and queries,
  * and adds the admin calls /_chatter/ranges, /_chatter/split and /_chatter/epk.
  */
@@ -12,7 +12,7 @@ const {
 } = require("./layer-helpers.js");
 
 /**
- * Not a 1.0.1 defect but issue 17: several partition key ranges, and splits (partition-ranges.js). Each container
+ * Not a 1.0.1 defect but an account's behaviour: several partition key ranges, and splits (partition-ranges.js). Each container
  * gets the configured number of ranges when it is created. `/pkranges` serves them, with the incremental (A-IM)
  * feed the SDK's routing-map refresh reads; a feed or query naming a range by `x-ms-documentdb-partitionkeyrangeid`
  * sees only the documents whose EPK lies in it, and a split (gone) range answers 410 / substatus 1002.

@@ -519,7 +519,7 @@ function fixEffectivePartitionKeyRangeScope() {
 }
 
 /**
- * Not a 1.0.1 defect but issue 12's account model: leave each document request's modelled charge in
+ * Not a 1.0.1 defect but the account model's: leave each document request's modelled charge in
  * `req.chatterCharge` for the request listener (account-model.js), which reports it when request charges are on
  * and spends it from the container's provisioned RU/s. Batches set their own (the sum of their operations).
  */

@@ -1,7 +1,7 @@
 """The container contract suite, run against ``CosmosDocumentContainer``.
 
 Against the project emulator by default, or a real account when ``COSMOS_ENDPOINT``/``COSMOS_KEY`` are set
-(tests/fixtures/cosmos.py). Capabilities the emulator structurally lacks are not claimed (cosmos-emulator.md §5):
+(tests/fixtures/cosmos.py). Capabilities the emulator structurally lacks are not claimed:
 
 * splits are claimed on the project emulator only: its compat layer splits a partition key range on demand
   (``POST /_chatter/split``, docs/emulator.md); a real account cannot be split on demand;
@@ -213,7 +213,7 @@ class _InterleavingProxy:
 
 @pytest.mark.usefixtures("cosmos_endpoint")
 class TestChangeFeedContinuationsArePerReader:
-    """lessons-from-peers L5 / azure-sdk-for-python #35328: the client-wide ``last_response_headers`` is shared."""
+    """azure-sdk-for-python #35328: the client-wide ``last_response_headers`` is shared."""
 
     def test_a_reader_on_another_container_of_the_same_client_cannot_swap_the_token(
         self, cosmos_container_factory: ContainerFactory

@@ -9,8 +9,8 @@ real account and on the patched emulator, and FAILS on the vanilla server. To se
         .venv/bin/python -m pytest tests/integration/test_emulator_compat.py
 
 The later sections prove what the layer adds so that the emulator behaves like an account (docs/emulator.md):
-request charges, provisioned RU/s with 429s and added latency (issue 12), and several partition key ranges with the
-SDK's own EPK hashing and splits (issue 17). They drive the emulator's admin calls, so they are skipped on a real
+request charges, provisioned RU/s with 429s and added latency, and several partition key ranges with the
+SDK's own EPK hashing and splits. They drive the emulator's admin calls, so they are skipped on a real
 account, whose charges, throughput and partitions the test cannot set.
 """
 
@@ -454,7 +454,7 @@ def test_change_feed_scoped_to_a_partition_key(cosmos_container_factory: Contain
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Account-like switches (issue 12): request charges, provisioned RU/s with 429s, added latency.
+# Account-like switches: request charges, provisioned RU/s with 429s, added latency.
 # The SDK must see them exactly as from an account: per-response charges, 429 + retry-after honoured by its policy.
 # ----------------------------------------------------------------------------------------------------------------
 
@@ -693,7 +693,7 @@ def test_a_bad_switch_in_the_environment_stops_the_start_naming_it(cosmos_endpoi
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Several partition key ranges, real EPK hashing, and splits (issue 17).
+# Several partition key ranges, real EPK hashing, and splits.
 # ----------------------------------------------------------------------------------------------------------------
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from tests.fixtures.cosmos import CosmosEndpoint
 
 REPO = Path(__file__).resolve().parents[2]
-#: One row per entry of the script's SCENARIOS: issue 16's eight, with scenario 5 as two rows (429s and 503s).
+#: One row per entry of the script's SCENARIOS: its eight scenarios, with scenario 5 as two rows (429s and 503s).
 ROWS = 9
 
 

@@ -1,5 +1,5 @@
 """``airflow-chatter provision`` against the Cosmos emulator: it creates the lease container with the shape the drain
-requires, runs the drain's start-time check, prints what it did, and a second run has nothing to do (issue 11.5)."""
+requires, runs the drain's start-time check, prints what it did, and a second run has nothing to do."""
 
 from __future__ import annotations
 

@@ -182,7 +182,7 @@ def test_the_ui_test_connection_endpoint_succeeds_for_a_stored_connection(
         body = {
             "connection_id": connection_id,
             "conn_type": conn_type,
-            "host": stored["login"],  # the endpoint, where Airflow expects an address (issue 11.8)
+            "host": stored["login"],  # the endpoint, where Airflow expects an address
             "password": stored["password"],
             "extra": json.dumps(stored["extra"]),
         }
@@ -190,7 +190,7 @@ def test_the_ui_test_connection_endpoint_succeeds_for_a_stored_connection(
         body = {
             "connection_id": connection_id,
             "conn_type": conn_type,
-            "host": live_airflow.kafka_bootstrap,  # the bootstrap servers (issue 11.8)
+            "host": live_airflow.kafka_bootstrap,  # the bootstrap servers
             "extra": json.dumps({"security_protocol": "PLAINTEXT"}),
         }
     created = api.post("/api/v2/connections", json=body)

@@ -1,6 +1,6 @@
 """The documented install (docs/getting-started.md, "Install into your Airflow"), from a clean venv: build the wheel
 with ``scripts/build-wheel.sh``, install it with the project's constraints, and find the provider, the plugin and the
-console script in the new venv (issue 11.3: ``pip install airflow-chatter`` named no existing distribution).
+console script in the new venv (``pip install airflow-chatter`` must name a distribution that exists).
 
 uv works from its cache (``--offline``): ``scripts/bootstrap.sh`` filled it with every pinned package and setuptools.
 """

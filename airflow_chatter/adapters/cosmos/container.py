@@ -6,7 +6,7 @@ clients and opening containers is ``client.py``; both keep their names importabl
 
 Change-feed continuations are read per call, never from ``client_connection.last_response_headers``: that attribute
 is shared by every request on the client, so a concurrent reader (another feed range, another container, any write)
-overwrites it between our request and our read of it (azure-sdk-for-python #35328; lessons-from-peers L5). Each
+overwrites it between our request and our read of it (azure-sdk-for-python #35328). Each
 :meth:`CosmosDocumentContainer.read_change_feed` call passes its own ``response_hook``. The SDK hands that hook the
 very headers mapping of *this* call's response and afterwards rewrites its ``etag`` entry, in place, into its
 composite continuation token (``ChangeFeedFetcherV2.fetch_change_feed_items``). Keeping a reference to the mapping

@@ -3,7 +3,7 @@
 ``requests`` reads its proxy settings (``HTTPS_PROXY``, ``NO_PROXY``, ...) and its CA bundle (``REQUESTS_CA_BUNDLE``,
 ``CURL_CA_BUNDLE``) from ``os.environ`` on every request. A stamp is one request, and a drain makes one per batch or
 per document. Scanning the whole environment each time was about a tenth of the Python process's CPU per Cosmos
-request, measured (docs/benchmarks.md, "(e), the page path as columns"), and the drain's throughput against a store
+request, measured (docs/benchmarks.md, "The client's CPU per request"), and the drain's throughput against a store
 is bound by that CPU. :class:`EnvironmentOnceSession` gives the same answers, but reads the proxies once per
 scheme and host, and the CA bundle once, when the session is made. A client made after the environment changes sees
 the change; a client already made keeps what it read (an Airflow task makes its client when it starts).

@@ -1,1 +1,1 @@
-"""Reusable conformance suites: subclass one per backend (see docs/testing.md)."""
+"""Reusable conformance suites: subclass one per backend (see docs/development.md)."""

@@ -1031,7 +1031,7 @@ _steps = st.lists(
 class _SplitFollowingReader:
     """Reads every range from its own continuation; on 410 hands the continuation to the range's children.
 
-    This is the lease algorithm the drain uses (lessons-from-peers L7), reduced to its feed bookkeeping.
+    This is the lease algorithm the drain uses (drain/topology.py), reduced to its feed bookkeeping.
     """
 
     def __init__(self, container: MemoryDocumentContainer) -> None:

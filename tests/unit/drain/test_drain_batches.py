@@ -1,4 +1,4 @@
-"""Pages, budgets and checkpoints (BAT-02..04, F-04, L2)."""
+"""Pages, budgets and checkpoints (BAT-02..04, F-04): a page without outbox documents is checkpointed too."""
 
 from __future__ import annotations
 
