@@ -64,6 +64,17 @@ class World:
                 written.append(self.monitored.create(document, f"t{t}"))
         return written
 
+    @property
+    def cosmos_client(self) -> Any:
+        """The Cosmos client the hooks hand out: closing it is counted in ``closed``."""
+        world = self
+
+        class _Client:
+            def close(self) -> None:
+                world.closed += 1
+
+        return _Client()
+
     def statuses(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for document in self.monitored.query("SELECT * FROM c"):
@@ -106,6 +117,7 @@ def install_world(
         return {"orders": world.monitored, "leases": world.leases}[name]
 
     monkeypatch.setattr(ChatterCosmosHook, "get_container", get_container)
+    monkeypatch.setattr(ChatterCosmosHook, "get_conn", lambda self: world.cosmos_client)
     monkeypatch.setattr(ChatterKafkaHook, "get_publisher", lambda self, **_: world.publisher)
     return world
 

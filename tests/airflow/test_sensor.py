@@ -120,3 +120,21 @@ def test_reschedule_mode_gives_the_slot_back_while_idle(monkeypatch: pytest.Monk
     ti = mock.Mock(get_first_reschedule_date=mock.Mock(return_value=None))
     with pytest.raises(AirflowRescheduleException):
         sensor(lease_ids=[lease], deferrable=False, mode="reschedule").execute(context={"ti": ti})  # type: ignore[arg-type]
+
+
+def test_the_trigger_closes_the_client_it_opened(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow.sdk.exceptions import TaskDeferred
+
+    world: World = install_world(monkeypatch)
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor().execute(context={})
+    trigger = deferred.value.trigger
+    world.write(tenants=1, per_tenant=1)
+
+    async def run_then_clean_up() -> dict[str, Any]:
+        event = await first_event(trigger)
+        await trigger.cleanup()
+        return event
+
+    assert asyncio.run(run_then_clean_up())["status"] == "pending"
+    assert world.closed == 1, "cleanup closes the trigger's own client, not a hook's private one"

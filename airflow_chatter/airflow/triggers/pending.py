@@ -68,7 +68,7 @@ class ChatterPendingOutboxTrigger(BaseTrigger):
         self.page_size = page_size
         self.max_pages = max_pages
         self.cosmos_http_logging = cosmos_http_logging
-        self._hook: Any = None
+        self._client: Any = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -89,8 +89,10 @@ class ChatterPendingOutboxTrigger(BaseTrigger):
     def _containers(self) -> tuple[Any, Any]:
         from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
 
-        self._hook = ChatterCosmosHook(self.cosmos_conn_id, database_name=self.database)
-        return self._hook.get_container(self.monitored_container), self._hook.get_container(self.lease_container)
+        hook = ChatterCosmosHook(self.cosmos_conn_id, database_name=self.database)
+        # The trigger's own client (the hook connects here, off the event loop), closed by cleanup().
+        self._client = hook.get_conn()
+        return hook.get_container(self.monitored_container), hook.get_container(self.lease_container)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from airflow_chatter.drain.operations import peek_pending
@@ -132,6 +134,6 @@ class ChatterPendingOutboxTrigger(BaseTrigger):
             yield TriggerEvent({"status": "error", "message": f"{type(error).__name__}: {error}"})  # type: ignore[no-untyped-call]
 
     async def cleanup(self) -> None:
-        client = getattr(self._hook, "_conn", None)
-        if client is not None and hasattr(client, "close"):
+        client, self._client = self._client, None
+        if client is not None:
             await asyncio.to_thread(client.close)

@@ -48,7 +48,7 @@ class ChatterPendingOutboxEventTrigger(BaseEventTrigger):
         self.refire_after_seconds = float(refire_after_seconds)
         self.page_size = page_size
         self.max_pages = max_pages
-        self._hook: Any = None
+        self._client: Any = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -68,11 +68,16 @@ class ChatterPendingOutboxEventTrigger(BaseEventTrigger):
         from airflow_chatter.airflow.pending_watch import PendingWatch
 
         config = SourceConfig.model_validate(self.source)
-        self._hook = ChatterCosmosHook(config.cosmos_conn_id, database_name=config.database)
+        if self._client is not None:  # a watch rebuilt after a failure: its old client goes first
+            self._client.close()
+            self._client = None
+        hook = ChatterCosmosHook(config.cosmos_conn_id, database_name=config.database)
+        # The trigger's own client (the hook connects here, off the event loop), closed by cleanup().
+        self._client = hook.get_conn()
         return PendingWatch(
             config,
-            self._hook.get_container(config.monitored_container),
-            self._hook.get_container(config.lease_container),
+            hook.get_container(config.monitored_container),
+            hook.get_container(config.lease_container),
             page_size=self.page_size,
             max_pages=self.max_pages,
             refire_after_seconds=self.refire_after_seconds,
@@ -105,6 +110,6 @@ class ChatterPendingOutboxEventTrigger(BaseEventTrigger):
             await asyncio.sleep(self.poll_interval)
 
     async def cleanup(self) -> None:
-        client = getattr(self._hook, "_conn", None)
-        if client is not None and hasattr(client, "close"):
+        client, self._client = self._client, None
+        if client is not None:
             await asyncio.to_thread(client.close)
