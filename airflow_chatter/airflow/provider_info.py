@@ -1,17 +1,18 @@
 """Provider info for Airflow's ProvidersManager (entry point ``apache_airflow_provider``).
 
-Plain data: Airflow reads it without importing the hooks, so it must stay import-light (it reads the Kafka defaults
-from the settings model's one table, which imports no Airflow). The connection forms are declared here
-(``conn-fields`` as JSON Schema, ``ui-field-behaviour`` in kebab-case), not through the hook methods deprecated in
-Airflow 3.2. Type names have no ``_`` (RFC 3986 schemes: Airflow warns for each URI of such a type); the first names
-stay registered, for existing connections.
+Plain data: Airflow reads it without importing the hooks, so it must stay import-light (the Kafka form's schemas
+come from the settings model, which imports no Airflow: a bound or a default lives in one place). The connection
+forms are declared here (``conn-fields`` as JSON Schema, ``ui-field-behaviour`` in kebab-case), not through the hook
+methods deprecated in Airflow 3.2. Type names have no ``_`` (RFC 3986 schemes: Airflow warns for each URI of such a
+type).
 """
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
-from airflow_chatter.adapters.kafka.settings import KAFKA_DEFAULTS, SASL_MECHANISMS, SECURITY_PROTOCOLS
+from airflow_chatter.adapters.kafka.settings import KAFKA_DEFAULTS, KafkaSettings
 
 _NULLABLE_STRING: dict[str, Any] = {"type": ["string", "null"]}
 
@@ -82,22 +83,38 @@ COSMOS_CONNECTION_TYPE: dict[str, Any] = {
     "conn-fields": _COSMOS_CONN_FIELDS,
 }
 
+
+@cache
+def _kafka_properties() -> dict[str, Any]:
+    return dict(KafkaSettings.model_json_schema()["properties"])
+
+
+def _kafka_schema(name: str) -> dict[str, Any]:
+    """The form schema of a ``KafkaSettings`` field, from the model's own JSON Schema (its type, enum, default and
+    bounds). A cleared field means the default, so every field but a choice also takes ``null``."""
+    field = _kafka_properties()[name]
+    types = [variant["type"] for variant in field.get("anyOf", [field]) if variant.get("type") != "null"]
+    (kind,) = types
+    schema: dict[str, Any] = {"type": kind if "enum" in field else [kind, "null"]}
+    for key, form_key in (("enum", "enum"), ("ge", "minimum"), ("gt", "exclusiveMinimum"), ("minimum", "minimum")):
+        if key in field:
+            schema[form_key] = field[key]
+    if field.get("default") is not None:
+        schema["default"] = field["default"]
+    return schema
+
+
 _KAFKA_CONN_FIELDS: dict[str, Any] = {
-    "security_protocol": {
-        "label": "Security protocol",
-        "schema": {"type": "string", "enum": list(SECURITY_PROTOCOLS), "default": KAFKA_DEFAULTS["security_protocol"]},
-    },
+    "security_protocol": {"label": "Security protocol", "schema": _kafka_schema("security_protocol")},
     "sasl_mechanism": {
         "label": "SASL mechanism",
         "description": "Used with SASL_PLAINTEXT / SASL_SSL only.",
-        "schema": {"type": "string", "enum": list(SASL_MECHANISMS), "default": KAFKA_DEFAULTS["sasl_mechanism"]},
+        "schema": _kafka_schema("sasl_mechanism"),
     },
-    "ssl_cafile": {"label": "SSL CA file", "schema": _NULLABLE_STRING},
-    "ssl_check_hostname": {
-        "label": "Check the broker's TLS hostname",
-        "schema": {"type": ["boolean", "null"], "default": KAFKA_DEFAULTS["ssl_check_hostname"]},
-    },
+    "ssl_cafile": {"label": "SSL CA file", "schema": _kafka_schema("ssl_cafile")},
+    "ssl_check_hostname": {"label": "Check the broker's TLS hostname", "schema": _kafka_schema("ssl_check_hostname")},
     "api_version": {
+        # The model holds a tuple of ints; the form takes the dotted string the hook parses into it.
         "label": "Broker API version",
         "description": "Pinned so the client never blocks probing the broker (e.g. 2.8). At least 2.1.",
         "schema": {
@@ -106,11 +123,8 @@ _KAFKA_CONN_FIELDS: dict[str, Any] = {
             "default": ".".join(str(part) for part in KAFKA_DEFAULTS["api_version"]),
         },
     },
-    "request_timeout_ms": {
-        "label": "Request timeout (ms)",
-        "schema": {"type": ["integer", "null"], "minimum": 1000, "default": KAFKA_DEFAULTS["request_timeout_ms"]},
-    },
-    "client_id": {"label": "Client id", "schema": {"type": ["string", "null"], "default": KAFKA_DEFAULTS["client_id"]}},
+    "request_timeout_ms": {"label": "Request timeout (ms)", "schema": _kafka_schema("request_timeout_ms")},
+    "client_id": {"label": "Client id", "schema": _kafka_schema("client_id")},
 }
 
 _KAFKA_FORM: dict[str, Any] = {
@@ -133,35 +147,6 @@ KAFKA_CONNECTION_TYPE: dict[str, Any] = {
     "ui-field-behaviour": _KAFKA_FORM,
     "conn-fields": _KAFKA_CONN_FIELDS,
 }
-
-#: The first type names, kept so existing connections still have a form and a Test button. They hold the endpoint in
-#: ``login`` / the servers in an extra; the form shows both places so that nothing is lost when one is edited.
-LEGACY_CONNECTION_TYPES: list[dict[str, Any]] = [
-    {
-        "connection-type": "chatter_cosmos",
-        "hook-class-name": "airflow_chatter.airflow.hooks.cosmos.LegacyChatterCosmosHook",
-        "hook-name": "Chatter Cosmos DB (old type name)",
-        "ui-field-behaviour": {
-            **_COSMOS_FORM,
-            "hidden-fields": ["schema", "port", "extra"],
-            "relabeling": {**_COSMOS_FORM["relabeling"], "login": "Endpoint (old layout: move it to the host)"},
-        },
-        "conn-fields": _COSMOS_CONN_FIELDS,
-    },
-    {
-        "connection-type": "chatter_kafka",
-        "hook-class-name": "airflow_chatter.airflow.hooks.kafka.LegacyChatterKafkaHook",
-        "hook-name": "Chatter Kafka (kafka-python, old type name)",
-        "ui-field-behaviour": _KAFKA_FORM,
-        "conn-fields": {
-            "bootstrap_servers": {
-                "label": "Bootstrap servers (old layout: move them to the host)",
-                "schema": _NULLABLE_STRING,
-            },
-            **_KAFKA_CONN_FIELDS,
-        },
-    },
-]
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -195,8 +180,16 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "sensors": [{"integration-name": "Chatter", "python-modules": ["airflow_chatter.airflow.sensors.pending"]}],
-        "triggers": [{"integration-name": "Chatter", "python-modules": ["airflow_chatter.airflow.triggers.pending"]}],
-        "connection-types": [COSMOS_CONNECTION_TYPE, KAFKA_CONNECTION_TYPE, *LEGACY_CONNECTION_TYPES],
+        "triggers": [
+            {
+                "integration-name": "Chatter",
+                "python-modules": [
+                    "airflow_chatter.airflow.triggers.pending",
+                    "airflow_chatter.airflow.triggers.pending_event",
+                ],
+            }
+        ],
+        "connection-types": [COSMOS_CONNECTION_TYPE, KAFKA_CONNECTION_TYPE],
         # NOTE: no "plugins" key; the plugin is registered once, through the ``airflow.plugins``
         # entry point (both would register it twice).
     }

@@ -42,11 +42,11 @@ def test_consumer_config_carries_the_connection_settings(monkeypatch: pytest.Mon
     _conn(
         monkeypatch,
         "kafka_consume_sasl",
-        conn_type="chatter_kafka",
+        conn_type="chatterkafka",
+        host="b1:9093, b2:9093",
         login="reader",
         password=SASL_PASSWORD,
         extra={
-            "bootstrap_servers": "b1:9093, b2:9093",
             "security_protocol": "SASL_SSL",
             "sasl_mechanism": "SCRAM-SHA-512",
             "ssl_cafile": "/etc/kafka/ca.pem",
@@ -73,7 +73,7 @@ def test_consumer_config_carries_the_connection_settings(monkeypatch: pytest.Mon
     assert config["heartbeat_interval_ms"] < config["session_timeout_ms"]
     assert config["max_poll_records"] == 50, "overrides pass through"
     assert SASL_PASSWORD not in repr(hook)
-    assert SASL_PASSWORD not in repr(hook.publisher_settings())
+    assert SASL_PASSWORD not in repr(hook.settings())
 
     with pytest.raises(ConfigurationError, match="enable_auto_commit") as refused:
         hook.consumer_config("orders-group", enable_auto_commit=True)
@@ -94,10 +94,11 @@ def test_get_consumer_is_built_against_an_unreachable_broker_without_leaking_the
     _conn(
         monkeypatch,
         "kafka_consume_down",
-        conn_type="chatter_kafka",
+        conn_type="chatterkafka",
+        host="127.0.0.1:1",
         login="reader",
         password=SASL_PASSWORD,
-        extra={"bootstrap_servers": "127.0.0.1:1", "security_protocol": "SASL_PLAINTEXT"},
+        extra={"security_protocol": "SASL_PLAINTEXT"},
     )
     hook = ChatterKafkaHook("kafka_consume_down")
     consumer = hook.get_consumer("orders.events", "orders-group")
@@ -288,14 +289,14 @@ def test_example_consume_dag_writes_each_receipt_once_and_fails_on_a_message_wit
     ensure_topics(settings, [kafka_topic], partitions=3)
     proxy = cosmos_container_factory(("/customerId",))
     container = CosmosDocumentContainer(proxy)
-    _conn(monkeypatch, "chatter_kafka_consume", conn_type="chatter_kafka", extra={"bootstrap_servers": kafka_bootstrap})
+    _conn(monkeypatch, "chatter_kafka_consume", conn_type="chatterkafka", host=kafka_bootstrap)
     verify = cosmos_endpoint.verify
     cosmos_extra = {"ca_cert_path": verify} if isinstance(verify, str) else {"connection_verify": verify}
     _conn(
         monkeypatch,
         "chatter_cosmos_consume",
-        conn_type="chatter_cosmos",
-        login=cosmos_endpoint.url,
+        conn_type="chattercosmos",
+        host=cosmos_endpoint.url,
         password=cosmos_endpoint.key,
         extra=cosmos_extra,
     )

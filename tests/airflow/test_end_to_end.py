@@ -81,12 +81,11 @@ def test_scheduled_drain_backfill_and_sensor_end_to_end(
     monitored = cosmos_container_factory(partition_key_paths=(PK_PATH,), default_ttl=-1)
     leases = cosmos_container_factory(partition_key_paths=("/id",))
     verify = cosmos_endpoint.verify
-    # Both connections in the first layout (old type names, endpoint in login, servers in an extra): still read.
     _conn(
         monkeypatch,
         "chatter_cosmos_e2e",
-        conn_type="chatter_cosmos",
-        login=cosmos_endpoint.url,
+        conn_type="chattercosmos",
+        host=cosmos_endpoint.url,
         password=cosmos_endpoint.key,
         extra={
             "database_name": cosmos_database.id,
@@ -94,7 +93,7 @@ def test_scheduled_drain_backfill_and_sensor_end_to_end(
             **({"ca_cert_path": verify} if isinstance(verify, str) else {}),
         },
     )
-    _conn(monkeypatch, "chatter_kafka_e2e", conn_type="chatter_kafka", extra={"bootstrap_servers": kafka_bootstrap})
+    _conn(monkeypatch, "chatter_kafka_e2e", conn_type="chatterkafka", host=kafka_bootstrap)
     sources_file(
         {
             "sources": [

@@ -1,4 +1,4 @@
-"""The two hooks: the address in host, old layouts still read, lazy clients, errors that name the field, no secret."""
+"""The two hooks: the address in host, lazy clients, errors that name the field, no secret."""
 
 from __future__ import annotations
 
@@ -59,56 +59,6 @@ def test_the_cosmos_endpoint_is_the_connection_host_and_the_emulator_ca_is_verif
     assert kwargs["credential"] == COSMOS_KEY
     assert kwargs["connection_verify"] == "/tmp/emulator.pem", "a CA path verifies against that certificate"
     assert kwargs["ssl_config"].SSLCaCerts == "/tmp/emulator.pem", "azure-cosmos skips loopback TLS checks without it"
-
-
-@pytest.mark.parametrize("conn_type", ["chatter_cosmos", "chattercosmos"])
-def test_an_old_layout_connection_with_the_endpoint_in_login_is_still_read(
-    monkeypatch: pytest.MonkeyPatch, patched_cosmos_client: Any, conn_type: str
-) -> None:
-    set_connection(
-        monkeypatch,
-        "cosmos_old",
-        conn_type=conn_type,
-        login="https://acct.documents.azure.com:443/",
-        password=COSMOS_KEY,
-        extra={"database_name": "orders"},
-    )
-    ChatterCosmosHook("cosmos_old").get_conn()
-    assert patched_cosmos_client.call_args.args == ("https://acct.documents.azure.com:443/",)
-    assert patched_cosmos_client.call_args.kwargs["credential"] == COSMOS_KEY
-
-
-def test_prefixed_extras_of_the_old_type_name_are_still_read(
-    monkeypatch: pytest.MonkeyPatch, patched_cosmos_client: Any
-) -> None:
-    set_connection(
-        monkeypatch,
-        "cosmos_prefixed",
-        conn_type="chatter_cosmos",
-        login="https://127.0.0.1:8081/",
-        password=COSMOS_KEY,
-        extra={"extra__chatter_cosmos__ca_cert_path": "/tmp/old.pem", "extra__chatter_cosmos__database_name": "db"},
-    )
-    hook = ChatterCosmosHook("cosmos_prefixed")
-    hook.get_conn()
-    assert patched_cosmos_client.call_args.kwargs["connection_verify"] == "/tmp/old.pem"
-    assert hook._database(None) == "db"
-
-
-def test_a_host_that_differs_from_an_old_login_endpoint_is_refused_naming_both(
-    monkeypatch: pytest.MonkeyPatch, patched_cosmos_client: Any
-) -> None:
-    set_connection(
-        monkeypatch,
-        "cosmos_both",
-        conn_type="chattercosmos",
-        host="https://a.documents.azure.com:443/",
-        login="https://b.documents.azure.com:443/",
-        password=COSMOS_KEY,
-    )
-    with pytest.raises(ConfigurationError, match=r"connection 'cosmos_both' host=.*differs from its login"):
-        ChatterCosmosHook("cosmos_both").get_conn()
-    assert not patched_cosmos_client.called
 
 
 def test_cosmos_without_a_key_uses_default_azure_credential(
@@ -195,22 +145,6 @@ def test_cosmos_test_connection_names_a_missing_database(cosmos_conn: str, patch
     assert message == "Connected to Cosmos DB at https://127.0.0.1:8081/, but database 'orders' does not exist."
 
 
-def test_the_test_button_refuses_an_old_layout_cosmos_connection_with_how_to_migrate(
-    monkeypatch: pytest.MonkeyPatch, patched_cosmos_client: Any
-) -> None:
-    set_connection(
-        monkeypatch,
-        "cosmos_old_test",
-        conn_type="chatter_cosmos",
-        login="https://acct.documents.azure.com:443/",
-        password=COSMOS_KEY,
-    )
-    ok, message = ChatterCosmosHook("cosmos_old_test").test_connection()
-    assert not ok
-    assert "keeps its endpoint in login (the old layout); move it to the Cosmos Endpoint URI field (host)" in message
-    assert not patched_cosmos_client.called, "the stored key is not sent anywhere by an unguarded test"
-
-
 # ---------------------------------------------------------------------------------------------
 # Cosmos against the emulator: a missing database or container is named.
 # ---------------------------------------------------------------------------------------------
@@ -272,19 +206,12 @@ def test_a_kafka_connection_given_as_a_uri_with_host_and_port_is_read(monkeypatc
     assert ChatterKafkaHook("kafka_uri").settings().bootstrap_servers == ("broker.example:9092",)
 
 
-@pytest.mark.parametrize("conn_type", ["chatter_kafka", "chatterkafka"])
-def test_an_old_layout_kafka_connection_with_the_servers_in_an_extra_is_still_read(
-    monkeypatch: pytest.MonkeyPatch, conn_type: str
-) -> None:
-    set_connection(monkeypatch, "kafka_old", conn_type=conn_type, extra={"bootstrap_servers": "b1:9092,b2:9092"})
-    assert ChatterKafkaHook("kafka_old").settings().bootstrap_servers == ("b1:9092", "b2:9092")
-
-
-def test_servers_in_host_and_a_different_old_extra_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_servers_in_an_extra_are_refused_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     set_connection(
         monkeypatch, "kafka_both", conn_type="chatterkafka", host="b1:9092", extra={"bootstrap_servers": "evil:9092"}
     )
-    with pytest.raises(ConfigurationError, match=r"connection 'kafka_both' host='b1:9092' differs from its extra"):
+    # Only host is compared by Airflow's Test Connection guard before it reuses the stored password.
+    with pytest.raises(ConfigurationError, match=r"connection 'kafka_both' extra bootstrap_servers='evil:9092' is not"):
         ChatterKafkaHook("kafka_both").settings()
 
 
@@ -394,19 +321,3 @@ def test_kafka_test_connection_fails_naming_the_connection_without_the_password(
     assert not ok
     assert SASL_PASSWORD not in message
     assert message.startswith("Kafka connection 'kafka_down' failed: PublishError: cannot reach Kafka at 127.0.0.1:")
-
-
-def test_the_test_button_refuses_an_old_layout_kafka_connection_with_how_to_migrate(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    set_connection(
-        monkeypatch,
-        "kafka_old_test",
-        conn_type="chatter_kafka",
-        login="relay",
-        password=SASL_PASSWORD,
-        extra={"bootstrap_servers": f"127.0.0.1:{_closed_port()}", "security_protocol": "SASL_PLAINTEXT"},
-    )
-    ok, message = ChatterKafkaHook("kafka_old_test").test_connection(timeout_s=2)
-    assert not ok
-    assert "keeps its bootstrap servers in the extra 'bootstrap_servers' (the old layout); move them" in message

@@ -44,16 +44,33 @@ def test_the_kafka_form_offers_sasl_mechanisms_without_a_literal_null() -> None:
     assert schema["default"] == "PLAIN"
 
 
-def test_connection_type_names_are_uri_schemes_and_the_old_names_still_have_a_form() -> None:
+def test_connection_type_names_are_uri_schemes() -> None:
     from airflow_chatter.airflow.provider_info import COSMOS_CONNECTION_TYPE, KAFKA_CONNECTION_TYPE
 
     for connection in (COSMOS_CONNECTION_TYPE, KAFKA_CONNECTION_TYPE):
         assert "_" not in connection["connection-type"], "Airflow warns for every URI of a scheme with '_'"
-    meta = _hook_meta()
-    assert meta["chatter_cosmos"].hook_class_name == "airflow_chatter.airflow.hooks.cosmos.LegacyChatterCosmosHook"
-    assert meta["chatter_kafka"].hook_class_name == "airflow_chatter.airflow.hooks.kafka.LegacyChatterKafkaHook"
-    assert meta["chatter_cosmos"].standard_fields.login.hidden is False, "an old connection's endpoint stays visible"
-    assert "bootstrap_servers" in meta["chatter_kafka"].extra_fields, "an old connection's brokers stay visible"
+
+
+def test_the_kafka_form_takes_its_bounds_and_defaults_from_the_settings_model() -> None:
+    from airflow_chatter.adapters.kafka.settings import KafkaSettings
+
+    fields = _hook_meta()["chatterkafka"].extra_fields
+    model = KafkaSettings(bootstrap_servers="b:9092")
+    assert fields["request_timeout_ms"]["schema"]["default"] == model.request_timeout_ms
+    assert fields["request_timeout_ms"]["schema"]["exclusiveMinimum"] == 0, "the model refuses 0, so does the form"
+    assert fields["client_id"]["schema"]["default"] == model.client_id
+
+
+def test_every_trigger_module_is_listed() -> None:
+    from airflow_chatter.airflow.provider_info import get_provider_info
+
+    listed = {m for entry in get_provider_info()["triggers"] for m in entry["python-modules"]}
+    shipped = {
+        f"airflow_chatter.airflow.triggers.{path.stem}"
+        for path in (Path(__file__).resolve().parents[2] / "airflow_chatter/airflow/triggers").glob("*.py")
+        if not path.stem.startswith("_")
+    }
+    assert listed == shipped, "Airflow finds a trigger class only in a module the provider lists"
 
 
 def test_providers_manager_registers_every_connection_type_as_testable() -> None:
@@ -61,7 +78,7 @@ def test_providers_manager_registers_every_connection_type_as_testable() -> None
 
     manager = ProvidersManager()
     assert "airflow-chatter" in manager.providers
-    for conn_type in ("chattercosmos", "chatterkafka", "chatter_cosmos", "chatter_kafka"):
+    for conn_type in ("chattercosmos", "chatterkafka"):
         hook = manager._hooks_lazy_dict[conn_type]
         assert hook is not None and hook.connection_testable, f"{conn_type}: the Test button needs test_connection"
 

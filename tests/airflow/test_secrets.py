@@ -175,17 +175,15 @@ def test_a_ui_test_naming_another_cosmos_endpoint_cannot_reuse_the_stored_key(
 
 
 @pytest.mark.airflow
-def test_a_ui_test_of_an_old_layout_cosmos_connection_sends_its_key_nowhere(
+def test_a_ui_test_with_an_endpoint_in_login_sends_the_key_only_to_the_stored_host(
     monkeypatch: pytest.MonkeyPatch, test_button: None
 ) -> None:
-    # Endpoint in login: Airflow's guard compares host/port only, so the hook itself must refuse.
-    _stored_cosmos(monkeypatch, "cosmos_old_guard", login="https://127.0.0.1:8081/")
+    # Airflow's guard compares host/port only: an endpoint in login is never read, so the key cannot go there.
+    _stored_cosmos(monkeypatch, "cosmos_login_guard", host="https://127.0.0.1:8081/")
     with mock.patch("airflow_chatter.adapters.cosmos.client.CosmosClient") as client:
-        result = _ui_test(
-            connection_id="cosmos_old_guard", conn_type="chatter_cosmos", login="https://attacker.example:443/"
-        )
-    assert result.status is False and "old layout" in result.message  # type: ignore[attr-defined]
-    assert not client.called
+        _ui_test(connection_id="cosmos_login_guard", conn_type="chattercosmos", login="https://attacker.example:443/")
+    assert all(call.args == ("https://127.0.0.1:8081/",) for call in client.call_args_list)
+    assert "attacker" not in repr(client.call_args_list)
 
 
 @pytest.mark.airflow

@@ -113,11 +113,11 @@ def test_f11_a_bad_429_limit_on_the_connection_is_refused_naming_the_connection_
         ChatterCosmosHook(conn).throttle_limits()
 
 
-def test_f11_the_429_limits_form_fields_are_declared_for_both_connection_types() -> None:
+def test_f11_the_429_limits_form_fields_are_declared_for_the_connection_type() -> None:
     from airflow_chatter.airflow.provider_info import get_provider_info
 
     types = {t["connection-type"]: t for t in get_provider_info()["connection-types"]}
-    for conn_type in ("chattercosmos", "chatter_cosmos"):
+    for conn_type in ("chattercosmos",):
         fields = types[conn_type]["conn-fields"]
         assert fields["max_throttle_retries"]["schema"] == {"type": ["integer", "null"], "minimum": 0}
         assert fields["max_throttle_wait_seconds"]["schema"] == {"type": ["number", "null"], "minimum": 0}

@@ -29,8 +29,8 @@ def _connection(cosmos_endpoint: Any, database: str) -> str:
     verify = cosmos_endpoint.verify
     return json.dumps(
         {
-            "conn_type": "chatter_cosmos",
-            "login": cosmos_endpoint.url,
+            "conn_type": "chattercosmos",
+            "host": cosmos_endpoint.url,
             "password": cosmos_endpoint.key,
             "extra": {
                 "database_name": database,

@@ -172,17 +172,17 @@ def _ui_test(api: httpx.Client, connection_id: str) -> dict[str, Any]:
     return dict(response.json())
 
 
-@pytest.mark.parametrize("conn_type", ["chatter_cosmos", "chatter_kafka"])
+@pytest.mark.parametrize("conn_type", ["chattercosmos", "chatterkafka"])
 def test_the_ui_test_connection_endpoint_succeeds_for_a_stored_connection(
     live_airflow: LiveAirflow, api: httpx.Client, conn_type: str
 ) -> None:
     connection_id = f"{conn_type}_ui_{uuid.uuid4().hex[:6]}"
-    if conn_type == "chatter_cosmos":
+    if conn_type == "chattercosmos":
         stored = live_airflow.cosmos_connection
         body = {
             "connection_id": connection_id,
             "conn_type": conn_type,
-            "host": stored["login"],  # the endpoint, where Airflow expects an address
+            "host": stored["host"],  # the endpoint, where Airflow expects an address
             "password": stored["password"],
             "extra": json.dumps(stored["extra"]),
         }

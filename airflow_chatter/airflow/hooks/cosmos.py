@@ -5,9 +5,7 @@ settings for a local emulator, a data-plane Entra ID credential when no key is g
 ``CosmosDocumentContainer`` adapters for named containers.
 
 The endpoint is the connection's ``host``: that is the address Airflow's Test Connection guard compares before it
-reuses a stored key, so a test naming another endpoint must bring its own key. Connections of the first layout
-(endpoint in ``login``, as the azure provider keeps it; type ``chatter_cosmos``) are still read; their Test button
-refuses with how to move the endpoint, because there the guard cannot apply.
+reuses a stored key, so a test naming another endpoint must bring its own key.
 
 NOTE: ``CosmosClient(...)`` does network I/O in its constructor, so it is built lazily, on first use
 inside a task, never when the hook (or a DAG) is constructed.
@@ -31,15 +29,11 @@ if TYPE_CHECKING:
     from airflow_chatter.ports import DocumentContainer
 
 
-#: The connection type's first name (with ``_``, which Airflow warns about in every URI); still read.
-LEGACY_CONN_TYPE = "chatter_cosmos"
-
-
 class ChatterCosmosHook(AzureCosmosDBHook):
     """Connect to a Cosmos DB (NoSQL) account and hand out ``DocumentContainer`` adapters.
 
-    Connection: host is the account endpoint (``https://<account>.documents.azure.com:443/``; the old layout's login
-    is still read); password is the account key. Without a key the hook
+    Connection: host is the account endpoint (``https://<account>.documents.azure.com:443/``); password is the
+    account key. Without a key the hook
     authenticates with Entra ID through ``DefaultAzureCredential`` (data-plane RBAC), or, when the
     extra ``resource_group_name`` is set, fetches the key through the management plane as the azure
     provider does. Extras: ``database_name`` (the default database), ``connection_verify`` (default
@@ -73,31 +67,18 @@ class ChatterCosmosHook(AzureCosmosDBHook):
     # -- connection --------------------------------------------------------------------------
 
     def _extra(self, extras: dict[str, Any], name: str) -> Any:
-        """An extra by its name, or by the ``extra__<type>__<name>`` form of either type name."""
-        for conn_type in dict.fromkeys((self.conn_type, ChatterCosmosHook.conn_type, LEGACY_CONN_TYPE)):
-            value = get_field(conn_id=self.conn_id, conn_type=conn_type, extras=extras, field_name=name)
-            if value is not None:
-                return value
-        return None
+        """An extra by its name, or by its ``extra__chattercosmos__<name>`` form."""
+        return get_field(conn_id=self.conn_id, conn_type=ChatterCosmosHook.conn_type, extras=extras, field_name=name)
 
-    def endpoint(self) -> tuple[str, bool]:
-        """The account endpoint, and whether it came from ``login`` (the old layout). No network I/O."""
+    def endpoint(self) -> str:
+        """The account endpoint (the connection's host). No network I/O."""
         conn = self.get_connection(self.conn_id)
         host = (conn.host or "").strip()
-        login = (conn.login or "").strip()
-        if host and "://" not in host:
+        if not host:
+            raise ConfigurationError(f"connection {self.conn_id!r} host", None, "must be the Cosmos endpoint URI")
+        if "://" not in host:
             host = f"https://{host}:{conn.port or 443}/"  # a bare host name, as a URI would carry it
-        if host and login and "://" in login and login.rstrip("/") != host.rstrip("/"):
-            raise ConfigurationError(
-                f"connection {self.conn_id!r} host",
-                host,
-                f"differs from its login {login!r} (the old place of the endpoint): keep the endpoint in host only",
-            )
-        if host:
-            return host, False
-        if login:
-            return login, True
-        raise ConfigurationError(f"connection {self.conn_id!r} host", None, "must be the Cosmos endpoint URI")
+        return host
 
     def throttle_limits(self) -> ThrottleLimits:
         """The connection's 429 limits (F-11), from its extras; no network I/O. A source's own limits override these.
@@ -130,7 +111,7 @@ class ChatterCosmosHook(AzureCosmosDBHook):
 
         conn = self.get_connection(self.conn_id)
         extras = conn.extra_dejson
-        endpoint, _ = self.endpoint()
+        endpoint = self.endpoint()
         self.throttle_limits()  # a bad 429 limit is refused before any I/O (and by Test Connection), naming it
         ca_cert_path = self._extra(extras, "ca_cert_path")
         verify: bool | str = as_bool(
@@ -177,7 +158,7 @@ class ChatterCosmosHook(AzureCosmosDBHook):
             workload_identity_tenant_id=self._extra(extras, "workload_identity_tenant_id"),
         )
         client = CosmosDBManagementClient(credential=credential, subscription_id=self._extra(extras, "subscription_id"))
-        account = urlparse(self.endpoint()[0]).netloc.split(".")[0]
+        account = urlparse(self.endpoint()).netloc.split(".")[0]
         keys = client.database_accounts.list_keys(self._extra(extras, "resource_group_name"), account)
         key = str(keys.primary_master_key)
         self._secrets.append(key)
@@ -236,24 +217,14 @@ class ChatterCosmosHook(AzureCosmosDBHook):
             # On first use: names a missing database or container instead of a bare 404 at the first request.
             return open_container(self.get_conn(), database, container_name)
 
-        return CosmosDocumentContainer(container_factory=container, account_endpoint=self.endpoint()[0])
+        return CosmosDocumentContainer(container_factory=container, account_endpoint=self.endpoint())
 
     def test_connection(self) -> tuple[bool, str]:
-        """Read the database (or list databases): proves endpoint, credential and TLS settings.
-
-        Refused for a connection that keeps its endpoint in ``login`` (the old layout): Airflow's Test Connection
-        compares only ``host``/``port`` before reusing the stored key, so such a test could send it elsewhere.
-        """
+        """Read the database (or list databases): proves endpoint, credential and TLS settings."""
         from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
         try:
-            endpoint, legacy = self.endpoint()
-            if legacy:
-                return False, (
-                    f"Cosmos connection {self.conn_id!r} keeps its endpoint in login (the old layout); move it to "
-                    "the Cosmos Endpoint URI field (host) to test it: only then does Airflow refuse to reuse the "
-                    "stored key for another endpoint"
-                )
+            endpoint = self.endpoint()
             client = self.get_conn()
             database = self.database_name or getattr(self, "_default_database", None)
             if database:
@@ -268,14 +239,3 @@ class ChatterCosmosHook(AzureCosmosDBHook):
             if isinstance(error, RuntimeError):  # already cleaned by get_conn
                 return False, scrub(str(error), self._secrets)
             return False, str(self._clean(error))
-
-
-class LegacyChatterCosmosHook(ChatterCosmosHook):
-    """The same hook under the first connection type name, ``chatter_cosmos``, so existing connections keep a form.
-
-    Airflow warns for every URI of a type with ``_`` (RFC 3986 schemes); recreate such connections as
-    ``chattercosmos`` with the endpoint in host (docs/connections.md, "Migrating").
-    """
-
-    conn_type = LEGACY_CONN_TYPE
-    hook_name = "Chatter Cosmos DB (old type name)"

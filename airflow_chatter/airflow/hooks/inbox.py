@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 class ChatterInboxHook(ChatterCosmosHook):
-    """The Cosmos connection (``chatter_cosmos`` type) seen from the write side and the inbox.
+    """The Cosmos connection (``chattercosmos`` type) seen from the write side and the inbox.
 
     :param chatter_cosmos_conn_id: the connection id; default ``chatter_cosmos_default``.
     :param database_name: overrides the connection's ``database_name`` extra.

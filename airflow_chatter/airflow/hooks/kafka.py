@@ -6,8 +6,7 @@ once; an error names where in the connection the value lives (``host``, ``login`
 
 The bootstrap servers are the connection's ``host`` (``b1:9092,b2:9092``): that is the address Airflow's Test
 Connection guard compares before it reuses a stored password, so a test naming other brokers must bring its own
-password. Connections of the first layout (servers in the extra ``bootstrap_servers``, type ``chatter_kafka``) are
-still read; their Test button refuses with how to move the servers, because there the guard cannot apply.
+password.
 """
 
 from __future__ import annotations
@@ -26,8 +25,6 @@ if TYPE_CHECKING:
     from airflow_chatter.adapters.kafka.settings import KafkaSettings
     from airflow_chatter.ports import Publisher
 
-#: The extra that held the servers before they moved to ``host``.
-LEGACY_SERVERS_EXTRA = "bootstrap_servers"
 _PASSWORD_KEYS = frozenset({"sasl_password", "sasl_plain_password"})
 #: Where each setting lives in a connection, for error messages; every other setting is an extra of its name.
 _LOCATIONS = {"bootstrap_servers": "host", "sasl_username": "login", "sasl_password": "password"}
@@ -60,26 +57,25 @@ class ChatterKafkaHook(BaseHook):
 
     # -- the connection, mapped onto KafkaSettings ---------------------------------------------
 
-    def _servers(self, conn: Connection, extras: dict[str, Any]) -> tuple[str | None, bool]:
-        """The bootstrap servers and whether they came from the legacy extra."""
+    @staticmethod
+    def _servers(conn: Connection) -> str | None:
+        """The bootstrap servers: the connection's host (with its port, for one bare host name)."""
         host = (conn.host or "").strip()
-        legacy = str(extras.pop(LEGACY_SERVERS_EXTRA, None) or "").strip()
         if host and conn.port and "," not in host and ":" not in host:
             host = f"{host}:{conn.port}"
-        if host and legacy and _server_set(host) != _server_set(legacy):
-            raise ConfigurationError(
-                f"connection {self.conn_id!r} host",
-                host,
-                f"differs from its extra {LEGACY_SERVERS_EXTRA}={legacy!r}: keep the servers in host only",
-            )
-        if host:
-            return host, False
-        return (legacy or None), bool(legacy)
+        return host or None
 
-    def _values(self) -> tuple[dict[str, Any], bool]:
+    def _values(self) -> dict[str, Any]:
         conn = self.get_connection(self.conn_id)
         extras = {k: v for k, v in dict(conn.extra_dejson).items() if v is not None and v != ""}
-        servers, legacy = self._servers(conn, extras)
+        if "bootstrap_servers" in extras:
+            # Only ``host`` is what Airflow's Test Connection guard compares before it reuses a stored password.
+            raise ConfigurationError(
+                f"connection {self.conn_id!r} extra bootstrap_servers",
+                extras["bootstrap_servers"],
+                "is not read: put the servers in host",
+            )
+        servers = self._servers(conn)
         if servers is None:
             raise ConfigurationError(
                 f"connection {self.conn_id!r} host", None, "must be the bootstrap servers (host:port[,host:port])"
@@ -92,14 +88,13 @@ class ChatterKafkaHook(BaseHook):
         # A password is the connection's, but one put into an extra is kept out of messages and logs all the same.
         self._secrets = [str(v) for k, v in values.items() if k in _PASSWORD_KEYS and v]
         mask(*self._secrets)
-        return values, legacy
+        return values
 
     def settings(self, **overrides: Any) -> KafkaSettings:
         """This connection's ``KafkaSettings`` (``acks=all``, idempotent), validated once; no network I/O."""
         from airflow_chatter.adapters.kafka.settings import KafkaSettings, KafkaSettingsError
 
-        values, _ = self._values()
-        values |= overrides
+        values = self._values() | overrides
         try:
             return KafkaSettings.from_mapping(values)
         except KafkaSettingsError as error:
@@ -109,9 +104,6 @@ class ChatterKafkaHook(BaseHook):
             raise ConfigurationError(
                 f"connection {self.conn_id!r} {where}", shown, f"is refused: {scrub(str(error), self._secrets)}"
             ) from None
-
-    #: The name this method always had.
-    publisher_settings = settings
 
     def client_config(self) -> dict[str, Any]:
         """kafka-python client settings (bootstrap, security, timeouts). Holds the SASL password: never log it."""
@@ -163,39 +155,13 @@ class ChatterKafkaHook(BaseHook):
             raise ConfigurationError(f"connection {self.conn_id!r} consumer", "***", message) from None
 
     def test_connection(self, timeout_s: float = 10.0) -> tuple[bool, str]:
-        """Fetch the cluster's topic metadata from a broker, giving up after ``timeout_s`` seconds.
-
-        Refused for a connection that keeps its servers in the legacy extra: Airflow's Test Connection compares only
-        ``host``/``port`` before reusing the stored password, so such a test could send it to other brokers.
-        """
+        """Fetch the cluster's topic metadata from a broker, giving up after ``timeout_s`` seconds."""
         try:
             from airflow_chatter.adapters.kafka.publisher import check_connectivity
 
-            _, legacy = self._values()
-            if legacy:
-                return False, (
-                    f"Kafka connection {self.conn_id!r} keeps its bootstrap servers in the extra "
-                    f"{LEGACY_SERVERS_EXTRA!r} (the old layout); move them to the Bootstrap servers field (host) "
-                    "to test it: only then does Airflow refuse to reuse the stored password for other servers"
-                )
             settings = self.settings()
             check_connectivity(settings, timeout_s=timeout_s)
             return True, f"Connected to Kafka at {settings.servers}."
         except Exception as error:  # noqa: BLE001 - the UI's Test button shows the reason instead
             message = scrub(f"{type(error).__name__}: {error}", self._secrets)
             return False, f"Kafka connection {self.conn_id!r} failed: {message}"
-
-
-class LegacyChatterKafkaHook(ChatterKafkaHook):
-    """The same hook under the first connection type name, ``chatter_kafka``, so existing connections keep a form.
-
-    Airflow warns for every URI of a type with ``_`` (RFC 3986 schemes); recreate such connections as
-    ``chatterkafka`` (docs/connections.md, "Migrating").
-    """
-
-    conn_type = "chatter_kafka"
-    hook_name = "Chatter Kafka (kafka-python, old type name)"
-
-
-def _server_set(servers: str) -> set[str]:
-    return {s.strip() for s in servers.split(",") if s.strip()}
