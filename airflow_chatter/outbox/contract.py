@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -30,7 +30,7 @@ CONTEXT_CONTENT_TYPE = "Chatter.ContentType"
 CONTEXT_INFRASTRUCTURE_TYPE = "Chatter.Infrastructure.Type"
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True)
 class Deliverable:
     """Every document-derived value the publish needs; nothing else of the document is read after ``verify``."""
 
@@ -40,27 +40,6 @@ class Deliverable:
     content_type: str
     context: Mapping[str, Any]
     infrastructure: str | None
-
-    def __init__(
-        self,
-        message_id: str,
-        destination: str,
-        body: str,
-        content_type: str,
-        context: Mapping[str, Any],
-        infrastructure: str | None,
-    ) -> None:
-        # NOTE: the generated frozen ``__init__`` would set each field through ``object.__setattr__`` (~11k
-        # instructions for six, once per drained document); writing the instance dict builds the same object for
-        # ~4.8k. The price: a materialised instance dict makes each attribute read ~270 instructions dearer; with
-        # the drain's reads, the net saving measured on a whole drain is ~3.9k instructions per document.
-        fields = self.__dict__
-        fields["message_id"] = message_id
-        fields["destination"] = destination
-        fields["body"] = body
-        fields["content_type"] = content_type
-        fields["context"] = context
-        fields["infrastructure"] = infrastructure
 
 
 @dataclass(frozen=True)
@@ -81,12 +60,6 @@ def _is_blank(value: object) -> bool:
 
 def _utf8_encodable(text: str) -> bool:
     """Whether ``text`` has UTF-8 bytes; a lone surrogate (legal in JSON escapes) has none."""
-    # the common case, answered without encoding (a surrogate is never ASCII)
-    return text.isascii() or _encodes(text)
-
-
-def _encodes(text: str) -> bool:
-    """``_utf8_encodable`` for text already known not to be ASCII."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -106,23 +79,8 @@ def _parse_float(text: str) -> float:
     return value
 
 
-#: ``json.loads(raw, parse_constant=..., parse_float=...)`` without building a decoder per document. ``json.loads``
-#: also refuses a leading BOM up front; this decoder refuses it as an unexpected character: both ``JSONDecodeError``.
+#: ``json.loads`` refusing what is not JSON: NaN, Infinity and numbers too large for a float.
 _CONTEXT_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_parse_float)
-_JSON_CONTAINERS = (dict, list)
-#: The decoder's C scanner: ``decode`` minus its whitespace handling and its two Python frames.
-_scan_context: Callable[[str, int], tuple[Any, int]] = _CONTEXT_DECODER.scan_once  # type: ignore[attr-defined]
-
-
-def _may_hold_a_lone_surrogate(raw: str, parsed: dict[str, Any]) -> bool:
-    """False only when the parsed context provably re-encodes as UTF-8, so the full re-encoding can be skipped.
-
-    A parsed string can hold a lone surrogate only if the text had one or had a ``\\u`` escape; a flat object of
-    such strings and finite numbers always encodes. Anything else (escapes, nesting) takes the full check.
-    """
-    if "\\u" in raw or not _utf8_encodable(raw):
-        return True
-    return any(type(value) in _JSON_CONTAINERS for value in parsed.values())
 
 
 def _parse_context(raw: object, present: bool) -> tuple[dict[str, Any] | None, str | None]:
@@ -141,11 +99,10 @@ def _parse_context(raw: object, present: bool) -> tuple[dict[str, Any] | None, s
         return None, f"is not JSON ({type(exc).__name__})"
     if not isinstance(parsed, dict):
         return None, f"is JSON {_json_kind(parsed)}, not a JSON object"
-    if _may_hold_a_lone_surrogate(raw, parsed):
-        try:
-            json.dumps(parsed, ensure_ascii=False).encode("utf-8")
-        except (ValueError, RecursionError):
-            return None, "holds text that is not valid Unicode, so its entries can never become Kafka headers"
+    try:
+        json.dumps(parsed, ensure_ascii=False).encode("utf-8")
+    except (ValueError, RecursionError):
+        return None, "holds text that is not valid Unicode, so its entries can never become Kafka headers"
     return parsed, None
 
 
@@ -172,87 +129,11 @@ def verify(document: object) -> Deliverable | Undeliverable:
     lease per violation.
     """
     try:
-        if type(document) is dict:
-            deliverable = _plainly_deliverable(document)
-            if deliverable is not None:
-                return deliverable
         return _verify_each_check(document)
     except Exception as exc:  # pragma: no cover - defence in depth for exotic Mapping implementations
         # INVARIANT: verify is total (test_ctr_02_never_raises_for_arbitrary_json). JSON-shaped input cannot get
         # here; a foreign Mapping whose lookups raise is reported as unverifiable rather than faulting the batch.
         return Undeliverable(None, (), f"The outbox document could not be read: {type(exc).__name__}")
-
-
-#: Stands for an absent field in one ``dict.get`` (a present JSON null is ``None``).
-_ABSENT: Any = object()
-
-
-def _plainly_deliverable(document: dict[str, Any]) -> Deliverable | None:
-    """The drain's common case in one pass: the verdict ``_verify_each_check`` would give, or ``None``.
-
-    Decides only a plain dict whose ``MessageId``, ``Destination`` and ``MessageBody`` are exact ``str`` (never a
-    subclass, which may redefine the methods used here) and whose context is absent or the text of a flat JSON
-    object with no surrounding whitespace; it only ever answers ``Deliverable``. ``None`` means "not decided here":
-    any violation, and every other shape, is decided by ``_verify_each_check`` from scratch, so its problem texts
-    and their order stay in one place.
-    """
-    message_id = document.get(MESSAGE_ID_FIELD)
-    destination = document.get(DESTINATION_FIELD)
-    body = document.get(MESSAGE_BODY_FIELD)
-    own_content_type = document.get(MESSAGE_CONTENT_TYPE_FIELD)
-    raw = document.get(MESSAGE_CONTEXT_FIELD, _ABSENT)
-    if type(message_id) is not str or type(destination) is not str or type(body) is not str:
-        return None
-    # ``x.isascii() or _encodes(x)`` is ``_utf8_encodable(x)`` with its common case inlined.
-    if not destination.strip() or not (destination.isascii() or _encodes(destination)):
-        return None
-    if not (body.isascii() or _encodes(body)):
-        return None
-
-    context: dict[str, Any]
-    if raw is _ABSENT:
-        context = {}
-    elif type(raw) is str and raw.startswith("{") and raw.endswith("}"):
-        # ``decode`` would scan from 0 (no whitespace leads), and a text ending in "}" has no trailing data
-        # exactly when the scan ends at its length.
-        try:
-            context, end = _scan_context(raw, 0)
-        except Exception:  # which error ``decode`` reports is ``_verify_each_check``'s to say
-            return None
-        if end != len(raw):
-            return None
-        for value in context.values():
-            # NOTE: a nested context is left to ``decode``: near the recursion limit, whether a nested text
-            # parses depends on the stack depth it is parsed at, and ``decode`` runs two frames deeper.
-            if type(value) in _JSON_CONTAINERS:
-                return None
-        # A flat object's strings can hold a lone surrogate only if the text has one or a \u escape.
-        if "\\u" in raw or not (raw.isascii() or _encodes(raw)):
-            try:
-                json.dumps(context, ensure_ascii=False).encode("utf-8")
-            except (ValueError, RecursionError):
-                return None
-    else:
-        return None
-
-    content_type: object
-    if type(own_content_type) is str:
-        content_type = own_content_type
-        if not content_type.strip() or not (content_type.isascii() or _encodes(content_type)):
-            content_type = context.get(CONTEXT_CONTENT_TYPE)  # unusable own: the context's, as the full check
-    elif isinstance(own_content_type, str):
-        return None  # a str subclass
-    else:
-        content_type = context.get(CONTEXT_CONTENT_TYPE)
-    if type(content_type) is not str or not content_type.strip():
-        return None
-    infrastructure = context.get(CONTEXT_INFRASTRUCTURE_TYPE)
-    if infrastructure is not None:
-        if type(infrastructure) is not str:
-            return None
-        if not infrastructure.strip():
-            infrastructure = None
-    return Deliverable(message_id, destination, body, content_type, context, infrastructure)
 
 
 def _verify_each_check(document: object) -> Deliverable | Undeliverable:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_chatter.errors import ConfigurationError
-from airflow_chatter.outbox.item_ids import MAX_ITEM_ID_LENGTH, build_item_id, encode_message_id
+from airflow_chatter.outbox.item_ids import build_item_id
 from airflow_chatter.outbox.partition_keys import canonicalize_paths, path_segments, stamp_partition_value
 from airflow_chatter.ports import Document, PartitionKey, PartitionKeyComponent
 
@@ -27,9 +27,6 @@ DELIVERED = "delivered"
 UNDELIVERABLE = "undeliverable"
 
 DEFAULT_DELIVERED_TTL_SECONDS = 86400
-
-#: ``build_item_id("outbox", message_id)`` is this prefix and the encoded message id.
-_OUTBOX_ID_PREFIX = OUTBOX_TYPE + ":"
 
 ID_FIELD = "id"
 TYPE_FIELD = "_chatterType"
@@ -131,36 +128,6 @@ def is_pending_outbox(document: object) -> bool:
     A ``MessageId`` that cannot be encoded into an id is not pending rather than a batch fault: no such document
     could have been written by this library.
     """
-    if type(document) is dict:
-        # The drain's case, answered in one pass (it runs twice per drained document: pending, then delivered).
-        # Only exact ``str`` values are decided here, where ``==`` is plain text equality; anything else (a str
-        # subclass, which may redefine ``==``) is left to the general path below, which decides every input.
-        kind = document.get(TYPE_FIELD)
-        if kind is None:  # an application document sharing the container
-            return False
-        if type(kind) is str:
-            if kind != OUTBOX_TYPE:
-                return False
-            status = document.get(STATUS_FIELD)
-            if type(status) is str:
-                if status != PENDING:
-                    return False
-                message_id = document.get(MESSAGE_ID_FIELD)
-                item_id = document.get(ID_FIELD)
-                if type(message_id) is str and type(item_id) is str:
-                    # item_id == build_item_id("outbox", message_id), False where that raises, inlined:
-                    if not message_id:
-                        return False
-                    try:
-                        encoded = encode_message_id(message_id)
-                    except UnicodeEncodeError:  # a lone surrogate: no id could have been minted from it
-                        return False
-                    # build_item_id's ItemIdTooLongError: an id equal to the one it would build has its length.
-                    return len(item_id) <= MAX_ITEM_ID_LENGTH and item_id == _OUTBOX_ID_PREFIX + encoded
-    return _is_pending_outbox(document)
-
-
-def _is_pending_outbox(document: object) -> bool:
     if not isinstance(document, Mapping):
         return False
     if document.get(TYPE_FIELD) != OUTBOX_TYPE or not isinstance(document.get(TYPE_FIELD), str):
