@@ -35,7 +35,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings, ensure_topics
+from airflow_chatter.adapters.kafka.admin import ensure_topics
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings
 from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
 from airflow_chatter.drain.engine import DrainEngine
 from airflow_chatter.drain.options import SourceOptions

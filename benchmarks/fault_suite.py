@@ -52,7 +52,8 @@ from airflow_chatter.adapters.cosmos.container import (  # noqa: E402
     ensure_database,
     make_cosmos_client,
 )
-from airflow_chatter.adapters.kafka.publisher import KafkaPublisherSettings, ensure_topics  # noqa: E402
+from airflow_chatter.adapters.kafka.admin import ensure_topics
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisherSettings  # noqa: E402
 from airflow_chatter.outbox.document import OutboxMessage  # noqa: E402
 from airflow_chatter.testing.faultproxy import FaultProxy, FaultRule, FaultRules  # noqa: E402
 

@@ -39,8 +39,9 @@ from airflow_chatter.adapters.cosmos.container import (  # noqa: E402
     ensure_database,
     make_cosmos_client,
 )
+from airflow_chatter.adapters.kafka.admin import ensure_topics
 from airflow_chatter.adapters.kafka.consumer import consumer_config  # noqa: E402
-from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings, ensure_topics  # noqa: E402
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings  # noqa: E402
 from airflow_chatter.adapters.kafka.receive import receive  # noqa: E402
 from airflow_chatter.inbox.identity import ReceivedMessage, delivery_identity  # noqa: E402
 from airflow_chatter.inbox.receiver import Delivery, DeliveryOutcome, IdempotentReceiver  # noqa: E402

@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.getLogger("kafka").setLevel(logging.ERROR)  # client chatter (reconnect notes) would drown the report
 
-    from airflow_chatter.adapters.kafka.publisher import ensure_topics
+    from airflow_chatter.adapters.kafka.admin import ensure_topics
     from airflow_chatter.airflow.config import load_sources
 
     source = load_sources(SOURCES_FILE).get("orders")

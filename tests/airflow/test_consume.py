@@ -282,7 +282,8 @@ def test_example_consume_dag_writes_each_receipt_once_and_fails_on_a_message_wit
     from airflow.dag_processing.dagbag import DagBag
 
     from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer
-    from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings, ensure_topics
+    from airflow_chatter.adapters.kafka.admin import ensure_topics
+    from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings
     from airflow_chatter.ports import OutgoingMessage
 
     settings = KafkaPublisherSettings(bootstrap_servers=kafka_bootstrap, api_version=(2, 8))

@@ -17,7 +17,8 @@ import httpx
 import pytest
 
 from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer
-from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings, ensure_topics
+from airflow_chatter.adapters.kafka.admin import ensure_topics
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings
 from airflow_chatter.drain.engine import DrainEngine
 from airflow_chatter.drain.options import SourceOptions
 from airflow_chatter.drain.telemetry import DrainTelemetry

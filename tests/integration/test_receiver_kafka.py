@@ -21,8 +21,9 @@ import pytest
 from azure.cosmos import DatabaseProxy
 
 from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer
+from airflow_chatter.adapters.kafka.admin import ensure_topics
 from airflow_chatter.adapters.kafka.consumer import consumer_config
-from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings, ensure_topics
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings
 from airflow_chatter.adapters.kafka.receive import receive
 from airflow_chatter.inbox.errors import MissingIdentityError
 from airflow_chatter.inbox.gate import Inbox, InboxOptions

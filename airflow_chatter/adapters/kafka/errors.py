@@ -1,12 +1,17 @@
 """What a kafka-python failure means: the one classification the publisher (and its tests) read.
 
-Two questions are asked of every failure, and both are answered by one table, ``CLASSIFICATION``:
+Three questions are asked of every failure, and all are answered by one table, ``CLASSIFICATION``:
 
 * **Is it local to one record?** A record-local failure (too large, bad topic name, headers that are not pairs)
   leaves the producer healthy, so it is kept; any other failure (timeouts, lost connections, producer-id or sequence
   errors, SASL, a closed producer) makes the publisher close it and build a fresh one on the next batch.
 * **May resending succeed?** ``KafkaPublishError.retriable``: false for a record the broker can never take and for a
   refusal that only a configuration change cures (authorization, SASL).
+* **Did kafka-python refuse its input before any I/O?** ``rejected``: an illegal topic name (``ValueError``), a key,
+  value or header it cannot serialise (``TypeError``), a topic the broker calls invalid. Raised by a send, the record
+  itself is at fault and its document is stamped undeliverable (CTR-04); a too-large record is not among them (a
+  broker setting decides it, so it stays a host concern and fails the page). Raised while building a producer
+  (``KafkaConfigurationError`` too), the settings are wrong, not the broker away.
 
 The table is read top to bottom and the first class the error is an instance of wins, so subclasses come before
 their bases (``TopicAuthorizationFailedError`` before ``AuthorizationError``). Anything not listed is a producer-wide,
@@ -28,7 +33,6 @@ __all__ = [
     "KafkaPublishError",
     "classify",
     "describe",
-    "is_configuration_error",
 ]
 
 
@@ -48,36 +52,33 @@ class KafkaMessageRejected(KafkaPublishError, MessageRejected):
         super().__init__(message, retriable=False)
 
 
-def is_rejected_record(exc: BaseException) -> bool:
-    """kafka-python's own checks of one record, before any I/O: an illegal topic name (``ValueError``), a key or value
-    it cannot serialise (``TypeError``), a topic the broker calls invalid. The record itself is at fault; a too-large
-    record is not among them (a broker setting decides it, so it stays a host concern and fails the page)."""
-    from kafka import errors as ke
-
-    return isinstance(exc, TypeError | ValueError | ke.InvalidTopicError)
-
-
 @dataclass(frozen=True)
 class Classification:
-    """What a failure says: ``record_local`` (the producer stays healthy) and ``retriable`` (resending may work)."""
+    """What a failure says: ``record_local`` (the producer stays healthy), ``retriable`` (resending may work) and
+    ``rejected`` (kafka-python refused its input before any I/O)."""
 
     record_local: bool
     retriable: bool
+    rejected: bool = False
 
 
+_REJECTED = Classification(record_local=True, retriable=False, rejected=True)
 _RECORD_NEVER = Classification(record_local=True, retriable=False)
 _RECORD_AGAIN = Classification(record_local=True, retriable=True)
 _PRODUCER_NEVER = Classification(record_local=False, retriable=False)
 _PRODUCER_AGAIN = Classification(record_local=False, retriable=True)
+#: A producer's settings kafka-python refuses while building it; no send raises it.
+_MISCONFIGURED = Classification(record_local=False, retriable=True, rejected=True)
 
 #: (exception class name, classification), first match wins. Python's own ``TypeError``/``ValueError`` come from a
 #: record kafka-python refused before appending it (headers that are not (str, bytes) pairs, a bad partition).
 CLASSIFICATION: tuple[tuple[str, Classification], ...] = (
-    ("TypeError", _RECORD_NEVER),
-    ("ValueError", _RECORD_NEVER),
+    ("TypeError", _REJECTED),
+    ("ValueError", _REJECTED),
+    ("InvalidTopicError", _REJECTED),
+    ("KafkaConfigurationError", _MISCONFIGURED),
     ("MessageSizeTooLargeError", _RECORD_NEVER),
     ("RecordListTooLargeError", _RECORD_NEVER),
-    ("InvalidTopicError", _RECORD_NEVER),
     ("TopicAuthorizationFailedError", _RECORD_NEVER),
     ("InvalidRecordError", _RECORD_NEVER),
     # A CRC mismatch on the way: that record only, and sending it again may well succeed.
@@ -106,13 +107,6 @@ def classify(error: BaseException) -> Classification:
         if isinstance(error, cls):
             return verdict
     return _PRODUCER_AGAIN
-
-
-def is_configuration_error(error: BaseException) -> bool:
-    """True for an error building a client raises when its settings are wrong (not when a broker is away)."""
-    from kafka import errors as ke
-
-    return isinstance(error, ke.KafkaConfigurationError | TypeError | ValueError)
 
 
 def describe(error: BaseException) -> str:

@@ -29,14 +29,6 @@ Why it looks the way it does:
 * **Say why a connection failed.** kafka-python raises only a timeout when a broker refuses the
   handshake (SASL against a plain listener, a wrong password, TLS against a plain port); the cause
   is in its log. ``diagnosis.ConnectionFailures`` reads it during the call, and the error names it.
-* **Keyed partitions computed once per key.** kafka-python's ``DefaultPartitioner`` hashes every keyed
-  record's key with a pure-Python murmur2 (several microseconds a record), although the drain's keys
-  repeat (one per partition key). ``_KeyPartitions`` makes exactly the same choice (kafka-python's own
-  ``murmur2``, ``& 0x7fffffff``, modulo the number of the topic's partitions, indexing their sorted ids,
-  read from the producer's metadata at every send just as the partitioner reads it), remembers it per
-  (topic, key) and passes it as ``partition=``. Only for a producer that uses the default partitioner
-  without a key serializer (settings cannot configure either; a ``producer_factory`` could); keyless
-  records get no ``partition=``, so kafka-python still chooses theirs.
 * **Secrets stay out of logs.** ``sasl_password`` is a ``SecretStr``, masked in ``repr`` and never logged.
 
 Nothing here imports Airflow; the core never imports this module's ``kafka`` dependency.
@@ -46,8 +38,7 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,8 +48,6 @@ from airflow_chatter.adapters.kafka.errors import (
     KafkaPublishError,
     classify,
     describe,
-    is_configuration_error,
-    is_rejected_record,
 )
 from airflow_chatter.adapters.kafka.settings import MIN_API_VERSION, KafkaSettings
 from airflow_chatter.ports import (
@@ -77,77 +66,13 @@ __all__ = [
     "KafkaPublishError",
     "KafkaPublisher",
     "KafkaPublisherSettings",
-    "check_connectivity",
-    "ensure_topics",
 ]
 
-#: The publisher's settings are the one Kafka settings model (the name the publisher always exported).
+#: The publisher's settings are the one Kafka settings model.
 KafkaPublisherSettings = KafkaSettings
 
 #: Extra seconds ``send_batch`` waits past ``delivery_timeout_ms`` before giving up on a future.
 _FLUSH_SLACK_S = 5.0
-#: Keys whose partition ``_KeyPartitions`` remembers per topic; above it that topic's table starts over.
-_PARTITION_CACHE_KEYS = 4096
-#: Topics ``_KeyPartitions`` keeps tables for; above it every table starts over.
-_PARTITION_CACHE_TOPICS = 64
-
-
-class _KeyPartitions:
-    """The partition kafka-python's ``DefaultPartitioner`` picks for a keyed record, remembered per key.
-
-    ``DefaultPartitioner.partition`` returns ``sorted(partitions)[(murmur2(key) & 0x7fffffff) % len(partitions)]``
-    for a serialized key, with ``partitions = cluster.partitions_for_topic(topic)``. ``partition`` reads that same set
-    from the producer's metadata on every call (one small set: a metadata update that changes it, e.g. added
-    partitions, starts the topic's table over at once, as the partitioner would follow it) and hashes a key only the
-    first time it is seen with that set. Memory stays bounded: a topic's table starts over above
-    ``_PARTITION_CACHE_KEYS`` keys, all tables above ``_PARTITION_CACHE_TOPICS`` topics.
-    """
-
-    __slots__ = ("_metadata", "_murmur2", "_tables")
-
-    def __init__(self, metadata: Any) -> None:
-        from kafka.partitioner.default import murmur2
-
-        self._metadata = metadata
-        self._murmur2 = murmur2
-        # topic -> (the partition set the table is for, those partitions sorted, key -> partition)
-        self._tables: dict[str, tuple[set[int], list[int], dict[bytes, int]]] = {}
-
-    @classmethod
-    def for_producer(cls, producer: Any) -> _KeyPartitions | None:
-        """A cache for ``producer``, or ``None`` unless it partitions keyed records with the default partitioner."""
-        from kafka.partitioner import DefaultPartitioner
-
-        config = getattr(producer, "config", None)
-        metadata = getattr(producer, "_metadata", None)
-        if not isinstance(config, Mapping) or not hasattr(metadata, "partitions_for_topic"):
-            return None
-        if type(config.get("partitioner")) is not DefaultPartitioner or config.get("key_serializer") is not None:
-            return None
-        return cls(metadata)
-
-    def partition(self, topic: str, key: bytes) -> int | None:
-        """The default partitioner's choice for ``key``; ``None`` while the topic's partitions are unknown."""
-        partitions = self._metadata.partitions_for_topic(topic)
-        if not partitions:
-            return None  # metadata not there yet (send waits for it) or no partitions: kafka-python decides
-        table = self._tables.get(topic)
-        if table is None or table[0] != partitions:
-            if table is None and len(self._tables) >= _PARTITION_CACHE_TOPICS:
-                self._tables.clear()
-            table = self._tables[topic] = (partitions, sorted(partitions), {})
-        chosen = table[2]
-        partition = chosen.get(key)
-        if partition is None:
-            if len(chosen) >= _PARTITION_CACHE_KEYS:
-                chosen.clear()
-            ordered = table[1]
-            partition = chosen[key] = ordered[(self._murmur2(key) & 0x7FFFFFFF) % len(ordered)]
-        return partition
-
-    def cached_keys(self) -> int:
-        """How many (topic, key) choices are remembered (tests)."""
-        return sum(len(table[2]) for table in self._tables.values())
 
 
 @dataclass
@@ -170,7 +95,6 @@ class KafkaPublisher(Publisher):
         self._settings = settings
         self._factory = producer_factory
         self._producer: Any = None
-        self._partitions: _KeyPartitions | None = None
         self._needs_rebuild = False
         self._closed = False
         self._lock = threading.Lock()
@@ -193,8 +117,6 @@ class KafkaPublisher(Publisher):
 
     def _discard_producer(self) -> None:
         producer, self._producer = self._producer, None
-        self._partitions = None
-        self._needs_rebuild = False
         if producer is None:
             return
         try:
@@ -216,19 +138,17 @@ class KafkaPublisher(Publisher):
             try:
                 self._producer = self._build_producer()
             except Exception as exc:
-                if is_configuration_error(exc):
+                if classify(exc).rejected:  # wrong settings, not a broker away
                     raise PublishError(
                         f"cannot create a Kafka producer for {self._settings.servers}: {describe(exc)}"
                     ) from exc
                 raise
-            self._partitions = _KeyPartitions.for_producer(self._producer)
         return self._producer
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
             producer, self._producer = self._producer, None
-            self._partitions = None
             if producer is not None:
                 try:
                     producer.close(timeout=max(1.0, self._settings.request_timeout_ms / 1000))
@@ -261,11 +181,11 @@ class KafkaPublisher(Publisher):
             except PublishError:
                 raise
             except Exception as exc:  # noqa: BLE001 - e.g. NoBrokersAvailable with api_version=None
-                self._needs_rebuild = True
                 return self._unavailable(messages, exc, failures)
             sent = self._send_each(producer, messages, failures)
             flush_error = self._flush(producer)
         outcomes = [self._outcome(item, len(messages), flush_error, failures) for item in sent]
+        self._needs_rebuild = any(_producer_wide(outcome.error) for outcome in outcomes)
         self._report(outcomes)
         return outcomes
 
@@ -294,7 +214,6 @@ class KafkaPublisher(Publisher):
         undeliverable and carries on, it is never published, so the rest of the batch goes on. Only a failure that
         is not the record's own (metadata, a closed producer) also rebuilds the producer.
         """
-        partitions = self._partitions
         total = len(messages)
         sent: list[_Sent] = []
         aborted: BaseException | None = None
@@ -302,17 +221,11 @@ class KafkaPublisher(Publisher):
             if aborted is not None:
                 sent.append(_Sent(index, message, error=aborted))
                 continue
-            key = message.key
-            partition = (
-                None if partitions is None or type(key) is not bytes else partitions.partition(message.topic, key)
-            )
             try:
-                sent.append(_Sent(index, message, future=_send(producer, message, list(message.headers), partition)))
+                sent.append(_Sent(index, message, future=_send(producer, message)))
             except Exception as exc:  # noqa: BLE001 - record-local refusals, metadata timeout, closed producer, ...
                 sent.append(_Sent(index, message, error=self._wrap(exc, index, total, message, failures)))
-                if not classify(exc).record_local:
-                    self._needs_rebuild = True
-                if is_rejected_record(exc):
+                if classify(exc).rejected:
                     continue  # its document is stamped undeliverable: nothing after it waits for it
                 aborted = KafkaPublishError(
                     f"not sent: message {index + 1} of {total} of this batch failed first ({describe(exc)})"
@@ -328,7 +241,6 @@ class KafkaPublisher(Publisher):
         try:
             producer.flush(timeout=self._flush_timeout_s())
         except Exception as exc:  # noqa: BLE001 - KafkaTimeoutError: some records still pending
-            self._needs_rebuild = True
             return exc
         return None
 
@@ -344,7 +256,6 @@ class KafkaPublisher(Publisher):
 
             # Only after a flush timeout; the record may still be delivered later, so it is reported
             # failed (a retry may duplicate it, it can never be lost).
-            self._needs_rebuild = True
             timeout = ke.KafkaTimeoutError(
                 f"no acknowledgement within {self._flush_timeout_s():.0f} s"
                 + (f" ({describe(flush_error)})" if flush_error else "")
@@ -352,8 +263,6 @@ class KafkaPublisher(Publisher):
             return PublishOutcome(message=message, error=self._wrap(timeout, index, total, message, failures))
         if future.failed():
             failure = future.exception
-            if not classify(failure).record_local:
-                self._needs_rebuild = True
             return PublishOutcome(message=message, error=self._wrap(failure, index, total, message, failures))
         metadata = future.value
         offset = getattr(metadata, "offset", -1)
@@ -389,7 +298,7 @@ class KafkaPublisher(Publisher):
             f"{self._settings.servers}: "
         )
         error: KafkaPublishError
-        if is_rejected_record(exc):
+        if classify(exc).rejected:
             # The record itself is at fault (an illegal topic name, a value kafka-python cannot serialise): the drain
             # stamps the document undeliverable instead of failing its page on every run (CTR-04).
             error = KafkaMessageRejected(text + describe(exc)[:500])
@@ -401,104 +310,17 @@ class KafkaPublisher(Publisher):
         return error
 
 
-def _send(producer: Any, message: OutgoingMessage, headers: list[Any], partition: int | None) -> Any:
-    """``producer.send`` of one message; what kafka-python would do with the headers unpacked into tuples and its
-    own partition choice.
+def _send(producer: Any, message: OutgoingMessage) -> Any:
+    """``producer.send`` of one message; kafka-python picks the partition (by the key's hash when there is one)."""
+    headers = [(name, value) for name, value in message.headers]
+    return producer.send(message.topic, value=message.value, key=message.key, headers=headers)
 
-    ``headers`` is ``list(message.headers)``: the (name, value) tuples kafka-python wants, without unpacking and
-    repacking each one. Should kafka-python refuse them because an item is not a 2-tuple (a list pair, say), the send
-    is repeated with the items unpacked into tuples, as they always were. Should it refuse ``partition`` (only if the
-    topic's partitions changed between ``_KeyPartitions.partition`` and the send), the send is repeated without it,
-    leaving the choice to kafka-python. Both refusals come before the record is appended, so a repeat never sends a
-    record twice.
+
+def _producer_wide(error: BaseException | None) -> bool:
+    """Whether a message's failure is not its record's own, so the producer is rebuilt before the next batch.
+
+    Each failure carries what kafka-python raised as its cause; a message not sent because an earlier one failed
+    carries that earlier failure, and a future still pending after the flush a timeout.
     """
-    try:
-        if partition is None:
-            return producer.send(message.topic, value=message.value, key=message.key, headers=headers)
-        return producer.send(message.topic, value=message.value, key=message.key, headers=headers, partition=partition)
-    except TypeError:
-        if all(isinstance(item, tuple) and len(item) == 2 for item in headers):
-            raise
-        return _send(producer, message, [(name, value) for name, value in headers], partition)
-    except ValueError:
-        if partition is None:
-            raise
-        return _send(producer, message, headers, None)
-
-
-# ------------------------------------------------------------------------------------------------
-# Small admin helpers (tests, operators' pre-flight checks).
-# ------------------------------------------------------------------------------------------------
-
-
-def _unreachable(settings: KafkaSettings, timeout_s: float, exc: BaseException, why: str | None) -> PublishError:
-    where = f"Kafka at {settings.servers}"
-    if why:
-        return PublishError(f"{where} refused the connection: {why} (after {describe(exc)})")
-    return PublishError(f"cannot reach {where} within {timeout_s:.0f} s: {describe(exc)}")
-
-
-def _admin_client(settings: KafkaSettings, timeout_s: float) -> Any:
-    from kafka import KafkaAdminClient
-    from kafka import errors as ke
-
-    config = settings.client_config()
-    # The admin client always bootstraps in its constructor, even with a pinned api_version.
-    config["bootstrap_timeout_ms"] = int(timeout_s * 1000)
-    config["request_timeout_ms"] = max(1000, min(settings.request_timeout_ms, int(timeout_s * 1000)))
-    failure: PublishError | None = None
-    with ConnectionFailures.listening(settings) as failures:
-        try:
-            return KafkaAdminClient(**config)
-        except ke.KafkaError as exc:
-            failure = _unreachable(settings, timeout_s, exc, failures.explain())
-            failure.__cause__ = exc
-    raise failure
-
-
-def check_connectivity(settings: KafkaSettings, *, timeout_s: float = 10.0) -> None:
-    """Raise ``PublishError`` unless a broker answers (bootstrap + metadata) within ``timeout_s``.
-
-    A broker that refuses the handshake (SASL, TLS) is named as such, not as unreachable.
-    """
-    admin = _admin_client(settings, timeout_s)
-    try:
-        admin.list_topics()  # one metadata round trip (describe_cluster trips on pinned versions)
-    finally:
-        admin.close()
-
-
-def ensure_topics(
-    settings: KafkaSettings,
-    names: Iterable[str],
-    *,
-    partitions: int = 3,
-    replication_factor: int = 1,
-    timeout_s: float = 30.0,
-) -> None:
-    """Create the topics that do not exist yet and wait until every partition has a leader."""
-    from kafka import errors as ke
-
-    topics = list(dict.fromkeys(names))
-    if not topics:
-        return
-    deadline = time.monotonic() + timeout_s
-    admin = _admin_client(settings, timeout_s)
-    try:
-        result = admin.create_topics(
-            {name: {"num_partitions": partitions, "replication_factor": replication_factor} for name in topics},
-            timeout_ms=int(timeout_s * 1000),
-            raise_errors=False,
-        )
-        for topic in result.get("topics", []):
-            code = topic.get("error_code", 0)
-            if code and code != ke.TopicAlreadyExistsError.errno:
-                err = ke.for_code(code)
-                raise PublishError(
-                    f"creating topic {topic.get('name')!r} failed: {err.__name__} "
-                    f"{topic.get('error_message') or ''}".rstrip()
-                )
-        left_ms = max(1000, int((deadline - time.monotonic()) * 1000))
-        admin.wait_for_topics(topics, timeout_ms=left_ms)
-    finally:
-        admin.close()
+    cause = None if error is None else error.__cause__
+    return cause is not None and not classify(cause).record_local

@@ -157,7 +157,7 @@ class ChatterKafkaHook(BaseHook):
     def test_connection(self, timeout_s: float = 10.0) -> tuple[bool, str]:
         """Fetch the cluster's topic metadata from a broker, giving up after ``timeout_s`` seconds."""
         try:
-            from airflow_chatter.adapters.kafka.publisher import check_connectivity
+            from airflow_chatter.adapters.kafka.admin import check_connectivity
 
             settings = self.settings()
             check_connectivity(settings, timeout_s=timeout_s)
