@@ -1,16 +1,16 @@
-"""A fake ``Publisher`` that records what it is asked to send and fails on demand.
+"""A fake ``Publisher`` that records what it is asked to send and fails as its handler says.
 
-It models a Kafka producer honestly: every message of a ``send_batch`` call is handed to the
-"broker" (an attempt is recorded) and gets its own outcome; a per-message fault fails only that
-message. ``fail_batch`` models a broker that cannot be reached at all (``PublishError`` for the whole
-call, nothing sent).
+It models a Kafka producer honestly: every message of a ``send_batch`` call is handed to the "broker" (an attempt
+is recorded) and gets its own outcome. What the broker does with a message is one function, the handler (as
+httpx's ``MockTransport`` takes one): ``handler(message)`` returns ``None`` to confirm it, or the exception that
+message fails with; a handler that *raises* fails the whole call (a broker that cannot be reached: nothing sent).
+The factories below build the handlers tests need; a test may also write its own.
 """
 
 from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from airflow_chatter.ports import (
     OutgoingMessage,
@@ -20,33 +20,84 @@ from airflow_chatter.ports import (
     PublishOutcome,
 )
 
-__all__ = ["FakePublisher", "PublishFault"]
+__all__ = ["FakePublisher", "PublishHandler", "fail_all", "fail_nth", "fail_topic", "first_of", "unreachable"]
+
+#: What the fake broker does with one message: ``None`` confirms it, an exception is its error; raising fails the
+#: whole ``send_batch`` call.
+PublishHandler = Callable[[OutgoingMessage], BaseException | None]
 
 
-@dataclass
-class PublishFault:
-    """One armed fault: which messages it hits and what error they get."""
+def fail_nth(n: int, error: BaseException | None = None) -> PublishHandler:
+    """Fail the ``n``-th message the handler is given (1-based, counted across batches), once."""
+    failure = error or PublishError(f"fault on message {n}")
+    seen = 0
 
-    matches: Callable[[int, OutgoingMessage], bool]
-    error: BaseException
-    remaining: int | None = None  # None: forever
+    def handle(_message: OutgoingMessage) -> BaseException | None:
+        nonlocal seen
+        seen += 1
+        return failure if seen == n else None
 
-    def hit(self, ordinal: int, message: OutgoingMessage) -> bool:
-        if self.remaining == 0 or not self.matches(ordinal, message):
-            return False
-        if self.remaining is not None:
-            self.remaining -= 1
-        return True
+    return handle
+
+
+def fail_all(error: BaseException | None = None, *, times: int | None = None) -> PublishHandler:
+    """Fail every message (or the next ``times`` messages)."""
+    failure = error or PublishError("fault")
+    left = times
+
+    def handle(_message: OutgoingMessage) -> BaseException | None:
+        nonlocal left
+        if left is None:
+            return failure
+        if left == 0:
+            return None
+        left -= 1
+        return failure
+
+    return handle
+
+
+def fail_topic(topic: str, error: BaseException | None = None) -> PublishHandler:
+    """Fail every message to ``topic`` (e.g. an unknown topic or ACL denial)."""
+    failure = error or PublishError(f"topic {topic} refused")
+    return lambda message: failure if message.topic == topic else None
+
+
+def unreachable(error: BaseException | None = None) -> PublishHandler:
+    """Raise ``error`` (default ``PublishError``) for every ``send_batch`` call: a broker that cannot be reached."""
+    failure = error or PublishError("broker unreachable")
+
+    def handle(_message: OutgoingMessage) -> BaseException | None:
+        raise failure
+
+    return handle
+
+
+def first_of(*handlers: PublishHandler | None) -> PublishHandler:
+    """The first error any of ``handlers`` gives a message, asked in order (a later one is not asked once one has
+    failed it): faults armed one after another."""
+    armed = [handler for handler in handlers if handler is not None]
+
+    def handle(message: OutgoingMessage) -> BaseException | None:
+        for handler in armed:
+            error = handler(message)
+            if error is not None:
+                return error
+        return None
+
+    return handle
 
 
 class FakePublisher(Publisher):
     """Records every message; ``sent`` holds only the confirmed ones, in confirmation order.
 
-    ``partitions`` per topic (default 1) are chosen from the key like Kafka's default partitioner
-    would (stable hash), so per-key ordering can be asserted on ``(topic, partition)`` offsets.
+    ``handler`` (``None``: confirm every message) may be replaced at any time. ``partitions`` per topic (default 1)
+    are chosen from the key like Kafka's default partitioner would (stable hash), so per-key ordering can be
+    asserted on ``(topic, partition)`` offsets.
     """
 
-    def __init__(self, *, partitions: int = 1) -> None:
+    def __init__(self, handler: PublishHandler | None = None, *, partitions: int = 1) -> None:
+        self.handler = handler
         self.partitions = partitions
         self.sent: list[OutgoingMessage] = []
         self.attempted: list[OutgoingMessage] = []
@@ -54,53 +105,19 @@ class FakePublisher(Publisher):
         self.batches: list[list[OutgoingMessage]] = []
         self.send_batch_calls = 0
         self.closed = False
-        self._faults: list[PublishFault] = []
-        self._batch_faults: list[tuple[int | None, BaseException]] = []
         self._offsets: dict[tuple[str, int], int] = {}
-
-    # ------------------------------------------------------------------ fault injection
-
-    def fail_nth(self, n: int, error: BaseException | None = None) -> None:
-        """Fail the ``n``-th message ever attempted (1-based, counted across batches)."""
-        self._faults.append(PublishFault(lambda i, _m: i == n, error or PublishError(f"fault on message {n}"), 1))
-
-    def fail_all(self, error: BaseException | None = None, *, times: int | None = None) -> None:
-        """Fail every message (or the next ``times`` messages)."""
-        self._faults.append(PublishFault(lambda _i, _m: True, error or PublishError("fault"), times))
-
-    def fail_topic(self, topic: str, error: BaseException | None = None) -> None:
-        """Fail every message to ``topic`` (e.g. an unknown topic or ACL denial)."""
-        self._faults.append(
-            PublishFault(lambda _i, m: m.topic == topic, error or PublishError(f"topic {topic} refused"))
-        )
-
-    def fail_batch(self, error: BaseException | None = None, *, on_call: int | None = None) -> None:
-        """Raise ``error`` (default ``PublishError``) for a whole ``send_batch`` call.
-
-        ``on_call`` is 1-based; ``None`` raises on every call until ``clear_faults``.
-        """
-        self._batch_faults.append((on_call, error or PublishError("broker unreachable")))
-
-    def clear_faults(self) -> None:
-        self._faults.clear()
-        self._batch_faults.clear()
-
-    # ------------------------------------------------------------------ the port
 
     def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
         """Send each message and report its own outcome, in input order."""
         self.send_batch_calls += 1
-        for on_call, error in self._batch_faults:
-            if on_call is None or on_call == self.send_batch_calls:
-                raise error
         batch = list(messages)
+        handler = self.handler
+        errors = [None if handler is None else handler(message) for message in batch]  # a raise: nothing sent
         self.batches.append(batch)
-        return [self._send_one(message) for message in batch]
+        return [self._send_one(message, error) for message, error in zip(batch, errors, strict=True)]
 
     def close(self) -> None:
         self.closed = True
-
-    # ------------------------------------------------------------------ helpers
 
     def topics(self) -> list[str]:
         return [m.topic for m in self.sent]
@@ -108,13 +125,11 @@ class FakePublisher(Publisher):
     def values(self, topic: str | None = None) -> list[bytes]:
         return [m.value for m in self.sent if topic is None or m.topic == topic]
 
-    def _send_one(self, message: OutgoingMessage) -> PublishOutcome:
+    def _send_one(self, message: OutgoingMessage, error: BaseException | None) -> PublishOutcome:
         self.attempted.append(message)
-        ordinal = len(self.attempted)
-        for fault in self._faults:
-            if fault.hit(ordinal, message):
-                self.failed.append((message, fault.error))
-                return PublishOutcome(message, error=fault.error)
+        if error is not None:
+            self.failed.append((message, error))
+            return PublishOutcome(message, error=error)
         partition = zlib.crc32(message.key or b"") % self.partitions
         offset = self._offsets.get((message.topic, partition), 0)
         self._offsets[(message.topic, partition)] = offset + 1

@@ -17,6 +17,7 @@ from airflow_chatter.airflow.operators.drain import (
 from airflow_chatter.drain.leases import LeaseHeldError
 from airflow_chatter.errors import ConfigurationError, ContainerContractError
 from airflow_chatter.testing.clock import ManualClock
+from airflow_chatter.testing.fakes import unreachable
 from tests.airflow._support import install_world, source
 
 
@@ -102,7 +103,7 @@ def test_failed_drain_raises_the_original_error(monkeypatch: pytest.MonkeyPatch)
 
     world = install_world(monkeypatch)
     world.write(tenants=1, per_tenant=2)
-    world.publisher.fail_batch(PublishError("broker down"))  # type: ignore[attr-defined]
+    world.publisher.handler = unreachable(PublishError("broker down"))  # type: ignore[attr-defined]
     [lease_id] = list_leases().execute(context={})
     with pytest.raises(PublishError, match="broker down"):
         drain(lease_id).execute(context={})

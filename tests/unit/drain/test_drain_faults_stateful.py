@@ -15,6 +15,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from airflow_chatter.drain.engine import DrainEngine, ResolveContext
 from airflow_chatter.ports import Document, OutgoingMessage, PublishError, ServiceUnavailable, Throttled
+from airflow_chatter.testing.fakes import fail_all, first_of
 
 from ._drain_support import Rig, clear_faults, fail_operation, outbox_doc
 from ._stateful_support import merge_two, published_ids, split_one, stateful_settings
@@ -45,7 +46,7 @@ class DrainUnderFaults(RuleBasedStateMachine):
         return "undeliverable" if message_id in self.malformed else "delivered"
 
     def _stop_faults(self) -> None:
-        self.rig.publisher.clear_faults()
+        self.rig.publisher.handler = None
         clear_faults(self.rig.monitored)
         clear_faults(self.rig.leases)
 
@@ -61,7 +62,8 @@ class DrainUnderFaults(RuleBasedStateMachine):
 
     @rule(times=st.integers(1, 3))
     def publishes_fail(self, times: int) -> None:
-        self.rig.publisher.fail_all(PublishError("broker down"), times=times)
+        publisher = self.rig.publisher
+        publisher.handler = first_of(publisher.handler, fail_all(PublishError("broker down"), times=times))
 
     @rule(times=st.integers(1, 6))
     def stamps_fail(self, times: int) -> None:

@@ -16,7 +16,7 @@ from airflow_chatter.adapters.memory.container import OperationCall
 from airflow_chatter.drain.telemetry import DOCUMENTS, UNDELIVERABLE
 from airflow_chatter.outbox.document import UNDELIVERABLE as UNDELIVERABLE_STATUS
 from airflow_chatter.ports import BatchOperation, BatchOperationKind, PublishError, ServiceUnavailable
-from airflow_chatter.testing.fakes import FakePublisher
+from airflow_chatter.testing.fakes import FakePublisher, fail_all, fail_nth, unreachable
 
 from ._drain_support import (
     ABSENT,
@@ -118,7 +118,7 @@ def test_rly_04_partition_key_recovered_from_hierarchical_paths_keeps_json_kinds
 
 def test_rly_05_publish_failure_leaves_the_document_pending_and_the_lease_unmoved(rig: Rig) -> None:
     (seeded,) = rig.seed(outbox_doc("msg-1"))
-    rig.publisher.fail_all(PublishError("topic refused"))
+    rig.publisher.handler = fail_all(PublishError("topic refused"))
     engine = rig.engine()
     summary = rig.drain(engine)
     assert summary.error_type == "PublishError" and "topic refused" in (summary.error_message or "")
@@ -126,13 +126,13 @@ def test_rly_05_publish_failure_leaves_the_document_pending_and_the_lease_unmove
     assert rig.current(seeded)["status"] == "pending"
     assert rig.lease(engine).continuation is None, "nothing checkpointed past the failing document"
     assert summary.confirmation_failures == 0, "a publish failure is not a Confirmation Failure"
-    rig.publisher.clear_faults()
+    rig.publisher.handler = None
     assert rig.drain(engine).delivered == 1, "the document is re-offered next run"
 
 
 def test_rly_05_broker_unreachable_for_the_whole_batch(rig: Rig) -> None:
     rig.seed(outbox_doc("msg-1"))
-    rig.publisher.fail_batch(PublishError("no broker"))
+    rig.publisher.handler = unreachable(PublishError("no broker"))
     summary = rig.drain()
     assert summary.error_type == "PublishError" and summary.published == 0
     assert calls(rig.monitored, "patch") == 0
@@ -159,7 +159,7 @@ def test_rly_07_sequential_fail_closed_stops_the_rest_of_the_batch(rig: Rig) -> 
     u = outbox_doc("msg-u", Destination=ABSENT)
     c = outbox_doc("msg-c")
     rig.seed(a, u, c)
-    rig.publisher.fail_nth(1, PublishError("a refused"))
+    rig.publisher.handler = fail_nth(1, PublishError("a refused"))
     engine = rig.engine(stamp_mode="sequential")
     summary = rig.drain(engine)
     assert summary.error_type == "PublishError"
@@ -167,7 +167,7 @@ def test_rly_07_sequential_fail_closed_stops_the_rest_of_the_batch(rig: Rig) -> 
     assert rig.current(c)["status"] == "pending", "a later document is not stamped"
     assert [m.topic for m in rig.publisher.attempted] == ["orders"], "a later document is not even published"
     assert rig.lease(engine).continuation is None
-    rig.publisher.clear_faults()
+    rig.publisher.handler = None
     again = rig.drain(engine)
     assert (again.delivered, again.undeliverable) == (2, 1), "the whole page is re-offered and finished"
 
@@ -180,7 +180,7 @@ def test_rly_07_f10_batched_fail_closed_stamps_nothing_after_the_first_unconfirm
     u = outbox_doc("msg-u", Destination=ABSENT)
     c = outbox_doc("msg-c")
     rig.seed(a, u, c)
-    rig.publisher.fail_nth(1, PublishError("a refused"))
+    rig.publisher.handler = fail_nth(1, PublishError("a refused"))
     engine = rig.engine(stamp_mode="batched")
     summary = rig.drain(engine)
     assert summary.error_type == "PublishError" and summary.confirmation_failures == 0
@@ -189,7 +189,7 @@ def test_rly_07_f10_batched_fail_closed_stamps_nothing_after_the_first_unconfirm
     assert rig.current(c)["status"] == "pending", "a later document is not stamped"
     assert len(rig.publisher.batches) == 1, "the undeliverable document between them cut no send_batch"
     assert rig.lease(engine).continuation is None
-    rig.publisher.clear_faults()
+    rig.publisher.handler = None
     again = rig.drain(engine)
     assert (again.delivered, again.undeliverable) == (2, 1), "the whole page is re-offered and finished"
     assert {rig.current(d)["status"] for d in (a, c)} == {"delivered"} and rig.current(u)[
@@ -399,7 +399,7 @@ def test_rly_07_messages_in_flight_with_the_failing_one_are_acknowledged_but_nev
     checkpointed, so the next run publishes them again (at-least-once; consumers dedupe on message-id).
     """
     docs = rig.seed(outbox_doc("msg-a"), outbox_doc("msg-b"), outbox_doc("msg-c"))
-    rig.publisher.fail_nth(2, PublishError("b refused"))
+    rig.publisher.handler = fail_nth(2, PublishError("b refused"))
     engine = rig.engine()
     summary = rig.drain(engine)
     assert summary.error_type == "PublishError" and summary.delivered == 1
@@ -407,7 +407,7 @@ def test_rly_07_messages_in_flight_with_the_failing_one_are_acknowledged_but_nev
     assert [dict(m.headers)["message-id"] for m in rig.publisher.sent] == [b"msg-a", b"msg-c"]
     assert summary.published == len(rig.publisher.sent) == 2, "published counts what the broker confirmed: a and c"
     assert rig.lease(engine).continuation is None
-    rig.publisher.clear_faults()
+    rig.publisher.handler = None
     assert rig.drain(engine).published == 2, "b and c again; c is a duplicate downstream dedupes"
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_chatter.ports import MessageRejected, PublishError
+from airflow_chatter.testing.fakes import fail_topic
 
 from ._drain_support import Rig, outbox_doc
 
@@ -32,7 +33,7 @@ def test_ctr_04_a_message_the_publisher_rejects_is_stamped_undeliverable_and_the
         outbox_doc("m-2", "t2", destination=bad),
         outbox_doc("m-3", "t1"),
     )
-    rig.publisher.fail_topic(bad, MessageRejected(f"topic name {bad[:10]}... is illegal"))
+    rig.publisher.handler = fail_topic(bad, MessageRejected(f"topic name {bad[:10]}... is illegal"))
     engine = rig.engine(stamp_mode=stamp_mode)
 
     summary = rig.drain(engine)
@@ -43,7 +44,7 @@ def test_ctr_04_a_message_the_publisher_rejects_is_stamped_undeliverable_and_the
     assert published(rig) == ["m-1", "m-3"]
     assert summary.undeliverable == 1
     assert rig.lease(engine).continuation is not None, "the page is checkpointed past the rejected document"
-    rig.publisher.clear_faults()
+    rig.publisher.handler = None
     again = rig.drain(engine)
     assert again.published == 0, "nothing is republished: the lease moved past all three"
 
@@ -52,7 +53,7 @@ def test_ctr_04_a_message_the_publisher_rejects_is_stamped_undeliverable_and_the
 def test_rly_05_a_publish_failure_that_is_not_a_rejection_still_fails_the_page_closed(stamp_mode: str) -> None:
     rig = Rig()
     docs = rig.seed(outbox_doc("m-1", "t1"), outbox_doc("m-2", "t1", destination="down"))
-    rig.publisher.fail_topic("down", PublishError("broker unreachable"))
+    rig.publisher.handler = fail_topic("down", PublishError("broker unreachable"))
     engine = rig.engine(stamp_mode=stamp_mode)
 
     summary = rig.drain(engine)

@@ -10,6 +10,7 @@ from airflow_chatter.drain.suspension import SuspensionState
 from airflow_chatter.drain.telemetry import BATCHES, DOCUMENTS, FAILURES, SUSPENSIONS
 from airflow_chatter.errors import DrainSuspendedError
 from airflow_chatter.ports import PublishError, ServiceUnavailable
+from airflow_chatter.testing.fakes import fail_all
 
 from ._drain_support import (
     ABSENT,
@@ -179,7 +180,7 @@ def test_sus_13_only_post_publish_stamp_failures_count(rig: Rig, fault: str) -> 
     kwargs = {}
     doc = outbox_doc("msg-1")
     if fault == "publish":
-        rig.publisher.fail_all()
+        rig.publisher.handler = fail_all()
     elif fault == "resolver":
         kwargs["body_resolver"] = raising_resolver
     elif fault == "undeliverable_stamp":
@@ -247,7 +248,7 @@ def test_sus_05_refused_runs_are_not_retried_in_a_loop(rig: Rig) -> None:
 
 def test_sus_13_publish_error_is_reported_with_its_own_type(rig: Rig) -> None:
     rig.seed(outbox_doc("msg-1"))
-    rig.publisher.fail_all(PublishError("nope"))
+    rig.publisher.handler = fail_all(PublishError("nope"))
     assert rig.drain().error_type == "PublishError"
 
 

@@ -23,6 +23,7 @@ from airflow_chatter.drain.telemetry import (
     DrainTelemetry,
 )
 from airflow_chatter.ports import PublishError, ServiceUnavailable
+from airflow_chatter.testing.fakes import fail_all
 
 from ._drain_support import ABSENT, Rig, domain_doc, fail_operation, fail_stamp, outbox_doc
 
@@ -114,7 +115,7 @@ def test_met_02_outcomes_admitted_skipped_dropped_and_nothing_for_failures(rig: 
     assert rig.metrics.counter(DOCUMENTS, **{OUTCOME: "skipped"}) == 2, "the domain doc and our own stamp"
     failing = Rig()
     failing.seed(outbox_doc("msg-1"))
-    failing.publisher.fail_all(PublishError("no"))
+    failing.publisher.handler = fail_all(PublishError("no"))
     failing.drain()
     assert failing.metrics.counter(DOCUMENTS, **{OUTCOME: "admitted"}) == 0, "MET-09: a fault is not an outcome"
 
@@ -234,7 +235,7 @@ def test_log_05_a_failed_release_is_logged_and_the_drains_outcome_kept(
     rig: Rig, caplog: pytest.LogCaptureFixture
 ) -> None:
     rig.seed(outbox_doc("msg-1"))
-    rig.publisher.fail_all(PublishError("broker said no"))
+    rig.publisher.handler = fail_all(PublishError("broker said no"))
     rig.leases.faults.fail(
         "replace",
         error=ServiceUnavailable("lease store down"),

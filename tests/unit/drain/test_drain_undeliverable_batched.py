@@ -17,6 +17,7 @@ from airflow_chatter.drain.suspension import SuspensionState
 from airflow_chatter.drain.telemetry import UNDELIVERABLE
 from airflow_chatter.outbox.document import MESSAGE_ID_FIELD
 from airflow_chatter.ports import Document, MessageRejected, OutgoingMessage, PublishError, ServiceUnavailable
+from airflow_chatter.testing.fakes import fail_nth, fail_topic
 
 from ._drain_support import ABSENT, Rig, calls, clear_faults, fail_stamp, outbox_doc
 
@@ -143,7 +144,7 @@ def test_f10_rly_07_an_undeliverable_document_after_the_first_unconfirmed_publis
         outbox_doc("d-1", "t0"),
         outbox_doc("u-1", "t0", Destination=ABSENT),
     )
-    rig.publisher.fail_nth(2, PublishError("d-1 refused"))
+    rig.publisher.handler = fail_nth(2, PublishError("d-1 refused"))
     engine = rig.engine(stamp_mode="batched")
     summary = rig.drain(engine)
     assert summary.error_type == "PublishError" and summary.confirmation_failures == 0
@@ -161,7 +162,7 @@ def test_f10_ctr_04_a_rejected_message_and_a_contract_violation_ride_the_batch_o
         outbox_doc("u-0", "t0", Destination=ABSENT),
         outbox_doc("d-1", "t0"),
     )
-    rig.publisher.fail_topic(bad, MessageRejected("topic name is illegal"))
+    rig.publisher.handler = fail_topic(bad, MessageRejected("topic name is illegal"))
     summary = rig.drain(rig.engine(stamp_mode="batched"))
     summary.raise_for_error()
     assert statuses(rig, docs) == {
