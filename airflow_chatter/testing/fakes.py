@@ -4,7 +4,8 @@ It models a Kafka producer honestly: every message of a ``send_batch`` call is h
 is recorded) and gets its own outcome. What the broker does with a message is one function, the handler (as
 httpx's ``MockTransport`` takes one): ``handler(message)`` returns ``None`` to confirm it, or the exception that
 message fails with; a handler that *raises* fails the whole call (a broker that cannot be reached: nothing sent).
-The factories below build the handlers tests need; a test may also write its own.
+The factories below build the handlers tests need (``testing.handlers.first_of`` arms several); a test may
+also write its own.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from airflow_chatter.ports import (
     PublishOutcome,
 )
 
-__all__ = ["FakePublisher", "PublishHandler", "fail_all", "fail_nth", "fail_topic", "first_of", "unreachable"]
+__all__ = ["FakePublisher", "PublishHandler", "fail_all", "fail_nth", "fail_topic", "unreachable"]
 
 #: What the fake broker does with one message: ``None`` confirms it, an exception is its error; raising fails the
 #: whole ``send_batch`` call.
@@ -69,21 +70,6 @@ def unreachable(error: BaseException | None = None) -> PublishHandler:
 
     def handle(_message: OutgoingMessage) -> BaseException | None:
         raise failure
-
-    return handle
-
-
-def first_of(*handlers: PublishHandler | None) -> PublishHandler:
-    """The first error any of ``handlers`` gives a message, asked in order (a later one is not asked once one has
-    failed it): faults armed one after another."""
-    armed = [handler for handler in handlers if handler is not None]
-
-    def handle(message: OutgoingMessage) -> BaseException | None:
-        for handler in armed:
-            error = handler(message)
-            if error is not None:
-                return error
-        return None
 
     return handle
 

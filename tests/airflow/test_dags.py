@@ -8,6 +8,9 @@ from typing import Any
 
 import pytest
 
+from airflow_chatter.adapters.memory.faults import fail
+from airflow_chatter.testing.handlers import first_of
+
 DAGS = Path(__file__).resolve().parents[2] / "dags"
 
 
@@ -437,10 +440,15 @@ def test_a_failed_drain_fails_the_run_and_the_messages_it_delivered_still_get_th
     world = install_world(monkeypatch, feed_ranges=2)
     world.write(tenants=6, per_tenant=2)
     broken_range = world.monitored.read_feed_ranges()[0]
-    world.monitored.faults.fail(
-        "read_change_feed",
-        error=RuntimeError("the feed of this range broke"),
-        when=lambda call: call.arguments["feed_range"] == broken_range and call.arguments["continuation"] is not None,
+    world.monitored.handler = first_of(
+        world.monitored.handler,
+        fail(
+            "read_change_feed",
+            error=RuntimeError("the feed of this range broke"),
+            when=lambda call: (
+                call.arguments["feed_range"] == broken_range and call.arguments["continuation"] is not None
+            ),
+        ),
     )
     run = dagbag().dags["chatter_drain_orders"].test()
     assert run.state == "failed", "a failed drain fails the run, although the task after it succeeded"

@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 
+from airflow_chatter.adapters.memory.faults import fail
 from airflow_chatter.airflow.config import SourcesConfigError, parse_sources
 from airflow_chatter.errors import ConfigurationError
+from airflow_chatter.testing.handlers import first_of
 
 from .test_dags import dagbag, valid
 
@@ -157,7 +159,9 @@ def test_f11_a_drain_task_stops_on_the_connection_s_retry_limit_unless_the_sourc
     world.write(tenants=2, per_tenant=3)
     config = source() if source_retries is None else source(max_throttle_retries=source_retries)
     [lease_id] = ChatterListLeasesOperator(task_id="list", source=config).execute(context={})
-    world.monitored.faults.fail("read_change_feed", error=Throttled("busy", retry_after_ms=1), times=2)
+    world.monitored.handler = first_of(
+        world.monitored.handler, fail("read_change_feed", error=Throttled("busy", retry_after_ms=1), times=2)
+    )
     drain = ChatterDrainOperator(task_id="drain", source=config, lease_id=lease_id)
     if stops:
         with pytest.raises(Throttled, match=r"max_throttle_retries=1.*stops at this page, nothing lost"):

@@ -16,11 +16,11 @@ Cosmos DB" column of the emulator notes' feature matrix), because the drain's co
   ``split_feed_range`` simulates a partition split, after which the parent range is gone (410) and its
   continuations resume on the children;
 * queries run a small, documented SQL subset (``query``) with Cosmos's undefined-value semantics;
-* tests fail calls on purpose through ``container.faults`` (``faults``) and count them in ``container.calls``.
+* tests fail calls on purpose through ``container.handler`` (``faults``) and count them in ``container.calls``.
 """
 
 from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
-from airflow_chatter.adapters.memory.faults import OPERATIONS, FaultPlan, FaultRule, OperationCall
+from airflow_chatter.adapters.memory.faults import OPERATIONS, OperationCall, OperationHandler, fail
 from airflow_chatter.adapters.memory.query import SUPPORTED_SQL, parse_query
 from airflow_chatter.adapters.memory.ranges import EPK_SPACE
 
@@ -28,9 +28,9 @@ __all__ = [
     "EPK_SPACE",
     "OPERATIONS",
     "SUPPORTED_SQL",
-    "FaultPlan",
-    "FaultRule",
     "MemoryDocumentContainer",
     "OperationCall",
+    "OperationHandler",
+    "fail",
     "parse_query",
 ]

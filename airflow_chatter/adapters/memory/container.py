@@ -1,7 +1,7 @@
 """``MemoryDocumentContainer``: the stored state and the port methods of the in-memory container.
 
 Every port method runs through :meth:`MemoryDocumentContainer._run`: count the call, the :meth:`check` hook
-(default: the fault plan, ``container.faults``), apply in a :class:`_Transaction`, commit, the :meth:`after_apply`
+(default: the fault handler, ``container.handler``), apply in a :class:`_Transaction`, commit, the :meth:`after_apply`
 hook. A subclass overrides the hooks to inject its own behaviour.
 """
 
@@ -26,7 +26,7 @@ from airflow_chatter.adapters.memory.documents import (
     validated_default_ttl,
     validated_paths,
 )
-from airflow_chatter.adapters.memory.faults import FaultPlan, OperationCall
+from airflow_chatter.adapters.memory.faults import OperationCall, OperationHandler
 from airflow_chatter.adapters.memory.patch import apply_patch, check_patch_targets
 from airflow_chatter.adapters.memory.query import (
     normalise_parameters,
@@ -137,20 +137,25 @@ class MemoryDocumentContainer(DocumentContainer):
         #: The live versions, in commit order (a commit re-inserts what it writes): so also in ``_lsn`` order.
         self._items: dict[_ItemKey, _Stored] = {}
         self._lsn = 0
-        #: Faults to inject; see :class:`FaultPlan`.
-        self.faults = FaultPlan()
+        #: Faults to inject: asked of every call before it applies and after it committed (``faults.fail``).
+        self.handler: OperationHandler | None = None
         #: How often each port method was called (including calls that failed), e.g. ``calls["patch"]``.
         self.calls: Counter[str] = Counter()
 
     # -- hooks ----------------------------------------------------------------------------------------------
 
     def check(self, call: OperationCall) -> None:
-        """Run before an operation applies, under the lock; raise to fail it. Default: the fault plan."""
-        self.faults.raise_due(call, after_apply=False)
+        """Run before an operation applies, under the lock; raise to fail it. Default: the fault handler."""
+        self._raise_due(call)
 
     def after_apply(self, call: OperationCall, result: Any) -> None:
         """Run after an operation applied (and committed), under the lock; raise to report a lost response."""
-        self.faults.raise_due(call, after_apply=True)
+        self._raise_due(replace(call, applied=True))
+
+    def _raise_due(self, call: OperationCall) -> None:
+        error = None if self.handler is None else self.handler(call)
+        if error is not None:
+            raise error
 
     def _run(self, call: OperationCall, apply: Callable[[_Transaction], _T]) -> _T:
         """Number and count the call, run the hooks and ``apply`` in one transaction, and commit it if ``apply``

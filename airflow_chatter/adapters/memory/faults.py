@@ -1,7 +1,10 @@
-"""Fault injection for the in-memory container: which calls fail, with what, before or after they apply.
+"""Fault injection for the in-memory container: a handler of each operation, as ``FakePublisher`` has one of each
+message (``airflow_chatter.testing.handlers``).
 
-Tests reach the drain's failure paths through a :class:`FaultPlan` (``container.faults``) instead of mocks, so a
-failure is raised exactly where the Cosmos adapter would raise it: from a port method, as a port error.
+``container.handler(call)`` is asked before every port call applies (``call.applied`` false) and again after it
+committed (``call.applied`` true); it returns ``None`` to let the call go on or the error the call raises, exactly
+where the Cosmos adapter would raise it: from a port method, as a port error. After the commit, the error is the
+ambiguous outcome of a timeout whose write landed. ``fail`` builds the handlers tests need; ``first_of`` arms several.
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ OPERATIONS = frozenset(
 
 @dataclass(frozen=True)
 class OperationCall:
-    """One call of a port method, as fault predicates and the check/apply hooks see it.
+    """One call of a port method, as fault handlers and the check/apply hooks see it.
 
     ``number`` counts this operation's calls on the container, from 1. ``arguments`` holds the remaining keyword
-    arguments (``document``, ``operations``, ``if_match``, ``sql``, ``feed_range``...).
+    arguments (``document``, ``operations``, ``if_match``, ``sql``, ``feed_range``...). ``applied``: the handler is
+    asked after the call committed.
     """
 
     operation: str
@@ -32,77 +36,50 @@ class OperationCall:
     item_id: str | None = None
     partition_key: PartitionKey | None = None
     arguments: Mapping[str, Any] = field(default_factory=dict)
+    applied: bool = False
 
+
+#: What the container does with one call: ``None`` lets it go on, an exception is raised from it.
+OperationHandler = Callable[[OperationCall], BaseException | None]
 
 ErrorSource = BaseException | Callable[[OperationCall], BaseException]
 
 
-@dataclass
-class FaultRule:
-    """Fail matching calls of one operation; see :meth:`FaultPlan.fail` for the meaning of each field."""
+def fail(
+    operation: str,
+    *,
+    error: ErrorSource,
+    on_call: int | None = None,
+    times: int | None = None,
+    when: Callable[[OperationCall], bool] | None = None,
+    after_apply: bool = False,
+) -> OperationHandler:
+    """A handler making calls of ``operation`` (a port method name, or ``"*"``) raise ``error``.
 
-    operation: str
-    error: ErrorSource
-    on_call: int | None = None
-    times: int | None = None
-    when: Callable[[OperationCall], bool] | None = None
-    after_apply: bool = False
-    matched: int = 0
-    fired: int = 0
-
-    def fires_for(self, call: OperationCall) -> bool:
-        """Count a matching call and say whether this rule fails it."""
-        if self.operation not in ("*", call.operation) or (self.when is not None and not self.when(call)):
-            return False
-        self.matched += 1
-        due = self.times is None or self.fired < self.times
-        hit = self.matched == self.on_call if self.on_call is not None else due
-        self.fired += hit
-        return hit
-
-
-class FaultPlan:
-    """The faults a test wants; ``container.faults``.
-
-    Example: ``container.faults.fail("patch", on_call=3, error=Throttled(retry_after_ms=10))``.
+    With no ``on_call``/``times`` every matching call fails; ``on_call=n`` fails only the n-th matching call the
+    handler is asked about; ``times=n`` fails the next n matching calls. ``when`` restricts matching to calls for
+    which it returns true (e.g. ``lambda call: call.item_id == "x"``). ``error`` is an exception, or a callable
+    building one from the call. With ``after_apply`` the operation is applied *and then* the error raised: the
+    ambiguous outcome of a timeout whose write landed.
     """
+    if operation != "*" and operation not in OPERATIONS:
+        # NOTE: a misspelt operation would silently never fire and the test would pass for the wrong reason.
+        raise ValueError(f"unknown operation {operation!r}; expected one of {sorted(OPERATIONS)}")
+    if on_call is not None and times is not None:
+        raise ValueError("give on_call or times, not both")
+    matched = fired = 0
 
-    def __init__(self) -> None:
-        self.rules: list[FaultRule] = []
+    def handle(call: OperationCall) -> BaseException | None:
+        nonlocal matched, fired
+        if call.applied != after_apply or operation not in ("*", call.operation):
+            return None
+        if when is not None and not when(call):
+            return None
+        matched += 1
+        hit = matched == on_call if on_call is not None else times is None or fired < times
+        if not hit:
+            return None
+        fired += 1
+        return error if isinstance(error, BaseException) else error(call)
 
-    def fail(
-        self,
-        operation: str,
-        *,
-        error: ErrorSource,
-        on_call: int | None = None,
-        times: int | None = None,
-        when: Callable[[OperationCall], bool] | None = None,
-        after_apply: bool = False,
-    ) -> FaultRule:
-        """Make calls of ``operation`` (a port method name, or ``"*"``) raise ``error``.
-
-        With no ``on_call``/``times`` every matching call fails; ``on_call=n`` fails only the n-th matching call
-        counted from now; ``times=n`` fails the next n matching calls. ``when`` restricts matching to calls for
-        which it returns true (e.g. ``lambda call: call.item_id == "x"``). ``error`` is an exception, or a
-        callable building one from the call. With ``after_apply`` the operation is applied *and then* the error
-        raised: the ambiguous outcome of a timeout whose write landed.
-        """
-        if operation != "*" and operation not in OPERATIONS:
-            # NOTE: a misspelt operation would silently never fire and the test would pass for the wrong reason.
-            raise ValueError(f"unknown operation {operation!r}; expected one of {sorted(OPERATIONS)}")
-        if on_call is not None and times is not None:
-            raise ValueError("give on_call or times, not both")
-        rule = FaultRule(operation, error, on_call=on_call, times=times, when=when, after_apply=after_apply)
-        self.rules.append(rule)
-        return rule
-
-    def clear(self) -> None:
-        """Remove every rule."""
-        self.rules.clear()
-
-    def raise_due(self, call: OperationCall, *, after_apply: bool) -> None:
-        """Raise the first due fault for a call, before it applies or (``after_apply``) after it committed."""
-        for rule in self.rules:
-            if rule.after_apply == after_apply and rule.fires_for(call):
-                raise rule.error if isinstance(rule.error, BaseException) else rule.error(call)
+    return handle

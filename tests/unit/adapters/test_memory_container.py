@@ -24,6 +24,7 @@ from airflow_chatter.adapters.memory import (
     OperationCall,
     parse_query,
 )
+from airflow_chatter.adapters.memory.faults import fail
 from airflow_chatter.ports import (
     BadRequest,
     BatchFailed,
@@ -43,6 +44,7 @@ from airflow_chatter.ports import (
 )
 from airflow_chatter.testing.clock import DEFAULT_START, ManualClock
 from airflow_chatter.testing.contracts.container import DocumentContainerContract, feed_ids
+from airflow_chatter.testing.handlers import first_of
 
 _EPOCH = DEFAULT_START
 
@@ -80,7 +82,7 @@ class TestMemoryDocumentContainer(DocumentContainerContract):
 
     def inject_fault(self, container: DocumentContainer, operation: str, error: ContainerError) -> None:
         assert isinstance(container, MemoryDocumentContainer)
-        container.faults.fail(operation, times=1, error=error)
+        container.handler = first_of(container.handler, fail(operation, times=1, error=error))
 
 
 class TestMemoryDocumentContainerWithFourFeedRanges(TestMemoryDocumentContainer):
@@ -127,7 +129,7 @@ def _set_n(n: int) -> list[PatchOperation]:
 
 def test_fault_on_the_third_patch_fails_only_that_call(container: MemoryDocumentContainer) -> None:
     container.create(_doc("a", n=0), "p")
-    container.faults.fail("patch", on_call=3, error=Throttled(retry_after_ms=5))
+    container.handler = fail("patch", on_call=3, error=Throttled(retry_after_ms=5))
     container.patch("a", "p", _set_n(1))
     container.patch("a", "p", _set_n(2))
     with pytest.raises(Throttled) as caught:
@@ -139,7 +141,7 @@ def test_fault_on_the_third_patch_fails_only_that_call(container: MemoryDocument
 
 
 def test_fault_for_the_next_n_calls_then_recovers(container: MemoryDocumentContainer) -> None:
-    container.faults.fail("create", times=2, error=ServiceUnavailable())
+    container.handler = fail("create", times=2, error=ServiceUnavailable())
     for _ in range(2):
         with pytest.raises(ServiceUnavailable):
             container.create(_doc("a"), "p")
@@ -148,11 +150,11 @@ def test_fault_for_the_next_n_calls_then_recovers(container: MemoryDocumentConta
 
 
 def test_fault_on_every_call_until_cleared(container: MemoryDocumentContainer) -> None:
-    container.faults.fail("read", error=RequestTimeout())
+    container.handler = fail("read", error=RequestTimeout())
     for _ in range(3):
         with pytest.raises(RequestTimeout):
             container.read("a", "p")
-    container.faults.clear()
+    container.handler = None
     with pytest.raises(NotFound):
         container.read("a", "p")
 
@@ -160,7 +162,7 @@ def test_fault_on_every_call_until_cleared(container: MemoryDocumentContainer) -
 def test_fault_with_a_predicate_fails_only_matching_calls(container: MemoryDocumentContainer) -> None:
     container.create(_doc("poison", n=0), "p")
     container.create(_doc("healthy", n=0), "p")
-    container.faults.fail("patch", when=lambda call: call.item_id == "poison", error=PreconditionFailed())
+    container.handler = fail("patch", when=lambda call: call.item_id == "poison", error=PreconditionFailed())
     container.patch("healthy", "p", _set_n(1))
     with pytest.raises(PreconditionFailed):
         container.patch("poison", "p", _set_n(1))
@@ -170,7 +172,7 @@ def test_fault_with_a_predicate_fails_only_matching_calls(container: MemoryDocum
 def test_fault_on_call_counts_only_matching_calls(container: MemoryDocumentContainer) -> None:
     for item_id in ("x", "y"):
         container.create(_doc(item_id, n=0), "p")
-    container.faults.fail("patch", on_call=2, when=lambda call: call.item_id == "x", error=Throttled())
+    container.handler = fail("patch", on_call=2, when=lambda call: call.item_id == "x", error=Throttled())
     container.patch("x", "p", _set_n(1))
     container.patch("y", "p", _set_n(1))  # does not match, so it does not count
     with pytest.raises(Throttled):
@@ -180,7 +182,7 @@ def test_fault_on_call_counts_only_matching_calls(container: MemoryDocumentConta
 def test_fault_after_apply_writes_and_then_raises(container: MemoryDocumentContainer) -> None:
     """The ambiguous outcome: the caller sees a timeout, but the write landed."""
     container.create(_doc("a", n=0), "p")
-    container.faults.fail("patch", times=1, after_apply=True, error=RequestTimeout())
+    container.handler = fail("patch", times=1, after_apply=True, error=RequestTimeout())
     with pytest.raises(RequestTimeout):
         container.patch("a", "p", _set_n(1))
     assert container.read("a", "p")["n"] == 1, "an after-apply fault must not roll the write back"
@@ -193,7 +195,7 @@ def test_fault_error_factory_receives_the_call(container: MemoryDocumentContaine
         seen.append(call)
         return Throttled(f"throttled {call.item_id}")
 
-    container.faults.fail("create", times=1, error=build)
+    container.handler = fail("create", times=1, error=build)
     with pytest.raises(Throttled, match="throttled a"):
         container.create(_doc("a"), "p")
     assert seen[0].operation == "create" and seen[0].partition_key == "p" and seen[0].number == 1
@@ -201,7 +203,7 @@ def test_fault_error_factory_receives_the_call(container: MemoryDocumentContaine
 
 
 def test_wildcard_fault_fails_every_operation(container: MemoryDocumentContainer) -> None:
-    container.faults.fail("*", error=ServiceUnavailable())
+    container.handler = fail("*", error=ServiceUnavailable())
     with pytest.raises(ServiceUnavailable):
         container.read_feed_ranges()
     with pytest.raises(ServiceUnavailable):
@@ -211,7 +213,7 @@ def test_wildcard_fault_fails_every_operation(container: MemoryDocumentContainer
 def test_a_misspelt_operation_is_refused_so_a_fault_never_silently_misses() -> None:
     container = MemoryDocumentContainer()
     with pytest.raises(ValueError, match="unknown operation"):
-        container.faults.fail("pach", error=Throttled())
+        container.handler = fail("pach", error=Throttled())
 
 
 def test_call_counters_prove_no_patch_was_issued(container: MemoryDocumentContainer) -> None:
@@ -281,7 +283,7 @@ def test_the_hooks_see_every_call_as_a_plain_operation_call() -> None:
 
 
 def test_a_fault_on_a_batch_fails_it_whole(container: MemoryDocumentContainer) -> None:
-    container.faults.fail("execute_batch", times=1, error=Throttled())
+    container.handler = fail("execute_batch", times=1, error=Throttled())
     with pytest.raises(Throttled):
         container.execute_batch("p", [BatchOperation.create(_doc("a"))])
     with pytest.raises(NotFound):

@@ -134,10 +134,12 @@ def ids(documents: Iterable[Document]) -> list[str]:
 # ------------------------------------------------------------------------------------------------
 
 from airflow_chatter.adapters.memory.container import MemoryDocumentContainer, OperationCall
+from airflow_chatter.adapters.memory.faults import fail
 from airflow_chatter.drain.engine import DrainEngine, DrainSummary
 from airflow_chatter.drain.options import SourceOptions
 from airflow_chatter.ports import BatchFailed, ContainerError, FeedRange
 from airflow_chatter.testing.fakes import FakePublisher
+from airflow_chatter.testing.handlers import first_of
 
 
 def memory_container(
@@ -157,11 +159,11 @@ def memory_container(
 
 def fail_operation(container: MemoryDocumentContainer, operation: str, error: BaseException, **when: Any) -> None:
     """Arm a fault: ``on_call=n`` (1-based) or ``times=n`` / forever."""
-    container.faults.fail(operation, error=error, **when)
+    container.handler = first_of(container.handler, fail(operation, error=error, **when))
 
 
 def clear_faults(container: MemoryDocumentContainer) -> None:
-    container.faults.clear()
+    container.handler = None
 
 
 def calls(container: MemoryDocumentContainer, operation: str) -> int:
@@ -196,8 +198,10 @@ def fail_stamp(container: MemoryDocumentContainer, item_id: str, error: Containe
         statuses = [status if i == index else 424 for i in range(len(ids))]
         return BatchFailed(str(error), failed_index=index, status_code=status, operation_statuses=statuses)
 
-    container.faults.fail("execute_batch", error=refused, when=carries)
-    container.faults.fail("patch", error=error, when=lambda call: call.item_id == item_id)
+    container.handler = first_of(container.handler, fail("execute_batch", error=refused, when=carries))
+    container.handler = first_of(
+        container.handler, fail("patch", error=error, when=lambda call: call.item_id == item_id)
+    )
 
 
 @dataclass

@@ -15,7 +15,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from airflow_chatter.drain.engine import DrainEngine, ResolveContext
 from airflow_chatter.ports import Document, OutgoingMessage, PublishError, ServiceUnavailable, Throttled
-from airflow_chatter.testing.fakes import fail_all, first_of
+from airflow_chatter.testing.fakes import fail_all
+from airflow_chatter.testing.handlers import first_of
 
 from ._drain_support import Rig, clear_faults, fail_operation, outbox_doc
 from ._stateful_support import merge_two, published_ids, split_one, stateful_settings

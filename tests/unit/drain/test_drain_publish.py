@@ -13,10 +13,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from airflow_chatter.adapters.memory.container import OperationCall
+from airflow_chatter.adapters.memory.faults import fail
 from airflow_chatter.drain.telemetry import DOCUMENTS, UNDELIVERABLE
 from airflow_chatter.outbox.document import UNDELIVERABLE as UNDELIVERABLE_STATUS
 from airflow_chatter.ports import BatchOperation, BatchOperationKind, PublishError, ServiceUnavailable
 from airflow_chatter.testing.fakes import FakePublisher, fail_all, fail_nth, unreachable
+from airflow_chatter.testing.handlers import first_of
 
 from ._drain_support import (
     ABSENT,
@@ -77,7 +79,9 @@ def test_rly_02_f10_batched_publishing_never_writes_a_new_outbox_document_its_ba
         batches.append(list(call.arguments["operations"]))
         return False
 
-    rig.monitored.faults.fail("execute_batch", error=AssertionError("never raised"), when=record)
+    rig.monitored.handler = first_of(
+        rig.monitored.handler, fail("execute_batch", error=AssertionError("never raised"), when=record)
+    )
     summary = rig.drain(rig.engine(stamp_mode="batched"))
     assert (summary.delivered, summary.undeliverable) == (2, 1)
     assert calls(rig.monitored, "create") == 3, "only the three seeded documents were ever created"

@@ -98,7 +98,7 @@ def test_f10_rly_06_a_document_deleted_meanwhile_fails_its_own_stamp_only_and_th
     assert statuses(rig, docs) == {d["id"]: ("pending" if d is gone else "delivered") for d in docs}
     assert rig.lease(engine).continuation is None, "never past an unconfirmed document"
     assert calls(rig.monitored, "patch") == 3, "the refused batch fell back to one patch per document"
-    rig.monitored.faults.clear()
+    rig.monitored.handler = None
     rig.drain(engine).raise_for_error()
     assert set(statuses(rig, docs).values()) == {"delivered"}
     assert published(rig).count(gone[MESSAGE_ID_FIELD]) == 2, (
@@ -157,7 +157,7 @@ def test_f11_a_429_past_the_retry_limits_stops_the_drain_at_that_page_nothing_lo
     assert summary.throttle_limit_reached and summary.throttled >= 1
     assert "throttled=" in summary.log_line()
     assert rig.lease(engine).continuation is None, "the first page was not confirmed: the checkpoint stays"
-    rig.monitored.faults.clear()
+    rig.monitored.handler = None
     rig.drain(engine).raise_for_error()
     assert set(statuses(rig, docs).values()) == {"delivered"}
 
@@ -170,7 +170,7 @@ def test_f10_the_process_dying_between_batches_loses_nothing() -> None:
     with pytest.raises(ProcessDied):
         engine.drain_all()
     assert rig.lease(engine).continuation is None, "a page cut short by a crash is not checkpointed"
-    rig.monitored.faults.clear()
+    rig.monitored.handler = None
     rig.clock.advance(120)  # the dead drain's lease lapses
     for summary in rig.engine(owner="drain-b", **BATCHED).drain_all():
         summary.raise_for_error()

@@ -6,6 +6,7 @@ import logging
 
 import pytest
 
+from airflow_chatter.adapters.memory.faults import fail
 from airflow_chatter.drain.engine import DrainEngine
 from airflow_chatter.drain.telemetry import (
     ATTR_ERROR_TYPE,
@@ -24,6 +25,7 @@ from airflow_chatter.drain.telemetry import (
 )
 from airflow_chatter.ports import PublishError, ServiceUnavailable
 from airflow_chatter.testing.fakes import fail_all
+from airflow_chatter.testing.handlers import first_of
 
 from ._drain_support import ABSENT, Rig, domain_doc, fail_operation, fail_stamp, outbox_doc
 
@@ -236,10 +238,13 @@ def test_log_05_a_failed_release_is_logged_and_the_drains_outcome_kept(
 ) -> None:
     rig.seed(outbox_doc("msg-1"))
     rig.publisher.handler = fail_all(PublishError("broker said no"))
-    rig.leases.faults.fail(
-        "replace",
-        error=ServiceUnavailable("lease store down"),
-        when=lambda call: call.arguments.get("document", {}).get("owner") is None,
+    rig.leases.handler = first_of(
+        rig.leases.handler,
+        fail(
+            "replace",
+            error=ServiceUnavailable("lease store down"),
+            when=lambda call: call.arguments.get("document", {}).get("owner") is None,
+        ),
     )
     with caplog.at_level(logging.ERROR, logger="airflow_chatter.drain"):
         summary = rig.drain()

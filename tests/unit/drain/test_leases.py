@@ -8,11 +8,13 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
+from airflow_chatter.adapters.memory.faults import fail
 from airflow_chatter.drain.leases import ACTIVE, SPLIT, LeaseHeldError, LeaseLostError, LeaseStore, lease_id_for
 from airflow_chatter.drain.suspension import SuspensionState
 from airflow_chatter.drain.topology import LeaseTopology
 from airflow_chatter.errors import ConfigurationError, InvalidLeaseDocumentError
 from airflow_chatter.ports import BadRequest, FeedRange, FeedRangeGone, ServiceUnavailable
+from airflow_chatter.testing.handlers import first_of
 
 from ._drain_support import T0, ManualClock, memory_container, split
 
@@ -197,17 +199,22 @@ def test_f04_a_split_found_without_feed_range_overlap_never_leaves_two_active_le
     left, right = split(monitored, parent.feed_range)
     split(monitored, left)
     children = monitored.read_feed_ranges(force_refresh=True)
-    monitored.faults.fail("feed_range_overlap", error=BadRequest("the ranges cannot be compared"))
-    container.faults.fail(
-        "*",
-        error=ServiceUnavailable("the listing stops here"),
-        on_call=crash_at_write,
-        when=lambda call: call.operation in ("create", "replace"),
+    monitored.handler = first_of(
+        monitored.handler, fail("feed_range_overlap", error=BadRequest("the ranges cannot be compared"))
+    )
+    container.handler = first_of(
+        container.handler,
+        fail(
+            "*",
+            error=ServiceUnavailable("the listing stops here"),
+            on_call=crash_at_write,
+            when=lambda call: call.operation in ("create", "replace"),
+        ),
     )
     with pytest.raises(ServiceUnavailable, match="the listing stops here"):
         LeaseTopology(store, monitored).ensure_leases()
     assert _overlapping_active_leases(store) == [], f"two active leases overlap after write {crash_at_write - 1}"
-    container.faults.clear()
+    container.handler = None
     leases = LeaseTopology(store, monitored).ensure_leases()
     assert sorted(lease.token for lease in leases) == sorted(r.token for r in children)
     assert all(lease.continuation == "parent-cont" for lease in leases), "every child resumes at the parent's position"

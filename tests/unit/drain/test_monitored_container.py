@@ -9,6 +9,7 @@ from typing import Any, NoReturn
 
 import pytest
 
+from airflow_chatter.adapters.memory.faults import fail
 from airflow_chatter.drain.monitored_container import verify_containers, verify_monitored_container
 from airflow_chatter.errors import ConfigurationError, ContainerContractError
 from airflow_chatter.ports import (
@@ -24,6 +25,7 @@ from airflow_chatter.ports import (
     PatchOperation,
     ServiceUnavailable,
 )
+from airflow_chatter.testing.handlers import first_of
 
 
 class PropertiesOnlyContainer(DocumentContainer):
@@ -323,7 +325,7 @@ def test_cnt_03_memory_container_partitioned_on_status_is_refused() -> None:
 def test_cnt_05_memory_container_read_failure_is_wrapped_naming_container_and_database() -> None:
     target = memory()
     cause = ServiceUnavailable("metadata read failed")
-    target.faults.fail("properties", error=cause)
+    target.handler = first_of(target.handler, fail("properties", error=cause))
     with pytest.raises(ContainerContractError) as caught:
         verify_monitored_container(target, ["/tenantId"], container_id="orders", database_id="shop")
     assert caught.value.__cause__ is cause

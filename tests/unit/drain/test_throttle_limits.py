@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_chatter.adapters.memory.faults import fail
 from airflow_chatter.drain.options import SourceOptions
 from airflow_chatter.drain.request_units import ThrottleLimits
 from airflow_chatter.errors import ConfigurationError
 from airflow_chatter.ports import Throttled
+from airflow_chatter.testing.handlers import first_of
 
 from ._drain_support import Rig, outbox_doc
 
@@ -26,7 +28,9 @@ def test_f11_a_source_that_sets_no_limit_takes_the_connections_and_without_one_t
 def test_f11_the_connections_retry_limit_is_the_one_a_drain_stops_on() -> None:
     rig = Rig()
     rig.seed(outbox_doc("m-1"))
-    rig.monitored.faults.fail("read_change_feed", error=Throttled("busy", retry_after_ms=1), times=2)
+    rig.monitored.handler = first_of(
+        rig.monitored.handler, fail("read_change_feed", error=Throttled("busy", retry_after_ms=1), times=2)
+    )
     summary = rig.drain(rig.engine_with(throttle_limits=ThrottleLimits(1, 30.0)))
     with pytest.raises(Throttled, match="max_throttle_retries=1"):
         summary.raise_for_error()

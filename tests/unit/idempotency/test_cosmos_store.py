@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from airflow_chatter.adapters.memory import MemoryDocumentContainer
+from airflow_chatter.adapters.memory.faults import fail
 from airflow_chatter.clock import Clock
 from airflow_chatter.idempotency import (
     AlreadyInFlight,
@@ -36,6 +37,7 @@ from airflow_chatter.idempotency.values import ReservationOutcome
 from airflow_chatter.ports import Conflict, NotFound, PreconditionFailed, ServiceUnavailable
 from airflow_chatter.testing.clock import ManualClock
 from airflow_chatter.testing.contracts.idempotency import RULE_TESTS, IdempotencyStoreContract, run_rule
+from airflow_chatter.testing.handlers import first_of
 
 _SYSTEM = {"_etag", "_ts", "_rid", "_self", "_attachments", "_lsn"}
 
@@ -138,7 +140,7 @@ def test_idm_c04_a_read_404_after_a_409_creates_again() -> None:
     container = idempotency_container()
     store = CosmosIdempotencyStore(container, clock=ManualClock())
     store.reserve("s", "k", "fp")
-    container.faults.fail("read", error=NotFound("swept meanwhile"), times=1)
+    container.handler = first_of(container.handler, fail("read", error=NotFound("swept meanwhile"), times=1))
     assert isinstance(store.reserve("s", "k", "fp"), AlreadyInFlight)
     assert container.calls["create"] == 3, "first reserve, then the retried pair"
 
@@ -148,14 +150,14 @@ def test_idm_c04_a_takeover_that_loses_the_etag_race_re_reads_and_re_decides() -
     store = CosmosIdempotencyStore(container, clock=clock)
     store.reserve("s", "k", "fp")
     clock.advance(31)
-    container.faults.fail("replace", error=PreconditionFailed("etag moved"), times=1)
+    container.handler = first_of(container.handler, fail("replace", error=PreconditionFailed("etag moved"), times=1))
     assert isinstance(store.reserve("s", "k", "fp"), Reserved)
     assert container.calls["replace"] == 2
 
 
 def test_idm_c04_other_container_errors_propagate() -> None:
     container = idempotency_container()
-    container.faults.fail("create", error=ServiceUnavailable("down"))
+    container.handler = first_of(container.handler, fail("create", error=ServiceUnavailable("down")))
     with pytest.raises(ServiceUnavailable, match="down"):
         CosmosIdempotencyStore(container).reserve("s", "k", "fp")
 
@@ -165,7 +167,7 @@ def test_idm_c04_a_reserve_that_loses_every_race_gives_up_after_8_attempts() -> 
     store = CosmosIdempotencyStore(container, clock=clock)
     store.reserve("s", "k", "fp")
     clock.advance(31)
-    container.faults.fail("replace", error=PreconditionFailed("etag moved"))
+    container.handler = first_of(container.handler, fail("replace", error=PreconditionFailed("etag moved")))
     with pytest.raises(IdempotencyContentionError, match="reserve in scope 's' lost 8 races"):
         store.reserve("s", "k", "fp")
     assert container.calls["replace"] == MAX_ATTEMPTS
@@ -176,7 +178,7 @@ def test_idm_c07_a_complete_that_loses_every_race_raises_rather_than_dropping_th
     store = CosmosIdempotencyStore(container, clock=ManualClock())
     outcome = store.reserve("s", "k", "fp")
     assert isinstance(outcome, Reserved)
-    container.faults.fail("replace", error=PreconditionFailed("etag moved"))
+    container.handler = first_of(container.handler, fail("replace", error=PreconditionFailed("etag moved")))
     with pytest.raises(IdempotencyContentionError, match="complete"):
         store.complete("s", "k", outcome.reservation_id, StoredResponse(200, {}, b"", "fp"))
 
@@ -188,7 +190,7 @@ def test_idm_c08_an_abandon_that_loses_every_race_returns_quietly_and_the_reserv
     store = CosmosIdempotencyStore(container, clock=ManualClock())
     outcome = store.reserve("s", "k", "fp")
     assert isinstance(outcome, Reserved)
-    container.faults.fail("delete", error=PreconditionFailed("etag moved"))
+    container.handler = first_of(container.handler, fail("delete", error=PreconditionFailed("etag moved")))
     with caplog.at_level(logging.WARNING, logger="airflow_chatter.idempotency.cosmos"):
         store.abandon("s", "k", outcome.reservation_id)
     assert "gave up after 8 lost races" in caplog.text
@@ -201,7 +203,7 @@ def test_idm_c08_an_abandon_whose_document_vanished_before_the_delete_is_done() 
     store = CosmosIdempotencyStore(container, clock=ManualClock())
     outcome = store.reserve("s", "k", "fp")
     assert isinstance(outcome, Reserved)
-    container.faults.fail("delete", error=NotFound("gone"), times=1)
+    container.handler = first_of(container.handler, fail("delete", error=NotFound("gone"), times=1))
     store.abandon("s", "k", outcome.reservation_id)
     assert container.calls["delete"] == 1
 

@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 
 from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
+from airflow_chatter.adapters.memory.faults import fail
 from airflow_chatter.inbox.errors import ClaimInFlightError, MarkerNotFoundError
 from airflow_chatter.inbox.gate import Inbox, InboxOptions
 from airflow_chatter.inbox.markers import marker_id
@@ -16,6 +17,7 @@ from airflow_chatter.outbox.unit_of_work import UnitOfWork
 from airflow_chatter.ports import Conflict, DocumentContainer, NotFound, PreconditionFailed, ServiceUnavailable
 from airflow_chatter.testing.clock import ManualClock
 from airflow_chatter.testing.contracts.inbox import InboxContract
+from airflow_chatter.testing.handlers import first_of
 
 
 class TestMemoryInbox(InboxContract):
@@ -37,7 +39,7 @@ def test_inb_02_a_fresh_claim_makes_one_create_and_one_patch_and_no_read() -> No
 
 def test_inb_03_a_failed_completion_raises_and_leaves_the_marker_pending() -> None:
     container = MemoryDocumentContainer(partition_key_paths=("/idempotencyKey",))
-    container.faults.fail("patch", error=ServiceUnavailable("down"))
+    container.handler = first_of(container.handler, fail("patch", error=ServiceUnavailable("down")))
     runs: list[int] = []
     with pytest.raises(ServiceUnavailable):
         Inbox(container).handle("msg-1", lambda: runs.append(1))
@@ -47,8 +49,8 @@ def test_inb_03_a_failed_completion_raises_and_leaves_the_marker_pending() -> No
 
 def test_inb_05_a_409_then_only_404s_reads_the_budget_waits_between_and_raises() -> None:
     container = MemoryDocumentContainer(partition_key_paths=("/idempotencyKey",))
-    container.faults.fail("create", error=Conflict("exists"))
-    container.faults.fail("read", error=NotFound("gone"))
+    container.handler = first_of(container.handler, fail("create", error=Conflict("exists")))
+    container.handler = first_of(container.handler, fail("read", error=NotFound("gone")))
     waits: list[float] = []
     inbox = Inbox(container, InboxOptions(read_back_max_attempts=3), sleep=waits.append)
     with pytest.raises(MarkerNotFoundError, match="not found in 3 read"):
@@ -58,8 +60,8 @@ def test_inb_05_a_409_then_only_404s_reads_the_budget_waits_between_and_raises()
 
 def test_inb_04c_a_failing_confirm_read_raises_and_the_work_does_not_run() -> None:
     container = MemoryDocumentContainer(partition_key_paths=("/idempotencyKey",))
-    container.faults.fail("create", error=Conflict("exists"))
-    container.faults.fail("read", error=ServiceUnavailable("503"))
+    container.handler = first_of(container.handler, fail("create", error=Conflict("exists")))
+    container.handler = first_of(container.handler, fail("read", error=ServiceUnavailable("503")))
     runs: list[int] = []
     with pytest.raises(ServiceUnavailable):
         Inbox(container).handle("msg-1", lambda: runs.append(1))
@@ -103,7 +105,7 @@ def test_inb_12_of_two_late_comers_racing_for_one_expired_claim_exactly_one_take
         winners.append(Inbox(container, options, clock=clock).begin("msg-1").decision.value)
         return PreconditionFailed("the competitor's take-over changed the ETag")
 
-    container.faults.fail("replace", on_call=1, error=competitor_takes_over_first)
+    container.handler = first_of(container.handler, fail("replace", on_call=1, error=competitor_takes_over_first))
     with pytest.raises(ClaimInFlightError, match="claimed by another attempt"):
         Inbox(container, options, clock=clock).begin("msg-1")
     assert winners == ["taken_over"], "exactly one late comer took the claim over"
