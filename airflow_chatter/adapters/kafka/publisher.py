@@ -24,8 +24,12 @@ Why it looks the way it does:
   failed at once. Once records are in flight, every one completes within ``delivery_timeout_ms``.
 * **Rebuild after a fatal error.** After a failure that is not local to one record (timeouts,
   lost connections, producer-id/sequence errors, a closed or fenced producer) the producer is
-  closed and a fresh one is built on the next call, with fresh metadata and a new producer id.
-  Which failures are record-local, and which retriable, is one table: ``errors.CLASSIFICATION``.
+  closed and a fresh one is built on the next call, with fresh metadata and a new producer id;
+  it is decided once per batch, from its outcomes. Which failures are record-local, which retriable
+  and which a refusal of the record itself (``KafkaMessageRejected``) is one table:
+  ``errors.CLASSIFICATION``.
+* **kafka-python picks the partition.** Each record is sent once, with its key; the producer's own
+  partitioner puts one key on one partition, so per-key order holds.
 * **Say why a connection failed.** kafka-python raises only a timeout when a broker refuses the
   handshake (SASL against a plain listener, a wrong password, TLS against a plain port); the cause
   is in its log. ``diagnosis.ConnectionFailures`` reads it during the call, and the error names it.

@@ -509,6 +509,30 @@ def test_each_kafka_error_is_classified_once_as_record_local_or_not_and_retriabl
 
 
 @pytest.mark.parametrize(
+    ("error", "rejected"),
+    [
+        (TypeError("headers must be (str, bytes) tuples"), True),
+        (ValueError("Invalid topic name"), True),
+        (ke.InvalidTopicError(), True),
+        (ke.KafkaConfigurationError("Cannot set transactional_id without enable_idempotence."), True),
+        (ke.MessageSizeTooLargeError("too big"), False),
+        (ke.TopicAuthorizationFailedError(), False),
+        (ke.CorruptRecordError(), False),
+        (ke.SaslAuthenticationFailedError(), False),
+        (ke.KafkaTimeoutError("Failed to update metadata after 2.0 secs."), False),
+        (RuntimeError("anything else"), False),
+    ],
+    ids=lambda value: type(value).__name__ if isinstance(value, BaseException) else str(value),
+)
+def test_the_classification_says_which_failures_kafka_python_refused_before_any_io(
+    error: BaseException, rejected: bool
+) -> None:
+    from airflow_chatter.adapters.kafka.errors import classify
+
+    assert classify(error).rejected is rejected
+
+
+@pytest.mark.parametrize(
     ("error", "rebuilt", "retriable"),
     [
         (ke.MessageSizeTooLargeError("too big"), False, False),
