@@ -150,7 +150,8 @@ class MemoryDocumentContainer(DocumentContainer):
 
     def after_apply(self, call: OperationCall, result: Any) -> None:
         """Run after an operation applied (and committed), under the lock; raise to report a lost response."""
-        self._raise_due(replace(call, applied=True))
+        if self.handler is not None:
+            self._raise_due(replace(call, applied=True))
 
     def _raise_due(self, call: OperationCall) -> None:
         error = None if self.handler is None else self.handler(call)
