@@ -17,6 +17,7 @@ _EXPORTS: dict[str, str] = {
     "Publisher": "airflow_chatter.ports",
     "OutgoingMessage": "airflow_chatter.ports",
     "ReceivedMessage": "airflow_chatter.ports",
+    "MessageSource": "airflow_chatter.ports",
     "PublishOutcome": "airflow_chatter.ports",
     "FeedRange": "airflow_chatter.ports",
     "ChangeFeedPage": "airflow_chatter.ports",
@@ -39,7 +40,7 @@ _EXPORTS: dict[str, str] = {
     "IdempotentReceiver": "airflow_chatter.inbox",
     "Delivery": "airflow_chatter.inbox",
     "ReceiveSummary": "airflow_chatter.inbox",
-    "receive": "airflow_chatter.adapters.kafka.receive",
+    "receive": "airflow_chatter.inbox.receive",
     "message_id_identity": "airflow_chatter.inbox",
     "topic_partition_offset_identity": "airflow_chatter.inbox",
     "MissingIdentityError": "airflow_chatter.inbox",
@@ -101,6 +102,7 @@ __all__ = [
     "Lease",
     "LeaseStore",
     "MemoryIdempotencyStore",
+    "MessageSource",
     "MissingIdentityError",
     "OutboxMessage",
     "OutgoingMessage",
@@ -137,7 +139,6 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from airflow_chatter.adapters.kafka.receive import receive
     from airflow_chatter.clock import Clock, utc_now
     from airflow_chatter.drain.engine import DrainEngine, DrainSummary
     from airflow_chatter.drain.leases import Lease, LeaseStore
@@ -165,6 +166,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         message_id_identity,
         topic_partition_offset_identity,
     )
+    from airflow_chatter.inbox.receive import receive
     from airflow_chatter.outbox.contract import Deliverable, Undeliverable, verify
     from airflow_chatter.outbox.document import OutboxMessage, is_pending_outbox
     from airflow_chatter.outbox.unit_of_work import BatchLimitError, CommitFailedError, UnitOfWork
@@ -174,6 +176,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         ContainerError,
         DocumentContainer,
         FeedRange,
+        MessageSource,
         OutgoingMessage,
         PatchOperation,
         Publisher,

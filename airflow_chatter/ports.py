@@ -1,4 +1,4 @@
-"""The two ports the core talks through: a document container and a publisher.
+"""The ports the core talks through: a document container, a publisher and a message source.
 
 The drain engine, the inbox and the unit of work only ever see these types. Adapters
 (``airflow_chatter.adapters.memory.container``, ``.cosmos``, ``.kafka``) translate SDK objects and SDK
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import abc
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
@@ -378,7 +378,7 @@ class DocumentContainer(abc.ABC):
 
 
 # --------------------------------------------------------------------------------------------
-# The publisher port.
+# The publisher and message-source ports: messages out to Kafka and back in.
 # --------------------------------------------------------------------------------------------
 
 
@@ -396,9 +396,9 @@ class OutgoingMessage:
 
 @dataclass(frozen=True)
 class ReceivedMessage:
-    """One consumed Kafka record: what the idempotent receiver (``Delivery.message``) and the at-least-once
-    consumer (``consume_batch``) hand their handlers. The Kafka adapter builds it (``from_record``), so the core
-    reads records without importing ``kafka``.
+    """One consumed Kafka record: what a ``MessageSource`` polls, and what the idempotent receiver
+    (``Delivery.message``) and the at-least-once consumer (``consume_batch``) hand their handlers. The Kafka adapter
+    builds it, so the core reads records without importing ``kafka``.
     """
 
     topic: str
@@ -408,19 +408,6 @@ class ReceivedMessage:
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...] = ()
     timestamp_ms: int | None = None
-
-    @classmethod
-    def from_record(cls, record: Any) -> ReceivedMessage:
-        """From a kafka-python ``ConsumerRecord``."""
-        return cls(
-            topic=record.topic,
-            partition=int(record.partition),
-            offset=int(record.offset),
-            key=record.key,
-            value=record.value,
-            headers=tuple((str(k), v) for k, v in (record.headers or ())),
-            timestamp_ms=getattr(record, "timestamp", None),
-        )
 
     def header_bytes(self, name: str) -> bytes | None:
         """The first header called ``name`` (case-insensitive) as bytes; ``None`` if absent."""
@@ -447,6 +434,36 @@ class ReceivedMessage:
     @property
     def where(self) -> str:
         return f"{self.topic}[{self.partition}]@{self.offset}"
+
+
+class MessageSource(abc.ABC):
+    """Where received messages come from: a consumer group's view of its topics, read in order per partition.
+
+    The receive loop (``airflow_chatter.inbox.receive``) is written once against this port, so it runs on a broker
+    (``adapters.kafka.source``) and in memory (``adapters.memory.source``) alike. Nothing is acknowledged until
+    ``commit`` names it: a source that is closed or lost redelivers every uncommitted message.
+    """
+
+    @abc.abstractmethod
+    def poll(self, max_records: int, timeout: float) -> Sequence[ReceivedMessage]:
+        """At most ``max_records`` messages, in partition order, waiting at most ``timeout`` seconds for any.
+
+        An empty result means none came in time; it does not mean there are none (see ``caught_up``).
+        """
+
+    @abc.abstractmethod
+    def caught_up(self, timeout: float) -> bool:
+        """True when the source has partitions and has read to the end of every one (within ``timeout`` seconds).
+
+        A timeout or an unknown position means "not yet".
+        """
+
+    @abc.abstractmethod
+    def commit(self, messages: Iterable[ReceivedMessage]) -> None:
+        """Acknowledge each message and everything before it on its partition: the group next reads after it."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Leave the group without acknowledging anything more."""
 
 
 @dataclass(frozen=True)

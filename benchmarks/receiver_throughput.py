@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/receiver_throughput.py [--n 1000] [--rounds 3]
 
 Both variants consume the same N records (1 KB body, 16 partition keys, 4 partitions) from the real broker with the
-same loop (``airflow_chatter.adapters.kafka.receive.receive``: poll, handle one delivery, commit its offset) and run the
+same loop (``airflow_chatter.inbox.receive.receive``: poll, handle one delivery, commit its offset) and run the
 same handler against the Cosmos emulator: one order document and one outbox message per delivery, committed as one
 transactional batch. The only difference is the Inbox Marker: the receiver stages it as operation 0 of that batch
 (DTI-01); the baseline commits the handler's unit of work without one. Target: receiver ÷ no inbox ≥ 0.8 (the marker
@@ -42,8 +42,9 @@ from airflow_chatter.adapters.cosmos.container import (  # noqa: E402
 from airflow_chatter.adapters.kafka.admin import ensure_topics
 from airflow_chatter.adapters.kafka.consumer import consumer_config  # noqa: E402
 from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings  # noqa: E402
-from airflow_chatter.adapters.kafka.receive import receive  # noqa: E402
+from airflow_chatter.adapters.kafka.source import KafkaMessageSource  # noqa: E402
 from airflow_chatter.inbox.identity import ReceivedMessage, delivery_identity  # noqa: E402
+from airflow_chatter.inbox.receive import receive  # noqa: E402
 from airflow_chatter.inbox.receiver import Delivery, DeliveryOutcome, IdempotentReceiver  # noqa: E402
 from airflow_chatter.outbox.document import OutboxMessage  # noqa: E402
 from airflow_chatter.outbox.unit_of_work import UnitOfWork  # noqa: E402
@@ -142,7 +143,9 @@ def run_variant(bootstrap: str, topic: str, receiver: IdempotentReceiver, n: int
     consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
     try:
         started = time.perf_counter()
-        summary = receive(consumer, receiver, max_messages=n, max_seconds=max(60.0, n / 5), topics=[topic])
+        summary = receive(
+            KafkaMessageSource(consumer), receiver, max_messages=n, max_seconds=max(60.0, n / 5), topics=[topic]
+        )
         seconds = time.perf_counter() - started
     finally:
         consumer.close(autocommit=False)

@@ -8,7 +8,7 @@ For each receive attempt of a delivery:
    same unit of work and is **not** separately gated (C-01: a nested message never completes or skips the delivery);
 4. commit handler writes + outbox messages + marker as one transactional batch (document tier), or complete the
    marker (standalone tier);
-5. only then commit the Kafka offset (``receive``).
+5. only then commit the delivery at its source (``airflow_chatter.inbox.receive``).
 
 A failed attempt leaves nothing half-committed: in the document tier the batch is all-or-nothing, in the standalone
 tier the marker stays pending and the redelivery takes it over after its lease. Side effects outside the container
@@ -47,7 +47,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Tier = Literal["document", "standalone"]
-#: A poll never waits longer than this, so the time budget is checked often.
 #: Read-back budget for the confirm read after a 409 on the marker (DTI-02), as the standalone default (INB-05).
 _READ_BACK_ATTEMPTS = 5
 _READ_BACK_INTERVAL_S = 0.05
@@ -86,6 +85,16 @@ class Delivery:
 
 #: The user's handler of one delivery.
 Handler = Callable[[Delivery], Any]
+
+
+def check_tier(tier: str, partition_key_paths: str | Sequence[str]) -> Tier:
+    """``tier`` when it is known and has what it needs, or ``ConfigurationError`` naming the option; the operator
+    calls it when its DAG is built, so a bad tier fails there and not at the first run."""
+    if tier not in ("document", "standalone"):
+        raise ConfigurationError("tier", tier, "must be 'document' or 'standalone'")
+    if tier == "document" and not partition_key_paths:
+        raise ConfigurationError("partition_key_paths", partition_key_paths, "is required in the document tier")
+    return "document" if tier == "document" else "standalone"
 
 
 class IdempotentReceiver:
@@ -127,7 +136,7 @@ class IdempotentReceiver:
         self._clock = clock
         self._dispatched = 0
         self._dispatched_lock = threading.Lock()
-        if tier == "document":
+        if check_tier(tier, partition_key_paths) == "document":
             if container is None:
                 raise ConfigurationError("container", None, "is required in the document tier")
             paths = (partition_key_paths,) if isinstance(partition_key_paths, str) else tuple(partition_key_paths)
@@ -135,14 +144,12 @@ class IdempotentReceiver:
             self.container = container
             self.partition_key = partition_key or kafka_key_partition_key(self.partition_key_paths)
             self.inbox: Inbox | None = None
-        elif tier == "standalone":
+        else:
             if inbox is None:
                 raise ConfigurationError("inbox", None, "is required in the standalone tier")
             if inbox.options.receiver != name:
                 inbox = Inbox(inbox.container, replace(inbox.options, receiver=name), clock=clock)
             self.inbox = inbox
-        else:
-            raise ConfigurationError("tier", tier, "must be 'document' or 'standalone'")
 
     @property
     def dispatched(self) -> int:
@@ -242,4 +249,5 @@ __all__ = [
     "IdempotentReceiver",
     "ReceiveSummary",
     "Tier",
+    "check_tier",
 ]

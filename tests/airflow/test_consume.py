@@ -20,6 +20,7 @@ from airflow_chatter.adapters.kafka.consumer import (
     consume_batch,
     to_received_message,
 )
+from airflow_chatter.adapters.kafka.source import received_message
 from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
 from airflow_chatter.errors import ConfigurationError
 from airflow_chatter.ports import ReceivedMessage
@@ -222,7 +223,7 @@ def test_the_consumer_hands_its_handler_the_same_message_value_the_receiver_gets
     record = _ok(1, 4)
     handled: list[ReceivedMessage] = []
     consume_batch(_FakeConsumer([[record]]), handled.append, max_messages=10, max_seconds=5)
-    assert handled == [ReceivedMessage.from_record(record)]
+    assert handled == [received_message(record)]
     (message,) = handled
     assert (message.where, message.message_id, message.header_bytes("event-type")) == (
         "t[1]@4",

@@ -17,8 +17,9 @@ from typing import Any
 from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer, make_cosmos_client
 from airflow_chatter.adapters.kafka.consumer import consumer_config
 from airflow_chatter.adapters.kafka.publisher import KafkaPublisherSettings
-from airflow_chatter.adapters.kafka.receive import receive
+from airflow_chatter.adapters.kafka.source import KafkaMessageSource
 from airflow_chatter.inbox.gate import Inbox, InboxOptions
+from airflow_chatter.inbox.receive import receive
 from airflow_chatter.inbox.receiver import Delivery, IdempotentReceiver
 from airflow_chatter.outbox.document import OutboxMessage
 from airflow_chatter.outbox.unit_of_work import UnitOfWork
@@ -73,11 +74,11 @@ def main() -> None:
     from kafka import KafkaConsumer
 
     settings = KafkaPublisherSettings(bootstrap_servers=config["bootstrap"])
-    consumer = KafkaConsumer(config["topic"], **consumer_config(settings, group_id=config["group"]))
+    source = KafkaMessageSource(KafkaConsumer(config["topic"], **consumer_config(settings, group_id=config["group"])))
     try:
-        summary = receive(consumer, receiver, max_messages=10, max_seconds=60, topics=[config["topic"]])
+        summary = receive(source, receiver, max_messages=10, max_seconds=60, topics=[config["topic"]])
     finally:
-        consumer.close(autocommit=False)
+        source.close()
     print(json.dumps(summary.to_dict()))
 
 

@@ -24,10 +24,11 @@ from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer
 from airflow_chatter.adapters.kafka.admin import ensure_topics
 from airflow_chatter.adapters.kafka.consumer import consumer_config
 from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings
-from airflow_chatter.adapters.kafka.receive import receive
+from airflow_chatter.adapters.kafka.source import KafkaMessageSource
 from airflow_chatter.inbox.errors import MissingIdentityError
 from airflow_chatter.inbox.gate import Inbox, InboxOptions
 from airflow_chatter.inbox.markers import marker_id
+from airflow_chatter.inbox.receive import receive
 from airflow_chatter.inbox.receiver import Delivery, IdempotentReceiver, ReceiveSummary
 from airflow_chatter.ports import DocumentContainer, OutgoingMessage
 from airflow_chatter.testing.clock import ManualClock
@@ -74,11 +75,11 @@ def run_receiver(
     from kafka import KafkaConsumer
 
     settings = KafkaPublisherSettings(bootstrap_servers=kafka_bootstrap)
-    consumer = KafkaConsumer(topic, **consumer_config(settings, group_id=group))
+    source = KafkaMessageSource(KafkaConsumer(topic, **consumer_config(settings, group_id=group)))
     try:
-        return receive(consumer, receiver, max_messages=50, max_seconds=max_seconds, topics=[topic], group_id=group)
+        return receive(source, receiver, max_messages=50, max_seconds=max_seconds, topics=[topic], group_id=group)
     finally:
-        consumer.close(autocommit=False)
+        source.close()
 
 
 def committed(kafka_bootstrap: str, topic: str, group: str) -> int | None:

@@ -28,12 +28,14 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_chatter.adapters.kafka.settings import KafkaSettings
+from airflow_chatter.adapters.kafka.source import KafkaMessageSource, received_message
 from airflow_chatter.inbox.errors import MissingMessageIdError
+from airflow_chatter.inbox.receive import PollStop, bounded_poll
 from airflow_chatter.ports import MESSAGE_ID_HEADER, ReceivedMessage
 
 log = logging.getLogger(__name__)
@@ -43,6 +45,7 @@ __all__ = [
     "MissingMessageIdError",
     "consume_batch",
     "consumer_config",
+    "require_message_id",
     "to_received_message",
 ]
 
@@ -50,8 +53,6 @@ __all__ = [
 EVENT_TYPE_HEADER = "event-type"
 #: kafka-python's default is 45 s; a task that died should give its partitions back sooner.
 DEFAULT_SESSION_TIMEOUT_MS = 6_000
-#: A consumer poll never waits longer than this, so the time budget is checked often.
-MAX_POLL_WAIT_S = 1.0
 
 
 def consumer_config(
@@ -91,9 +92,14 @@ def consumer_config(
 
 
 def to_received_message(record: Any) -> ReceivedMessage:
-    """Turn a kafka-python ``ConsumerRecord`` into a ``ReceivedMessage`` whose ``message_id`` is set;
-    ``MissingMessageIdError`` if it has no ``message-id`` header, an empty or blank one, or one that is not UTF-8."""
-    message = ReceivedMessage.from_record(record)
+    """Turn a kafka-python ``ConsumerRecord`` into a ``ReceivedMessage`` whose ``message_id`` is set (see
+    ``require_message_id``)."""
+    return require_message_id(received_message(record))
+
+
+def require_message_id(message: ReceivedMessage) -> ReceivedMessage:
+    """``message`` when its ``message_id`` is set; ``MissingMessageIdError`` if it has no ``message-id`` header, an
+    empty or blank one, or one that is not UTF-8."""
     where = (message.topic, message.partition, message.offset)
     raw = message.header_bytes(MESSAGE_ID_HEADER)
     if raw is None:
@@ -141,64 +147,6 @@ class BatchSummary:
         entry["count"] += 1
 
 
-def caught_up(consumer: Any, timeout_ms: int) -> bool:
-    """True when the consumer has partitions and its position is at the end of every one of them.
-
-    Each broker round trip is bounded by ``timeout_ms``; a timeout or an unknown offset means "not yet".
-    """
-    from kafka import errors as ke
-
-    assigned = consumer.assignment()
-    if not assigned:
-        return False
-    try:
-        ends: Mapping[Any, int | None] = consumer.end_offsets(list(assigned), timeout_ms=timeout_ms)
-        for tp, end in ends.items():
-            position = consumer.position(tp, timeout_ms=timeout_ms)
-            if end is None or position is None or position < end:
-                return False
-    except (ke.KafkaTimeoutError, ke.IllegalStateError):  # slow broker, or a rebalance took the partition
-        return False
-    return True
-
-
-@dataclass
-class PollStop:
-    """Why :func:`bounded_poll` stopped: ``max_messages``, ``max_seconds`` or ``caught_up``."""
-
-    reason: str = ""
-
-
-def bounded_poll(
-    consumer: Any, *, max_messages: int, deadline: float, clock: Callable[[], float], stop: PollStop
-) -> Iterator[Any]:
-    """Yield at most ``max_messages`` records until ``deadline`` (on ``clock``), stopping early once caught up.
-
-    The one bounded loop of both consumers (``consume_batch`` here, the receiver's ``receive``): each poll waits at
-    most ``MAX_POLL_WAIT_S``, and an empty poll ends the loop when every assigned partition is at its end. ``stop``
-    says why it ended; an exception of the caller's per-record work ends it too, with nothing more polled.
-    """
-    taken = 0
-    while True:
-        if taken >= max_messages:
-            stop.reason = "max_messages"
-            return
-        left = deadline - clock()
-        if left <= 0:
-            stop.reason = "max_seconds"
-            return
-        batch = consumer.poll(timeout_ms=int(min(left, MAX_POLL_WAIT_S) * 1000), max_records=max_messages - taken)
-        if not batch:
-            if caught_up(consumer, timeout_ms=max(100, int((deadline - clock()) * 1000))):
-                stop.reason = "caught_up"
-                return
-            continue
-        for records in batch.values():
-            for record in records:
-                taken += 1
-                yield record
-
-
 def consume_batch(
     consumer: Any,
     handler: Callable[[ReceivedMessage], Any],
@@ -218,9 +166,6 @@ def consume_batch(
     the batch; if a message has no identity (``MissingMessageIdError``) or the handler raises, the
     error propagates and nothing is committed. The caller closes the consumer.
     """
-    from kafka import TopicPartition
-    from kafka.structs import OffsetAndMetadata
-
     if max_messages < 1:
         raise ValueError(f"max_messages={max_messages!r}: must be at least 1")
     if max_seconds <= 0:
@@ -228,21 +173,17 @@ def consume_batch(
     summary = BatchSummary(topics=tuple(topics), group_id=group_id)
     started = clock()
     deadline = started + max_seconds
-    next_offsets: dict[tuple[str, int], int] = {}
+    last: dict[tuple[str, int], ReceivedMessage] = {}
     stop = PollStop()
-    for record in bounded_poll(consumer, max_messages=max_messages, deadline=deadline, clock=clock, stop=stop):
-        message = to_received_message(record)  # F-07: no identity → raise before the handler
+    source = KafkaMessageSource(consumer)
+    for polled in bounded_poll(source, max_messages=max_messages, deadline=deadline, clock=clock, stop=stop):
+        message = require_message_id(polled)  # F-07: no identity → raise before the handler
         handler(message)
         summary._record(message, message.header(event_type_header) or "unknown")
-        next_offsets[(message.topic, message.partition)] = message.offset + 1
+        last[(message.topic, message.partition)] = message
     summary.stopped_by = stop.reason
-    if next_offsets:
-        consumer.commit(
-            {
-                TopicPartition(topic, partition): OffsetAndMetadata(offset, "", -1)
-                for (topic, partition), offset in next_offsets.items()
-            }
-        )
+    if last:
+        source.commit(last.values())
         summary.committed = True
     summary.seconds = clock() - started
     return summary

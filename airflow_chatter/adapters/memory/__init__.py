@@ -17,18 +17,23 @@ Cosmos DB" column of the emulator notes' feature matrix), because the drain's co
   continuations resume on the children;
 * queries run a small, documented SQL subset (``query``) with Cosmos's undefined-value semantics;
 * tests fail calls on purpose through ``container.handler`` (``faults``) and count them in ``container.calls``.
+
+Beside it, ``MemoryMessageSource`` (``source``) is the message-source port in memory: the receive loop without a
+broker.
 """
 
 from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
 from airflow_chatter.adapters.memory.faults import OPERATIONS, OperationCall, OperationHandler, fail
 from airflow_chatter.adapters.memory.query import SUPPORTED_SQL, parse_query
 from airflow_chatter.adapters.memory.ranges import EPK_SPACE
+from airflow_chatter.adapters.memory.source import MemoryMessageSource
 
 __all__ = [
     "EPK_SPACE",
     "OPERATIONS",
     "SUPPORTED_SQL",
     "MemoryDocumentContainer",
+    "MemoryMessageSource",
     "OperationCall",
     "OperationHandler",
     "fail",

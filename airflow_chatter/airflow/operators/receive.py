@@ -1,8 +1,8 @@
 """``ChatterReceiveOperator``: consume a topic with a consumer group through the idempotent receiver.
 
-The operator builds the hooks and calls one core function, ``airflow_chatter.adapters.kafka.receive.receive``: a bounded
-run (``max_messages`` or ``max_seconds``, or until caught up) where each delivery's writes, outbox messages and Inbox
-Marker commit together before its offset is committed. See docs/inbox.md.
+The operator builds the hooks and calls the one receive loop, ``airflow_chatter.inbox.receive.receive``, over the
+Kafka message source: a bounded run (``max_messages`` or ``max_seconds``, or until caught up) where each delivery's
+writes, outbox messages and Inbox Marker commit together before its offset is committed. See docs/inbox.md.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from airflow_chatter.errors import ConfigurationError
+from airflow_chatter.inbox.receiver import check_tier
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -78,16 +79,12 @@ class ChatterReceiveOperator(BaseOperator):
         for option, value in (("handler", handler), ("identity", identity), ("partition_key", partition_key)):
             if value is not None and (not isinstance(value, str) or "." not in value):
                 raise ConfigurationError(option, value, "must be a dotted import path such as 'package.module.fn'")
-        if tier not in ("document", "standalone"):
-            raise ConfigurationError("tier", tier, "must be 'document' or 'standalone'")
-        if tier == "document" and not partition_key_paths:
-            raise ConfigurationError("partition_key_paths", partition_key_paths, "is required in the document tier")
+        self.tier = check_tier(tier, partition_key_paths)
         self.topic = topic
         self.group_id = group_id
         self.handler = handler
         self.container = container
         self.partition_key_paths = partition_key_paths
-        self.tier = tier
         self.receiver_name = receiver_name
         self.identity = identity
         self.partition_key = partition_key
@@ -109,11 +106,12 @@ class ChatterReceiveOperator(BaseOperator):
     def _receive(self) -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowFailException
 
-        from airflow_chatter.adapters.kafka.receive import receive
+        from airflow_chatter.adapters.kafka.source import KafkaMessageSource
         from airflow_chatter.airflow.config import import_callable
         from airflow_chatter.airflow.hooks.inbox import ChatterInboxHook
         from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
         from airflow_chatter.inbox.errors import ForeignDocumentError, MissingIdentityError
+        from airflow_chatter.inbox.receive import receive
 
         max_messages = _positive(self.max_messages, "max_messages", int)
         max_seconds = _positive(self.max_seconds, "max_seconds", float)
@@ -125,17 +123,19 @@ class ChatterReceiveOperator(BaseOperator):
             import_callable(self.handler, "handler"),  # type: ignore[arg-type]
             name=name,
             container_name=self.container,
-            tier=self.tier,  # type: ignore[arg-type]
+            tier=self.tier,
             partition_key_paths=self.partition_key_paths,
             partition_key=import_callable(self.partition_key, "partition_key"),
             identity=import_callable(self.identity, "identity"),
             claim_lease=None if self.claim_lease_seconds is None else timedelta(seconds=self.claim_lease_seconds),
             marker_ttl=None if self.marker_ttl_seconds is None else timedelta(seconds=self.marker_ttl_seconds),
         )
-        consumer = ChatterKafkaHook(self.chatter_kafka_conn_id).get_consumer([self.topic], self.group_id)
+        source = KafkaMessageSource(
+            ChatterKafkaHook(self.chatter_kafka_conn_id).get_consumer([self.topic], self.group_id)
+        )
         try:
             summary = receive(
-                consumer,
+                source,
                 receiver,
                 max_messages=max_messages,
                 max_seconds=max_seconds,
@@ -146,7 +146,7 @@ class ChatterReceiveOperator(BaseOperator):
             # A retry would meet the same message: fail now, without retries; its offset stays uncommitted.
             raise AirflowFailException(str(error)) from error
         finally:
-            consumer.close(autocommit=False)
+            source.close()
         result = summary.to_dict()
         self.log.info(
             "receive topic=%s group=%s receiver=%s received=%d processed=%d duplicates=%d dispatched=%d stopped_by=%s",
