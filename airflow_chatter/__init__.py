@@ -54,9 +54,9 @@ _EXPORTS: dict[str, str] = {
     "LeaseStore": "airflow_chatter.drain.leases",
     "Lease": "airflow_chatter.drain.leases",
     # Idempotency keys (IDM).
-    "IdempotencyStore": "airflow_chatter.idempotency",
-    "MemoryIdempotencyStore": "airflow_chatter.idempotency",
-    "CosmosIdempotencyStore": "airflow_chatter.idempotency",
+    "IdempotencyStore": "airflow_chatter.ports",
+    "MemoryIdempotencyStore": "airflow_chatter.adapters.memory",
+    "ContainerIdempotencyStore": "airflow_chatter.idempotency",
     "Reserved": "airflow_chatter.idempotency",
     "AlreadyInFlight": "airflow_chatter.idempotency",
     "Replay": "airflow_chatter.idempotency",
@@ -85,7 +85,7 @@ __all__ = [
     "ConfigurationError",
     "ContainerContractError",
     "ContainerError",
-    "CosmosIdempotencyStore",
+    "ContainerIdempotencyStore",
     "Deliverable",
     "Delivery",
     "DeliverySettings",
@@ -139,6 +139,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from airflow_chatter.adapters.memory import MemoryIdempotencyStore
     from airflow_chatter.clock import Clock, utc_now
     from airflow_chatter.drain.engine import DrainEngine, DrainSummary
     from airflow_chatter.drain.leases import Lease, LeaseStore
@@ -147,9 +148,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from airflow_chatter.idempotency import (
         AlreadyInFlight,
         BodyHashMismatch,
-        CosmosIdempotencyStore,
-        IdempotencyStore,
-        MemoryIdempotencyStore,
+        ContainerIdempotencyStore,
         Replay,
         Reserved,
     )
@@ -176,6 +175,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         ContainerError,
         DocumentContainer,
         FeedRange,
+        IdempotencyStore,
         MessageSource,
         OutgoingMessage,
         PatchOperation,

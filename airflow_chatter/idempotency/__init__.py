@@ -1,12 +1,13 @@
 """Idempotency keys: run a non-idempotent operation at most once per key, and replay its response to retries.
 
-The core of it (no Airflow, no FastAPI, no azure-cosmos import): the values and the store interface, an in-memory
-store and a store over the project's ``DocumentContainer`` port (so over Cosmos DB). The FastAPI side lives in
-``airflow_chatter.idempotency.http``, the Airflow hook in ``airflow_chatter.airflow.hooks.idempotent_http``; the
-conformance suite in ``airflow_chatter.testing.contracts.idempotency``. See docs/idempotency.md.
+The core of it (no Airflow, no FastAPI, no azure-cosmos import): the values and the store over the project's
+``DocumentContainer`` port (so over Cosmos DB). The store's interface is a port (``airflow_chatter.ports``); the
+in-memory store is in ``airflow_chatter.adapters.memory``, the FastAPI side in ``airflow_chatter.adapters.fastapi``,
+the Airflow hook in ``airflow_chatter.airflow.hooks.idempotent_http``; the conformance suite in
+``airflow_chatter.testing.contracts.idempotency``. See docs/idempotency.md.
 """
 
-from airflow_chatter.idempotency.cosmos import CosmosIdempotencyStore
+from airflow_chatter.idempotency.container_store import ContainerIdempotencyStore
 from airflow_chatter.idempotency.errors import (
     IdempotencyContainerError,
     IdempotencyContentionError,
@@ -15,8 +16,6 @@ from airflow_chatter.idempotency.errors import (
     InvalidIdempotencyRequestError,
 )
 from airflow_chatter.idempotency.keys import MAX_ITEM_ID_BYTES, MAX_KEY_LENGTH, encode_item_id, validate_key
-from airflow_chatter.idempotency.memory import MemoryIdempotencyStore
-from airflow_chatter.idempotency.store import IdempotencyStore
 from airflow_chatter.idempotency.values import (
     AlreadyInFlight,
     BodyHashMismatch,
@@ -32,15 +31,13 @@ __all__ = [
     "MAX_KEY_LENGTH",
     "AlreadyInFlight",
     "BodyHashMismatch",
-    "CosmosIdempotencyStore",
+    "ContainerIdempotencyStore",
     "IdempotencyContainerError",
     "IdempotencyContentionError",
     "IdempotencyKeyTooLongError",
     "IdempotencyOptions",
-    "IdempotencyStore",
     "InvalidIdempotencyDocumentError",
     "InvalidIdempotencyRequestError",
-    "MemoryIdempotencyStore",
     "Replay",
     "ReservationOutcome",
     "Reserved",

@@ -8,6 +8,7 @@ hash. Both limits are checked before any write, so a refused key leaves nothing 
 from __future__ import annotations
 
 import base64
+import uuid
 
 from airflow_chatter.idempotency.errors import IdempotencyKeyTooLongError, InvalidIdempotencyRequestError
 
@@ -17,6 +18,11 @@ MAX_KEY_LENGTH = 200
 MAX_ITEM_ID_BYTES = 1023
 #: A scope is the partition key value; Cosmos DB allows 2 KB, this keeps well inside it.
 MAX_SCOPE_BYTES = 1024
+
+
+def new_reservation_id() -> str:
+    """A fresh reservation id: 32 hex digits (a GUID without dashes, as IDM-C02 stores it)."""
+    return uuid.uuid4().hex
 
 
 def encode_item_id(key: str) -> str:

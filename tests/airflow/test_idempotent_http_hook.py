@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from airflow_chatter.adapters.memory import MemoryIdempotencyStore
 from airflow_chatter.airflow.hooks import idempotent_http
 from airflow_chatter.airflow.hooks.idempotent_http import (
     DEFAULT_HOOK_OPTIONS,
@@ -26,7 +27,7 @@ from airflow_chatter.airflow.hooks.idempotent_http import (
     idempotent_http as idempotent_http_decorator,
 )
 from airflow_chatter.errors import ConfigurationError
-from airflow_chatter.idempotency import IdempotencyKeyTooLongError, MemoryIdempotencyStore, StoredResponse
+from airflow_chatter.idempotency import IdempotencyKeyTooLongError, StoredResponse
 from airflow_chatter.idempotency.fingerprint import request_fingerprint
 from airflow_chatter.testing.clock import ManualClock
 

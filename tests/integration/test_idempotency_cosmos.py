@@ -1,4 +1,4 @@
-"""The idempotency conformance suite against ``CosmosIdempotencyStore`` on the emulator (or a real account), with a
+"""The idempotency conformance suite against ``ContainerIdempotencyStore`` on the emulator (or a real account), with a
 fake clock: takeover and ttl rules run in the time of ordinary round trips because the store, not Cosmos DB,
 decides expiry. Plus the two ttl tests on the stored documents (IDM-C03) and the provisioning helper (IDM-C01).
 """
@@ -17,13 +17,12 @@ from airflow_chatter.clock import Clock
 from airflow_chatter.idempotency import (
     IdempotencyContainerError,
     IdempotencyOptions,
-    IdempotencyStore,
     Reserved,
     StoredResponse,
 )
-from airflow_chatter.idempotency.cosmos import CosmosIdempotencyStore
+from airflow_chatter.idempotency.container_store import ContainerIdempotencyStore
 from airflow_chatter.idempotency.keys import encode_item_id
-from airflow_chatter.ports import DocumentContainer
+from airflow_chatter.ports import DocumentContainer, IdempotencyStore
 from airflow_chatter.testing.clock import ManualClock
 from airflow_chatter.testing.contracts.idempotency import IdempotencyStoreContract
 from tests.fixtures.cosmos import ContainerFactory
@@ -43,13 +42,13 @@ def idempotency_container(cosmos_database: DatabaseProxy) -> Iterator[DocumentCo
         pass
 
 
-class TestCosmosIdempotencyStoreOnTheEmulator(IdempotencyStoreContract):
+class TestContainerIdempotencyStoreOnTheEmulator(IdempotencyStoreContract):
     @pytest.fixture(autouse=True)
     def _use_container(self, idempotency_container: DocumentContainer) -> None:
         self._container = idempotency_container
 
     def make_store(self, clock: Clock) -> IdempotencyStore:
-        return CosmosIdempotencyStore(self._container, self.options, clock=clock)
+        return ContainerIdempotencyStore(self._container, self.options, clock=clock)
 
 
 @pytest.mark.parametrize(("ttl", "expected_ttl"), [(timedelta(hours=1), 3660), (timedelta(hours=24), 86460)])
@@ -57,7 +56,7 @@ def test_idm_c03_the_stored_ttl_is_minus_one_while_reserved_and_ttl_plus_60_s_on
     idempotency_container: DocumentContainer, ttl: timedelta, expected_ttl: int
 ) -> None:
     scope, key = f"ttl-{uuid.uuid4().hex}", "order/42?#"
-    store = CosmosIdempotencyStore(idempotency_container, IdempotencyOptions(ttl=ttl), clock=ManualClock())
+    store = ContainerIdempotencyStore(idempotency_container, IdempotencyOptions(ttl=ttl), clock=ManualClock())
     outcome = store.reserve(scope, key, "fp-1")
     assert isinstance(outcome, Reserved)
     reserved = idempotency_container.read(encode_item_id(key), scope)

@@ -20,8 +20,9 @@ import uvicorn
 from azure.cosmos import DatabaseProxy
 
 from airflow_chatter.adapters.cosmos.provision import provision_idempotency_container as provision_container
-from airflow_chatter.idempotency import IdempotencyStore, MemoryIdempotencyStore
-from airflow_chatter.idempotency.cosmos import CosmosIdempotencyStore
+from airflow_chatter.adapters.memory import MemoryIdempotencyStore
+from airflow_chatter.idempotency.container_store import ContainerIdempotencyStore
+from airflow_chatter.ports import IdempotencyStore
 from airflow_chatter.testing.contracts.idempotency import in_parallel
 from tests.unit.idempotency._http_app import Calls, make_app
 
@@ -103,7 +104,7 @@ def test_32_concurrent_clients_with_one_key_run_the_handler_once_with_the_memory
 @pytest.fixture
 def cosmos_store(cosmos_database: DatabaseProxy) -> Iterator[IdempotencyStore]:
     container_id = f"idempotency-http-{uuid.uuid4().hex[:12]}"
-    yield CosmosIdempotencyStore(provision_container(cosmos_database, container_id))
+    yield ContainerIdempotencyStore(provision_container(cosmos_database, container_id))
     cosmos_database.delete_container(container_id)
 
 

@@ -18,12 +18,13 @@ Cosmos DB" column of the emulator notes' feature matrix), because the drain's co
 * queries run a small, documented SQL subset (``query``) with Cosmos's undefined-value semantics;
 * tests fail calls on purpose through ``container.handler`` (``faults``) and count them in ``container.calls``.
 
-Beside it, ``MemoryMessageSource`` (``source``) is the message-source port in memory: the receive loop without a
-broker.
+Beside it, ``MemoryMessageSource`` (``source``) is the message-source port in memory (the receive loop without a
+broker), and ``MemoryIdempotencyStore`` (``idempotency``) the idempotency store of one process.
 """
 
 from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
 from airflow_chatter.adapters.memory.faults import OPERATIONS, OperationCall, OperationHandler, fail
+from airflow_chatter.adapters.memory.idempotency import MemoryIdempotencyStore
 from airflow_chatter.adapters.memory.query import SUPPORTED_SQL, parse_query
 from airflow_chatter.adapters.memory.ranges import EPK_SPACE
 from airflow_chatter.adapters.memory.source import MemoryMessageSource
@@ -33,6 +34,7 @@ __all__ = [
     "OPERATIONS",
     "SUPPORTED_SQL",
     "MemoryDocumentContainer",
+    "MemoryIdempotencyStore",
     "MemoryMessageSource",
     "OperationCall",
     "OperationHandler",

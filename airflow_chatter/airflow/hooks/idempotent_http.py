@@ -46,7 +46,7 @@ from airflow_chatter.idempotency.values import (
 )
 
 if TYPE_CHECKING:
-    from airflow_chatter.idempotency.store import IdempotencyStore
+    from airflow_chatter.ports import IdempotencyStore
 
 log = logging.getLogger(__name__)
 
@@ -196,11 +196,11 @@ class IdempotentHttpHook(BaseHook):
     def store(self) -> IdempotencyStore:
         if self._store is None:
             from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
-            from airflow_chatter.idempotency.cosmos import CosmosIdempotencyStore
+            from airflow_chatter.idempotency.container_store import ContainerIdempotencyStore
 
             conn_id, container_name, database_name = self._cosmos
             container = ChatterCosmosHook(conn_id).get_container(container_name, database_name=database_name)
-            self._store = CosmosIdempotencyStore(container, self.options)
+            self._store = ContainerIdempotencyStore(container, self.options)
         return self._store
 
     def get_conn(self) -> httpx.Client:

@@ -30,6 +30,8 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
+from airflow_chatter.adapters.fastapi.idempotency import HttpIdempotencyOptions, Idempotency
+from airflow_chatter.adapters.memory.idempotency import MemoryIdempotencyStore
 from airflow_chatter.airflow.config import SourceConfig, SourcesFile
 from airflow_chatter.drain.interventions import (
     MAX_REQUEUE,
@@ -48,11 +50,8 @@ from airflow_chatter.drain.monitoring import (
     source_overview,
 )
 from airflow_chatter.errors import ChatterError, ConfigurationError
-from airflow_chatter.idempotency.cosmos import CosmosIdempotencyStore
-from airflow_chatter.idempotency.http import HttpIdempotencyOptions, Idempotency
-from airflow_chatter.idempotency.memory import MemoryIdempotencyStore
-from airflow_chatter.idempotency.store import IdempotencyStore
-from airflow_chatter.ports import ContainerError, DocumentContainer
+from airflow_chatter.idempotency.container_store import ContainerIdempotencyStore
+from airflow_chatter.ports import ContainerError, DocumentContainer, IdempotencyStore
 
 log = logging.getLogger("airflow_chatter.ui")
 
@@ -188,7 +187,7 @@ class _Api:
         slot = (source.cosmos_conn_id, source.database, container)
         guard = self._guards.get(slot)
         if guard is None:
-            cosmos = CosmosIdempotencyStore(self.backend.idempotency_container(source))
+            cosmos = ContainerIdempotencyStore(self.backend.idempotency_container(source))
             try:
                 cosmos.verify_container()
             except (ChatterError, ContainerError) as error:

@@ -36,7 +36,6 @@ import pytest
 
 from airflow_chatter.clock import Clock
 from airflow_chatter.idempotency.errors import IdempotencyKeyTooLongError, InvalidIdempotencyRequestError
-from airflow_chatter.idempotency.store import IdempotencyStore
 from airflow_chatter.idempotency.values import (
     AlreadyInFlight,
     BodyHashMismatch,
@@ -46,6 +45,7 @@ from airflow_chatter.idempotency.values import (
     Reserved,
     StoredResponse,
 )
+from airflow_chatter.ports import IdempotencyStore
 from airflow_chatter.testing.clock import ManualClock
 
 T = TypeVar("T")

@@ -11,8 +11,8 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from airflow_chatter.idempotency import IdempotencyStore
-from airflow_chatter.idempotency.http import HttpIdempotencyOptions, Idempotency
+from airflow_chatter.adapters.fastapi.idempotency import HttpIdempotencyOptions, Idempotency
+from airflow_chatter.ports import IdempotencyStore
 
 
 class Calls:

@@ -7,9 +7,10 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
-from airflow_chatter.idempotency import MemoryIdempotencyStore, Reserved
+from airflow_chatter.adapters.fastapi.idempotency import HttpIdempotencyOptions
+from airflow_chatter.adapters.memory import MemoryIdempotencyStore
+from airflow_chatter.idempotency import Reserved
 from airflow_chatter.idempotency.fingerprint import request_fingerprint
-from airflow_chatter.idempotency.http import HttpIdempotencyOptions
 from airflow_chatter.testing.clock import ManualClock
 from tests.unit.idempotency._http_app import Calls, make_app
 

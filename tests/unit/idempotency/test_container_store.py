@@ -1,4 +1,4 @@
-"""``CosmosIdempotencyStore`` over the in-memory container: the conformance suite, the document shape and ttl values
+"""``ContainerIdempotencyStore`` over the in-memory container: the conformance suite, the document shape and ttl values
 (IDM-C02, IDM-C03), the retry protocol (IDM-C04, C07, C08), container verification (IDM-C01) and the meta-test
 with defective Cosmos-protocol stores.
 
@@ -23,18 +23,17 @@ from airflow_chatter.idempotency import (
     IdempotencyContainerError,
     IdempotencyKeyTooLongError,
     IdempotencyOptions,
-    IdempotencyStore,
     InvalidIdempotencyDocumentError,
     Reserved,
     StoredResponse,
 )
-from airflow_chatter.idempotency.cosmos import MAX_ATTEMPTS, CosmosIdempotencyStore
+from airflow_chatter.idempotency.container_store import MAX_ATTEMPTS, ContainerIdempotencyStore
 from airflow_chatter.idempotency.decision import Takeover, decide
 from airflow_chatter.idempotency.documents import completed_document, entry_of, reserved_document, unix_ms
 from airflow_chatter.idempotency.errors import IdempotencyContentionError
 from airflow_chatter.idempotency.keys import encode_item_id
 from airflow_chatter.idempotency.values import ReservationOutcome
-from airflow_chatter.ports import Conflict, NotFound, PreconditionFailed, ServiceUnavailable
+from airflow_chatter.ports import Conflict, IdempotencyStore, NotFound, PreconditionFailed, ServiceUnavailable
 from airflow_chatter.testing.clock import ManualClock
 from airflow_chatter.testing.contracts.idempotency import RULE_TESTS, IdempotencyStoreContract, run_rule
 from airflow_chatter.testing.handlers import first_of
@@ -54,14 +53,14 @@ class TestCosmosStoreWhoseContainerNeverSweeps(IdempotencyStoreContract):
     """The container expires on the wall clock, so within a test its TTL sweep never runs: expiry is all the store's."""
 
     def make_store(self, clock: Clock) -> IdempotencyStore:
-        return CosmosIdempotencyStore(idempotency_container(), self.options, clock=clock)
+        return ContainerIdempotencyStore(idempotency_container(), self.options, clock=clock)
 
 
 class TestCosmosStoreWhoseContainerSweepsOnTime(IdempotencyStoreContract):
     """The container shares the test's clock, so documents also vanish the moment their ttl passes."""
 
     def make_store(self, clock: Clock) -> IdempotencyStore:
-        return CosmosIdempotencyStore(idempotency_container(clock), self.options, clock=clock)
+        return ContainerIdempotencyStore(idempotency_container(clock), self.options, clock=clock)
 
 
 # -- IDM-C02 / IDM-C03: the document and its ttl ----------------------------------------------------------------
@@ -74,7 +73,7 @@ def _stored(container: MemoryDocumentContainer, scope: str, key: str) -> dict[st
 
 def test_idm_c02_c03_a_reserved_document_has_the_reference_shape_and_never_expires() -> None:
     clock, container = ManualClock(), idempotency_container()
-    outcome = CosmosIdempotencyStore(container, clock=clock).reserve("actor:user-1", "idempotency-key", "fp-1")
+    outcome = ContainerIdempotencyStore(container, clock=clock).reserve("actor:user-1", "idempotency-key", "fp-1")
     assert isinstance(outcome, Reserved)
     assert re.fullmatch(r"[0-9a-f]{32}", outcome.reservation_id)
     assert _stored(container, "actor:user-1", "idempotency-key") == {
@@ -92,7 +91,7 @@ def test_idm_c02_c03_a_reserved_document_has_the_reference_shape_and_never_expir
 @pytest.mark.parametrize(("ttl", "expected"), [(timedelta(hours=24), 86460), (timedelta(seconds=0.5), 61)])
 def test_idm_c03_a_completed_document_expires_60_seconds_after_the_ceiled_ttl(ttl: timedelta, expected: int) -> None:
     clock, container = ManualClock(), idempotency_container()
-    store = CosmosIdempotencyStore(container, IdempotencyOptions(ttl=ttl), clock=clock)
+    store = ContainerIdempotencyStore(container, IdempotencyOptions(ttl=ttl), clock=clock)
     outcome = store.reserve("s", "k", "fp-1")
     assert isinstance(outcome, Reserved)
     reserved_at = unix_ms(clock())
@@ -114,7 +113,7 @@ def test_idm_c02_a_document_not_of_the_store_s_shape_is_refused_naming_the_field
     container = idempotency_container()
     container.create({"id": encode_item_id("k"), "scope": "s", "fingerprint": "fp", "reservedAt": "yesterday"}, "s")
     with pytest.raises(InvalidIdempotencyDocumentError, match="'reservedAt' must be int"):
-        CosmosIdempotencyStore(container).reserve("s", "k", "fp")
+        ContainerIdempotencyStore(container).reserve("s", "k", "fp")
 
 
 def test_documents_round_trip_through_entry_of() -> None:
@@ -129,7 +128,7 @@ def test_documents_round_trip_through_entry_of() -> None:
 def test_f08_an_over_long_key_writes_nothing() -> None:
     container = idempotency_container()
     with pytest.raises(IdempotencyKeyTooLongError):
-        CosmosIdempotencyStore(container).reserve("s", "k" * 201, "fp")
+        ContainerIdempotencyStore(container).reserve("s", "k" * 201, "fp")
     assert container.calls["create"] == 0 and list(container.query("SELECT * FROM c")) == []
 
 
@@ -138,7 +137,7 @@ def test_f08_an_over_long_key_writes_nothing() -> None:
 
 def test_idm_c04_a_read_404_after_a_409_creates_again() -> None:
     container = idempotency_container()
-    store = CosmosIdempotencyStore(container, clock=ManualClock())
+    store = ContainerIdempotencyStore(container, clock=ManualClock())
     store.reserve("s", "k", "fp")
     container.handler = first_of(container.handler, fail("read", error=NotFound("swept meanwhile"), times=1))
     assert isinstance(store.reserve("s", "k", "fp"), AlreadyInFlight)
@@ -147,7 +146,7 @@ def test_idm_c04_a_read_404_after_a_409_creates_again() -> None:
 
 def test_idm_c04_a_takeover_that_loses_the_etag_race_re_reads_and_re_decides() -> None:
     clock, container = ManualClock(), idempotency_container()
-    store = CosmosIdempotencyStore(container, clock=clock)
+    store = ContainerIdempotencyStore(container, clock=clock)
     store.reserve("s", "k", "fp")
     clock.advance(31)
     container.handler = first_of(container.handler, fail("replace", error=PreconditionFailed("etag moved"), times=1))
@@ -159,12 +158,12 @@ def test_idm_c04_other_container_errors_propagate() -> None:
     container = idempotency_container()
     container.handler = first_of(container.handler, fail("create", error=ServiceUnavailable("down")))
     with pytest.raises(ServiceUnavailable, match="down"):
-        CosmosIdempotencyStore(container).reserve("s", "k", "fp")
+        ContainerIdempotencyStore(container).reserve("s", "k", "fp")
 
 
 def test_idm_c04_a_reserve_that_loses_every_race_gives_up_after_8_attempts() -> None:
     clock, container = ManualClock(), idempotency_container()
-    store = CosmosIdempotencyStore(container, clock=clock)
+    store = ContainerIdempotencyStore(container, clock=clock)
     store.reserve("s", "k", "fp")
     clock.advance(31)
     container.handler = first_of(container.handler, fail("replace", error=PreconditionFailed("etag moved")))
@@ -175,7 +174,7 @@ def test_idm_c04_a_reserve_that_loses_every_race_gives_up_after_8_attempts() -> 
 
 def test_idm_c07_a_complete_that_loses_every_race_raises_rather_than_dropping_the_response() -> None:
     container = idempotency_container()
-    store = CosmosIdempotencyStore(container, clock=ManualClock())
+    store = ContainerIdempotencyStore(container, clock=ManualClock())
     outcome = store.reserve("s", "k", "fp")
     assert isinstance(outcome, Reserved)
     container.handler = first_of(container.handler, fail("replace", error=PreconditionFailed("etag moved")))
@@ -187,11 +186,11 @@ def test_idm_c08_an_abandon_that_loses_every_race_returns_quietly_and_the_reserv
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     container = idempotency_container()
-    store = CosmosIdempotencyStore(container, clock=ManualClock())
+    store = ContainerIdempotencyStore(container, clock=ManualClock())
     outcome = store.reserve("s", "k", "fp")
     assert isinstance(outcome, Reserved)
     container.handler = first_of(container.handler, fail("delete", error=PreconditionFailed("etag moved")))
-    with caplog.at_level(logging.WARNING, logger="airflow_chatter.idempotency.cosmos"):
+    with caplog.at_level(logging.WARNING, logger="airflow_chatter.idempotency.container_store"):
         store.abandon("s", "k", outcome.reservation_id)
     assert "gave up after 8 lost races" in caplog.text
     assert container.calls["delete"] == MAX_ATTEMPTS
@@ -200,7 +199,7 @@ def test_idm_c08_an_abandon_that_loses_every_race_returns_quietly_and_the_reserv
 
 def test_idm_c08_an_abandon_whose_document_vanished_before_the_delete_is_done() -> None:
     container = idempotency_container()
-    store = CosmosIdempotencyStore(container, clock=ManualClock())
+    store = ContainerIdempotencyStore(container, clock=ManualClock())
     outcome = store.reserve("s", "k", "fp")
     assert isinstance(outcome, Reserved)
     container.handler = first_of(container.handler, fail("delete", error=NotFound("gone"), times=1))
@@ -214,7 +213,7 @@ def test_idm_c08_an_abandon_whose_document_vanished_before_the_delete_is_done() 
 def test_idm_c01_verify_container_names_every_difference_in_one_error() -> None:
     container = MemoryDocumentContainer(partition_key_paths=("/pk",), default_ttl=None, container_id="idem")
     with pytest.raises(IdempotencyContainerError) as caught:
-        CosmosIdempotencyStore(container).verify_container()
+        ContainerIdempotencyStore(container).verify_container()
     assert caught.value.differences == (
         "its partition key path is /pk, expected /scope",
         "its TTL is off (no defaultTtl), expected defaultTtl -1",
@@ -225,11 +224,11 @@ def test_idm_c01_verify_container_names_every_difference_in_one_error() -> None:
 def test_idm_c01_verify_container_names_a_positive_default_ttl() -> None:
     container = MemoryDocumentContainer(partition_key_paths=("/scope",), default_ttl=3600)
     with pytest.raises(IdempotencyContainerError, match="its defaultTtl is 3600 seconds, expected -1"):
-        CosmosIdempotencyStore(container).verify_container()
+        ContainerIdempotencyStore(container).verify_container()
 
 
 def test_idm_c01_verify_container_accepts_the_provisioned_shape() -> None:
-    CosmosIdempotencyStore(idempotency_container()).verify_container()
+    ContainerIdempotencyStore(idempotency_container()).verify_container()
 
 
 # -- The meta-test, with the Cosmos protocol's own defects -------------------------------------------------------
@@ -237,7 +236,7 @@ def test_idm_c01_verify_container_accepts_the_provisioned_shape() -> None:
 _WINDOW_SECONDS = 0.05
 
 
-class ReadThenUpsertStore(CosmosIdempotencyStore):
+class ReadThenUpsertStore(ContainerIdempotencyStore):
     """Reserves by reading and then upserting, instead of an atomic create."""
 
     def reserve(self, scope: str, key: str, fingerprint: str) -> ReservationOutcome:
@@ -254,7 +253,7 @@ class ReadThenUpsertStore(CosmosIdempotencyStore):
         return Reserved(reservation_id)
 
 
-class TrustsTheSweepStore(CosmosIdempotencyStore):
+class TrustsTheSweepStore(ContainerIdempotencyStore):
     """Replays any completed document it can still read, trusting Cosmos DB's TTL sweep to have removed old ones."""
 
     def reserve(self, scope: str, key: str, fingerprint: str) -> ReservationOutcome:
@@ -269,7 +268,7 @@ class TrustsTheSweepStore(CosmosIdempotencyStore):
         return super().reserve(scope, key, fingerprint)
 
 
-class ReplacesWithoutTheETagStore(CosmosIdempotencyStore):
+class ReplacesWithoutTheETagStore(ContainerIdempotencyStore):
     """Completes by a read, an ownership check and a replace without ``if_match``."""
 
     def complete(self, scope: str, key: str, reservation_id: str, response: StoredResponse) -> None:
@@ -285,7 +284,7 @@ class ReplacesWithoutTheETagStore(CosmosIdempotencyStore):
         self.container.replace(encode_item_id(key), scope, completed)
 
 
-def _suite(store_class: type[CosmosIdempotencyStore]) -> IdempotencyStoreContract:
+def _suite(store_class: type[ContainerIdempotencyStore]) -> IdempotencyStoreContract:
     class Suite(IdempotencyStoreContract):
         def make_store(self, clock: Clock) -> IdempotencyStore:
             return store_class(idempotency_container(), self.options, clock=clock)
@@ -306,9 +305,9 @@ def _suite(store_class: type[CosmosIdempotencyStore]) -> IdempotencyStoreContrac
     ids=["read-then-upsert-fails-IDM-16", "trusting-the-sweep-fails-IDM-09", "replace-without-etag-fails-IDM-10"],
 )
 def test_the_suite_fails_a_defective_cosmos_store_by_the_named_rule(
-    defective: type[CosmosIdempotencyStore], test_name: str
+    defective: type[ContainerIdempotencyStore], test_name: str
 ) -> None:
-    run_rule(_suite(CosmosIdempotencyStore), test_name)  # control: the real store passes this very rule
+    run_rule(_suite(ContainerIdempotencyStore), test_name)  # control: the real store passes this very rule
     with pytest.raises(AssertionError):
         run_rule(_suite(defective), test_name)
 
@@ -322,7 +321,7 @@ def _operations(container: MemoryDocumentContainer) -> dict[str, int]:
 
 def test_the_cosmos_operations_of_each_request_path() -> None:
     clock, container = ManualClock(), idempotency_container()
-    store = CosmosIdempotencyStore(container, clock=clock)
+    store = ContainerIdempotencyStore(container, clock=clock)
     response = StoredResponse(201, {"Content-Type": ["application/json"]}, b"{}", "fp")
 
     first = store.reserve("s", "k", "fp")

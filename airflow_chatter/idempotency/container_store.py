@@ -1,4 +1,5 @@
-"""``CosmosIdempotencyStore``: the idempotency store over a ``DocumentContainer`` (so over Cosmos DB).
+"""``ContainerIdempotencyStore``: the idempotency store over the ``DocumentContainer`` port (so over Cosmos DB
+through its adapter, or over any other container).
 
 Why it is correct (IDM-C04..C10):
 
@@ -28,12 +29,10 @@ from airflow_chatter.clock import Clock, utc_now
 from airflow_chatter.idempotency.decision import Takeover, decide
 from airflow_chatter.idempotency.documents import completed_document, entry_of, reserved_document
 from airflow_chatter.idempotency.errors import IdempotencyContainerError, IdempotencyContentionError
-from airflow_chatter.idempotency.keys import encode_item_id
-from airflow_chatter.idempotency.memory import new_reservation_id
+from airflow_chatter.idempotency.keys import encode_item_id, new_reservation_id
 from airflow_chatter.idempotency.provisioning import container_differences
-from airflow_chatter.idempotency.store import IdempotencyStore
 from airflow_chatter.idempotency.values import IdempotencyOptions, ReservationOutcome, Reserved, StoredResponse
-from airflow_chatter.ports import Conflict, DocumentContainer, NotFound, PreconditionFailed
+from airflow_chatter.ports import Conflict, DocumentContainer, IdempotencyStore, NotFound, PreconditionFailed
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +41,7 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 8
 
 
-class CosmosIdempotencyStore(IdempotencyStore):
+class ContainerIdempotencyStore(IdempotencyStore):
     """Idempotency keys as documents of a ``/scope``-partitioned container; see the module docstring."""
 
     def __init__(
@@ -133,4 +132,4 @@ class CosmosIdempotencyStore(IdempotencyStore):
         log.warning("idempotency abandon in scope %r gave up after %d lost races", scope, MAX_ATTEMPTS)
 
 
-__all__ = ["MAX_ATTEMPTS", "CosmosIdempotencyStore"]
+__all__ = ["MAX_ATTEMPTS", "ContainerIdempotencyStore"]

@@ -1,7 +1,7 @@
 """The FastAPI side: serve a write endpoint at most once per ``Idempotency-Key``, replaying its stored response.
 
 The request side of the IETF Idempotency-Key draft (draft-ietf-httpapi-idempotency-key-header) over any
-:class:`~airflow_chatter.idempotency.store.IdempotencyStore`:
+:class:`~airflow_chatter.ports.IdempotencyStore`:
 
 * no key on an opted-in endpoint → **400**; a key that is not an RFC 8941 sf-string, or is over 200 characters
   (or its item id over 1023 bytes) → **400** naming the limit; a body over ``max_request_body_bytes`` → **413**
@@ -43,7 +43,6 @@ from starlette.concurrency import run_in_threadpool
 from airflow_chatter.idempotency.errors import InvalidIdempotencyRequestError
 from airflow_chatter.idempotency.fingerprint import HEADER_NAME, parse_sf_string, request_fingerprint
 from airflow_chatter.idempotency.keys import validate_key, validate_scope
-from airflow_chatter.idempotency.store import IdempotencyStore
 from airflow_chatter.idempotency.values import (
     AlreadyInFlight,
     BodyHashMismatch,
@@ -52,6 +51,7 @@ from airflow_chatter.idempotency.values import (
     StoredResponse,
     should_store,
 )
+from airflow_chatter.ports import IdempotencyStore
 
 log = logging.getLogger(__name__)
 

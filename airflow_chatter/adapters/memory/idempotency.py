@@ -2,7 +2,7 @@
 
 UNSAFE across processes and restarts: two workers (two Airflow task processes, two API replicas) each have their
 own dict, so both would run the same request. Use it for tests and single-process tools only; anything that runs
-on more than one process needs the Cosmos store (``airflow_chatter.idempotency.cosmos``).
+on more than one process needs the store over a shared container (``airflow_chatter.idempotency.container_store``).
 
 One lock makes every operation atomic, so within the process it honours the whole contract, including the
 concurrency rules. It reads one clock, so it is not exposed to clock skew between hosts.
@@ -11,23 +11,18 @@ concurrency rules. It reads one clock, so it is not exposed to clock skew betwee
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 
 from airflow_chatter.clock import Clock, utc_now
 from airflow_chatter.idempotency.decision import Entry, Takeover, decide
-from airflow_chatter.idempotency.store import IdempotencyStore
+from airflow_chatter.idempotency.keys import new_reservation_id
 from airflow_chatter.idempotency.values import IdempotencyOptions, ReservationOutcome, Reserved, StoredResponse
+from airflow_chatter.ports import IdempotencyStore
 
 #: Expired completed entries are dropped every this many reserves, so a long-lived process does not grow forever.
 _SWEEP_EVERY = 1024
-
-
-def new_reservation_id() -> str:
-    """A fresh reservation id: 32 hex digits (a GUID without dashes, as IDM-C02 stores it)."""
-    return uuid.uuid4().hex
 
 
 class MemoryIdempotencyStore(IdempotencyStore):
@@ -98,4 +93,4 @@ class MemoryIdempotencyStore(IdempotencyStore):
             del self._entries[slot]
 
 
-__all__ = ["MemoryIdempotencyStore", "new_reservation_id"]
+__all__ = ["MemoryIdempotencyStore"]
