@@ -20,27 +20,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from typing_extensions import override
 
+from airflow_chatter.delegating_container import DelegatingContainer
 from airflow_chatter.drain.pacing import TokenBucket
-from airflow_chatter.ports import (
-    BatchOperation,
-    BatchOperationResult,
-    ChangeFeedPage,
-    ChangeFeedStart,
-    ContainerProperties,
-    Document,
-    DocumentContainer,
-    FeedRange,
-    PartitionKey,
-    PatchOperation,
-    Throttled,
-)
+from airflow_chatter.ports import DocumentContainer, Throttled
 from airflow_chatter.request_charges import charged_to
 
 FEED = "feed"
@@ -128,7 +116,11 @@ class RequestUnits:
             self.throttle_waited_seconds += waited
 
 
-class MeteredContainer(DocumentContainer):
+#: The kind a monitored container's request is charged to, by port method; every other request is ``other``.
+_KIND_OF = {"read_change_feed": FEED, "patch": STAMPS, "execute_batch": STAMPS}
+
+
+class MeteredContainer(DelegatingContainer):
     """A container whose every request is charged to ``units`` (by kind), paced, and retried on 429.
 
     ``kind`` fixes the kind for every call (the lease container), or ``None`` to tell by operation (the monitored
@@ -144,7 +136,7 @@ class MeteredContainer(DocumentContainer):
         kind: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._units = units
         self._limits = limits
         self._sleep = sleep
@@ -185,91 +177,9 @@ class MeteredContainer(DocumentContainer):
                 retries += 1
                 self._sleep(delay)
 
-    # -- the port, delegated ---------------------------------------------------------------------------------
-
     @override
-    def properties(self) -> ContainerProperties:
-        return self._call(OTHER, self.inner.properties)
-
-    @override
-    def create(self, document: Document, partition_key: PartitionKey) -> Document:
-        return self._call(OTHER, lambda: self.inner.create(document, partition_key))
-
-    @override
-    def read(self, item_id: str, partition_key: PartitionKey) -> Document:
-        return self._call(OTHER, lambda: self.inner.read(item_id, partition_key))
-
-    @override
-    def replace(
-        self, item_id: str, partition_key: PartitionKey, document: Document, *, if_match: str | None = None
-    ) -> Document:
-        return self._call(OTHER, lambda: self.inner.replace(item_id, partition_key, document, if_match=if_match))
-
-    @override
-    def upsert(self, document: Document, partition_key: PartitionKey, *, if_match: str | None = None) -> Document:
-        return self._call(OTHER, lambda: self.inner.upsert(document, partition_key, if_match=if_match))
-
-    @override
-    def delete(self, item_id: str, partition_key: PartitionKey, *, if_match: str | None = None) -> None:
-        self._call(OTHER, lambda: self.inner.delete(item_id, partition_key, if_match=if_match))
-
-    @override
-    def patch(
-        self,
-        item_id: str,
-        partition_key: PartitionKey,
-        operations: Sequence[PatchOperation],
-        *,
-        if_match: str | None = None,
-        filter_predicate: str | None = None,
-    ) -> Document:
-        return self._call(
-            STAMPS,
-            lambda: self.inner.patch(
-                item_id, partition_key, operations, if_match=if_match, filter_predicate=filter_predicate
-            ),
-        )
-
-    @override
-    def execute_batch(
-        self, partition_key: PartitionKey, operations: Sequence[BatchOperation]
-    ) -> list[BatchOperationResult]:
-        return self._call(STAMPS, lambda: self.inner.execute_batch(partition_key, operations))
-
-    @override
-    def query(
-        self, sql: str, parameters: Mapping[str, Any] | None = None, *, partition_key: PartitionKey | None = None
-    ) -> Iterator[Any]:
-        # Materialised inside the call: the pages are requested while iterating, and must be charged and retried.
-        return iter(self._call(OTHER, lambda: list(self.inner.query(sql, parameters, partition_key=partition_key))))
-
-    @override
-    def read_feed_ranges(self, *, force_refresh: bool = False) -> list[FeedRange]:
-        return self._call(OTHER, lambda: self.inner.read_feed_ranges(force_refresh=force_refresh))
-
-    @override
-    def is_feed_range_subset(self, parent: FeedRange, child: FeedRange) -> bool:
-        return self.inner.is_feed_range_subset(parent, child)
-
-    @override
-    def feed_range_overlap(self, a: FeedRange, b: FeedRange) -> FeedRange | None:
-        return self.inner.feed_range_overlap(a, b)
-
-    @override
-    def read_change_feed(
-        self,
-        feed_range: FeedRange,
-        *,
-        continuation: str | None = None,
-        start: ChangeFeedStart | datetime = ChangeFeedStart.BEGINNING,
-        max_item_count: int = 100,
-    ) -> ChangeFeedPage:
-        return self._call(
-            FEED,
-            lambda: self.inner.read_change_feed(
-                feed_range, continuation=continuation, start=start, max_item_count=max_item_count
-            ),
-        )
+    def forward(self, operation: str, call: Callable[[], _T]) -> _T:
+        return self._call(_KIND_OF.get(operation, OTHER), call)
 
 
 __all__ = [

@@ -3,35 +3,27 @@ reported together, each under its own container's name."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
-from typing import Any, NoReturn
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import pytest
 
+from airflow_chatter.adapters.memory import MemoryDocumentContainer
 from airflow_chatter.adapters.memory.faults import fail
+from airflow_chatter.delegating_container import DelegatingContainer
 from airflow_chatter.drain.monitored_container import verify_containers, verify_monitored_container
 from airflow_chatter.errors import ConfigurationError, ContainerContractError
-from airflow_chatter.ports import (
-    BatchOperation,
-    BatchOperationResult,
-    ChangeFeedPage,
-    ChangeFeedStart,
-    ContainerProperties,
-    Document,
-    DocumentContainer,
-    FeedRange,
-    PartitionKey,
-    PatchOperation,
-    ServiceUnavailable,
-)
+from airflow_chatter.ports import ContainerProperties, ServiceUnavailable
 from airflow_chatter.testing.handlers import first_of
 
+T = TypeVar("T")
 
-class PropertiesOnlyContainer(DocumentContainer):
+
+class PropertiesOnlyContainer(DelegatingContainer):
     """A stub of the port that answers ``properties()`` only, and counts the reads (CNT: one metadata read)."""
 
     def __init__(self, properties: ContainerProperties | None = None, error: Exception | None = None) -> None:
+        super().__init__(MemoryDocumentContainer())
         self._properties = properties
         self._error = error
         self.reads = 0
@@ -45,65 +37,8 @@ class PropertiesOnlyContainer(DocumentContainer):
         assert self._properties is not None
         return self._properties
 
-    def _unused(self) -> NoReturn:
-        raise AssertionError("start-time verification performs no document operation")
-
-    def create(self, document: Document, partition_key: PartitionKey) -> Document:
-        return self._unused()
-
-    def read(self, item_id: str, partition_key: PartitionKey) -> Document:
-        return self._unused()
-
-    def replace(
-        self, item_id: str, partition_key: PartitionKey, document: Document, *, if_match: str | None = None
-    ) -> Document:
-        return self._unused()
-
-    def upsert(self, document: Document, partition_key: PartitionKey, *, if_match: str | None = None) -> Document:
-        return self._unused()
-
-    def delete(self, item_id: str, partition_key: PartitionKey, *, if_match: str | None = None) -> None:
-        self._unused()
-
-    def patch(
-        self,
-        item_id: str,
-        partition_key: PartitionKey,
-        operations: Sequence[PatchOperation],
-        *,
-        if_match: str | None = None,
-        filter_predicate: str | None = None,
-    ) -> Document:
-        return self._unused()
-
-    def execute_batch(
-        self, partition_key: PartitionKey, operations: Sequence[BatchOperation]
-    ) -> list[BatchOperationResult]:
-        return self._unused()
-
-    def query(
-        self, sql: str, parameters: Mapping[str, Any] | None = None, *, partition_key: PartitionKey | None = None
-    ) -> Iterator[Document]:
-        return self._unused()
-
-    def read_feed_ranges(self, *, force_refresh: bool = False) -> list[FeedRange]:
-        return self._unused()
-
-    def is_feed_range_subset(self, parent: FeedRange, child: FeedRange) -> bool:
-        return self._unused()
-
-    def feed_range_overlap(self, a: FeedRange, b: FeedRange) -> FeedRange | None:
-        return self._unused()
-
-    def read_change_feed(
-        self,
-        feed_range: FeedRange,
-        *,
-        continuation: str | None = None,
-        start: ChangeFeedStart | datetime = ChangeFeedStart.BEGINNING,
-        max_item_count: int = 100,
-    ) -> ChangeFeedPage:
-        return self._unused()
+    def forward(self, operation: str, call: Callable[[], T]) -> T:
+        raise AssertionError(f"start-time verification performs no document operation ({operation})")
 
 
 def container(paths: Sequence[str] = ("/tenantId",), default_ttl: int | None = -1) -> PropertiesOnlyContainer:
