@@ -7,8 +7,9 @@ from collections.abc import Sequence
 
 import pytest
 
+from airflow_chatter.adapters.kafka.admin import ensure_topics
 from airflow_chatter.adapters.kafka.consumer import consumer_config
-from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings, ensure_topics
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings
 from airflow_chatter.adapters.kafka.source import KafkaMessageSource
 from airflow_chatter.ports import MessageSource, OutgoingMessage
 from airflow_chatter.testing.contracts.message_source import MessageSourceContract, Record

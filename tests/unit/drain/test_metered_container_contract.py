@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from airflow_chatter.adapters.memory import MemoryDocumentContainer
+from airflow_chatter.adapters.memory.faults import fail
 from airflow_chatter.drain.request_units import MeteredContainer, RequestUnits, ThrottleLimits
 from airflow_chatter.ports import ContainerError, DocumentContainer, FeedRange
 from airflow_chatter.testing.clock import ManualClock
 from airflow_chatter.testing.contracts.container import DocumentContainerContract
+from airflow_chatter.testing.handlers import first_of
 
 
 def _inner(container: DocumentContainer) -> MemoryDocumentContainer:
@@ -45,4 +47,5 @@ class TestMeteredMemoryContainer(DocumentContainerContract):
         return _inner(container).halve_feed_range(feed_range)
 
     def inject_fault(self, container: DocumentContainer, operation: str, error: ContainerError) -> None:
-        _inner(container).faults.fail(operation, times=1, error=error)
+        inner = _inner(container)
+        inner.handler = first_of(inner.handler, fail(operation, times=1, error=error))
