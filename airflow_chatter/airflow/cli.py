@@ -84,7 +84,7 @@ def provision(config: SourceConfig, hook: ChatterCosmosHook) -> list[str]:
         )
     # The drain's own start-time check of both containers (CNT rules, the lease container's /id and TTL), exactly
     # as a drain task runs it when it builds its engine.
-    engine = DrainEngine(options, monitored, hook.get_container(config.lease_container), _NoPublisher())
+    engine = DrainEngine.open(options, monitored, hook.get_container(config.lease_container), _NoPublisher())
     if not lease.created:
         lines.append(f"lease container {lease.container_id!r} exists with the right shape: nothing to do")
     lines.append(

@@ -129,7 +129,7 @@ def build_engine(
         )
     if config.topics:
         publisher = TopicMappingPublisher(publisher, config.topics)
-    return DrainEngine(
+    return DrainEngine.open(
         options, monitored, leases, publisher, owner=owner, start_from=start_from, throttle_limits=throttle_limits
     )
 

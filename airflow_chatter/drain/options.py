@@ -120,7 +120,7 @@ class SourceOptions:
     drain under that many RU/s of measured charges; a 429 is retried after its retry-after at most
     ``max_throttle_retries`` times per request and ``max_throttle_wait_seconds`` in all per drain, then the drain
     stops at that page with nothing lost. ``None`` (the default) for either takes the Cosmos connection's extra of
-    the same name, else 9 retries and 30 s (``DrainEngine(throttle_limits=...)``): a source's value wins.
+    the same name, else 9 retries and 30 s (``DrainEngine.open(throttle_limits=...)``): a source's value wins.
     """
 
     name: str

@@ -1,12 +1,13 @@
 """F-10: the stamps of one publish run, delivered and undeliverable alike, written together, and what they mean.
 
-In ``batched`` mode the engine hands this the stamps of a run's confirmed prefix in feed order: a delivered stamp
-for each confirmed publish, an undeliverable stamp for each document the contract refused (CTR-04) or its publisher
-rejected as unsendable, and the delivered stamp of each resolver drop (RSV-02). They go through one
-:class:`~airflow_chatter.drain.stamps.StampWriter` call, so they share its per-partition-key transactional batches
-(a batch refused as a whole falls back to one by one, so each document gets its own outcome).
+The engine hands this a publish run and its publish outcomes; the stamps of the run's confirmed prefix are written
+in feed order, up to the first unconfirmed publish: a delivered stamp for each confirmed
+publish, an undeliverable stamp for each document the contract refused (CTR-04) or its publisher rejected as
+unsendable, and the delivered stamp of each resolver drop (RSV-02). They go through one
+:meth:`~airflow_chatter.drain.stamps.StampWriter.write` call, so they share its per-partition-key batches (a batch
+refused as a whole falls back to one by one, so each document gets its own outcome).
 
-What the outcomes mean is what the one-by-one order meant, document by document:
+What the outcomes mean, document by document:
 
 * a landed delivered stamp counts ``delivered``; a landed undeliverable stamp counts ``undeliverable`` and then
   logs its violation (CTR-05: stamp, then count, then log); a failed undeliverable stamp counts and logs nothing;
@@ -15,24 +16,33 @@ What the outcomes mean is what the one-by-one order meant, document by document:
 * a failed undeliverable or drop stamp is not (SUS-11/13): when no delivered stamp failed, the run raises that
   stamp's own error (the first in feed order), uncounted. When both kinds fail in one run, the Confirmation Failure
   wins: a message reached Kafka and its stamp did not, which is what Drain Suspension guards against;
-* when every stamp landed, the receipt is minted from the last one in feed order (SUS-08: one per run).
+* when every stamp landed, the receipt is minted from the last one in feed order (SUS-08: one per run);
+* then an unconfirmed publish fails the run (RLY-05: no stamp for it, not a Confirmation Failure).
 
 Stamps of later documents that landed stay when an earlier one fails (F-10): those documents are finished, and the
-page is not checkpointed, so the failed one is offered again.
+page is not checkpointed, so the failed one is offered again. A ``sequential`` writer stops at its first failure;
+the stamps after it are not written, so they count nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import Enum
+from typing import Any
 
-from airflow_chatter.drain.stamps import StampSheet, StampWriter
+from airflow_chatter.drain.options import STATUS_PATCH_PATH, TTL_PATCH_PATH, DeliverySettings
+from airflow_chatter.drain.page_run import Run, Subject
+from airflow_chatter.drain.stamps import StampRequest, StampWriter
 from airflow_chatter.drain.summary import DrainCounts
 from airflow_chatter.drain.suspension import ConfirmationReceipt
-from airflow_chatter.drain.telemetry import OUTCOME_DROPPED, DrainTelemetry
+from airflow_chatter.drain.telemetry import OUTCOME_DROPPED, DrainTelemetry, SendSpan
 from airflow_chatter.errors import ConfirmationFailed
+from airflow_chatter.outbox.contract import Undeliverable
 from airflow_chatter.outbox.document import UNDELIVERABLE
-from airflow_chatter.ports import Document, PartitionKey, PatchOperation
+from airflow_chatter.ports import Document, MessageRejected, PartitionKey, PatchOperation, PublishError
+
+#: CTR-04: one op, and no ttl: an undeliverable document must outlive any container default.
+UNDELIVERABLE_OPERATIONS = (PatchOperation("set", STATUS_PATCH_PATH, UNDELIVERABLE),)
 
 
 class StampKind(Enum):
@@ -44,98 +54,100 @@ class StampKind(Enum):
 
 
 class RunStamps:
-    """Starts the stamps of a run (``batched``): :meth:`start` returns the run's :class:`StampRun`."""
+    """Writes the stamps of publish runs (F-10) to ``writer``, as the module says."""
 
-    def __init__(
-        self,
-        writer: StampWriter,
-        telemetry: DrainTelemetry,
-        *,
-        delivered_ops: tuple[PatchOperation, ...],
-        delivered_value: str,
-        undeliverable_ops: tuple[PatchOperation, ...],
-    ) -> None:
-        self.writer = writer
-        self.telemetry = telemetry
-        self.delivered_ops = delivered_ops
-        self.delivered_value = delivered_value
-        self.undeliverable_ops = undeliverable_ops
+    def __init__(self, writer: StampWriter, telemetry: DrainTelemetry, delivery: DeliverySettings) -> None:
+        self._writer = writer
+        self._telemetry = telemetry
+        self._delivered_status = delivery.delivered_status_value
+        self._delivered_operations = (
+            PatchOperation("set", STATUS_PATCH_PATH, delivery.delivered_status_value),
+            PatchOperation("set", TTL_PATCH_PATH, delivery.delivered_ttl_seconds),
+        )
 
-    def start(self) -> StampRun:
-        return StampRun(self)
+    def write(
+        self, run: Run, sent: Sequence[tuple[Subject, Any, SendSpan]], tally: DrainCounts
+    ) -> ConfirmationReceipt | None:
+        """Stamp the confirmed prefix of ``run`` (``sent``: each published subject's outcome and send span, in feed
+        order), count and log each landed stamp, and raise as the module says."""
+        published = iter(sent)
+        stamps: list[tuple[StampRequest, StampKind, str]] = []  # each stamp, what it records, its violation text
+        failure: BaseException | None = None
+        for document, key, verdict in zip(run.documents, run.keys, run.verdicts, strict=True):
+            if verdict is None:
+                tally.dropped += 1  # RSV-02: drop-and-acknowledge, counted when its stamp is tried
+                self._telemetry.record_document(OUTCOME_DROPPED)
+                stamps.append((self._delivered(document, key), StampKind.DROPPED, ""))
+                continue
+            if isinstance(verdict, Undeliverable):
+                stamps.append((_undeliverable(document, key), StampKind.UNDELIVERABLE, verdict.message))
+                continue
+            subject, outcome, span = next(published)
+            error = _end_send_span(subject, outcome, span)
+            if isinstance(error, MessageRejected):
+                violation = _rejected_reason(subject, error)
+                stamps.append((_undeliverable(document, key), StampKind.UNDELIVERABLE, violation))
+                continue
+            if error is not None:
+                failure = error
+                break
+            stamps.append((self._delivered(document, key), StampKind.DELIVERED, ""))
+        receipt = self._write(stamps, tally) if stamps else None
+        if failure is not None:
+            raise failure  # RLY-05: no stamp; not a Confirmation Failure
+        return receipt
 
-
-class StampRun:
-    """One run's stamps, added in feed order, then written together by :meth:`write`.
-
-    Kept as the writer's :class:`~airflow_chatter.drain.stamps.StampSheet` (item ids and partition keys as columns)
-    with the kind and violation text of the stamps that are not delivered stamps by position: a run holds a whole
-    page of documents, and almost all of them are delivered.
-    """
-
-    __slots__ = ("_kinds", "_stamps", "_violations", "sheet")
-
-    def __init__(self, stamps: RunStamps) -> None:
-        self._stamps = stamps
-        self.sheet = StampSheet(stamps.delivered_ops, stamps.delivered_value)
-        self._kinds: dict[int, StampKind] = {}
-        self._violations: dict[int, str] = {}
-
-    def delivered(self, document: Document, partition_key: PartitionKey) -> None:
-        self.sheet.ids.append(document["id"])
-        self.sheet.keys.append(partition_key)
-
-    def all_delivered(self, documents: Sequence[Document], partition_keys: Sequence[PartitionKey]) -> None:
-        """A delivered stamp for each of ``documents`` (in ``partition_keys``), in order."""
-        self.sheet.ids.extend([document["id"] for document in documents])
-        self.sheet.keys.extend(partition_keys)
-
-    def undeliverable(self, document: Document, partition_key: PartitionKey, violation: str) -> None:
-        """CTR-04: one op, ``status`` only, no ttl."""
-        index = len(self.sheet.ids)
-        self._kinds[index] = StampKind.UNDELIVERABLE
-        self._violations[index] = violation
-        self.sheet.add(document["id"], partition_key, self._stamps.undeliverable_ops, UNDELIVERABLE)
-
-    def dropped(self, document: Document, partition_key: PartitionKey, tally: DrainCounts) -> None:
-        """RSV-02: drop-and-acknowledge, counted ``dropped`` when its stamp is tried, as the one-by-one order did."""
-        tally.dropped += 1
-        self._stamps.telemetry.record_document(OUTCOME_DROPPED)
-        self._kinds[len(self.sheet.ids)] = StampKind.DROPPED
-        self.delivered(document, partition_key)
-
-    def write(self, tally: DrainCounts) -> ConfirmationReceipt | None:
-        """Write the run's stamps together; count and log each landed one; raise as the module says.
-
-        Batched mode only: a sequential writer stops at its first failure and leaves later stamps unreported.
-        """
-        sheet = self.sheet
-        if not sheet.ids:
-            return None
-        results = self._stamps.writer.write_sheet(sheet)
-        errors, kinds = results.errors, self._kinds
+    def _write(self, stamps: list[tuple[StampRequest, StampKind, str]], tally: DrainCounts) -> ConfirmationReceipt:
+        outcomes = self._writer.write([request for request, _, _ in stamps])
         confirmation_failure: BaseException | None = None
         other_failure: BaseException | None = None
-        # Every position not in ``kinds`` is a delivered stamp; the failed ones are in ``errors``.
-        landed_delivered = len(sheet.ids) - len(kinds)
-        for index in sorted(errors):
-            kind = kinds.get(index)
-            if kind is None:
-                confirmation_failure = confirmation_failure or errors[index]
-                landed_delivered -= 1
-            else:
-                other_failure = other_failure or errors[index]
-        for index, kind in kinds.items():  # in feed order: positions are added in order
-            if kind is StampKind.UNDELIVERABLE and index not in errors:
+        for outcome, (_, kind, violation) in zip(outcomes, stamps, strict=False):  # a sequential writer stops early
+            if outcome.error is not None:
+                if kind is StampKind.DELIVERED:
+                    confirmation_failure = confirmation_failure or outcome.error
+                else:
+                    other_failure = other_failure or outcome.error
+            elif kind is StampKind.DELIVERED:
+                tally.delivered += 1
+            elif kind is StampKind.UNDELIVERABLE:
                 tally.undeliverable += 1
-                self._stamps.telemetry.record_undeliverable(self._violations[index])
-        tally.delivered += landed_delivered
+                self._telemetry.record_undeliverable(violation)
         if confirmation_failure is not None:
             raise ConfirmationFailed(confirmation_failure) from confirmation_failure
         if other_failure is not None:
             raise other_failure
-        assert results.last is not None
-        return ConfirmationReceipt.from_status_write(results.last, sheet.status_at(len(sheet.ids) - 1))
+        last = outcomes[-1]
+        assert last.written is not None
+        return ConfirmationReceipt.from_status_write(last.written, last.request.status)
+
+    def _delivered(self, document: Document, partition_key: PartitionKey) -> StampRequest:
+        return StampRequest(document["id"], partition_key, self._delivered_operations, self._delivered_status)
 
 
-__all__ = ["RunStamps", "StampKind", "StampRun"]
+def _undeliverable(document: Document, partition_key: PartitionKey) -> StampRequest:
+    return StampRequest(document["id"], partition_key, UNDELIVERABLE_OPERATIONS, UNDELIVERABLE)
+
+
+def _end_send_span(subject: Subject, outcome: Any, span: SendSpan) -> BaseException | None:
+    """End a message's send span by its publish outcome; return why it is not delivered, or ``None`` if it is.
+
+    A ``MessageRejected`` (its publisher refuses it as unsendable: stamped undeliverable, CTR-04) or the failure of an
+    unconfirmed publish (RLY-05: no stamp, the page fails).
+    """
+    if isinstance(outcome.error, MessageRejected):
+        span.end(outcome.error)
+        return outcome.error
+    if not outcome.confirmed:
+        failure: BaseException = outcome.error or PublishError(f"message {subject.message_id!r} was not confirmed")
+        span.end(failure)
+        return failure
+    span.end()
+    return None
+
+
+def _rejected_reason(subject: Subject, error: MessageRejected) -> str:
+    """The violation text of a message its publisher rejected as unsendable (CTR-04), naming the publisher's reason."""
+    return f"Outbox document {subject.message_id!r} cannot be published as it is: {error}"[:2000]
+
+
+__all__ = ["UNDELIVERABLE_OPERATIONS", "RunStamps", "StampKind"]

@@ -1,20 +1,18 @@
-"""Writing a run's stamps: one by one (``sequential``) or grouped per partition key in batches (F-10).
+"""Writing stamps: grouped per partition key in transactional batches (F-10), or one by one (``sequential``).
 
-The engine hands the writer the stamps of documents whose publishes are confirmed, in feed order, as a
-:class:`StampSheet` (columns: each position's item id and partition key, one set of operations shared by all of them
-but a few), and gets back :class:`StampResults`: the positions whose stamp failed, with each one's error, and what
-the write of the last position returned. A run is a page of documents that almost all land, so nothing is built per
-document that lands: per-document state exists only for the ones that differ (another operation, a failure).
+The engine hands the writer a run's stamps in feed order, one :class:`StampRequest` each, and gets back one
+:class:`StampOutcome` per request that was written: the document as the write returned it, or its error.
 
-``batched`` (the default) groups the positions by partition key, cuts each group into transactional batches of at
-most :data:`MAX_BATCH_OPERATIONS` operations and :data:`MAX_BATCH_BYTES`, and writes the batches concurrently on
-up to ``concurrency`` threads. A group of one is a plain point patch (same charge, one request either way). A
-batch refused as a whole (``BatchFailed`` for one of its operations: a document deleted meanwhile, a 412; or any
-other error of the whole request) is retried operation by operation, so every document gets its own outcome and
-the documents that can be stamped are. Each operation is still the RLY-03 patch.
+The writer groups the requests by partition key (feed order kept inside a group), cuts each group into batches of
+at most ``max_batch_operations`` operations and :data:`MAX_BATCH_BYTES`, and writes the batches on up to
+``concurrency`` lanes. A batch of one is a plain point patch (same charge, one request either way). A batch refused
+as a whole (``BatchFailed`` for one of its operations: a document deleted meanwhile, a 412; or any other error of
+the whole request) is retried operation by operation, so every document gets its own outcome and the documents
+that can be stamped are. Each operation is still the RLY-03 patch.
 
-:meth:`StampWriter.write` is the same write for a list of :class:`StampRequest`, with one :class:`StampOutcome`
-each: the form for a caller that wants every document's own outcome (the benchmarks' store ceiling, the tests).
+``batched`` (the default) writes batches of up to :data:`MAX_BATCH_OPERATIONS` on ``concurrency`` lanes and
+reports every request. ``sequential`` is the same writer with batches of one on one lane that stops at its first
+failed stamp: the requests after it are neither written nor reported (RLY-07's one-by-one order).
 
 WHY threads on the sync client, not the async one: the hook hands the drain a sync ``CosmosClient``; a request is
 a blocking HTTP call that releases the GIL while it waits, so a handful of threads overlaps the round trips the
@@ -29,12 +27,10 @@ import json
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
 from airflow_chatter.ports import (
     BatchOperation,
-    BatchOperationResult,
     ContainerError,
     Document,
     DocumentContainer,
@@ -49,55 +45,11 @@ STAMP_MODES: tuple[str, ...] = ("batched", "sequential")
 MAX_BATCH_OPERATIONS = 100
 MAX_BATCH_BYTES = 2 * 1024 * 1024
 #: Room kept for the request's own envelope when sizing a batch.
-_ENVELOPE_BYTES = 4096
-_BATCH_ROOM = MAX_BATCH_BYTES - _ENVELOPE_BYTES
-#: The most JSON bytes one character of an item id can take (a character outside the BMP: two ``\\uXXXX`` escapes).
-_ID_CHAR_BYTES = 12
+_BATCH_ROOM = MAX_BATCH_BYTES - 4096
 #: A patch operation's share of a batch besides its id and its operations (the operation's own keys and quotes).
 _OPERATION_OVERHEAD = 64
 
 Operations = tuple[PatchOperation, ...]
-
-
-@dataclass(slots=True)
-class StampSheet:
-    """The stamps of one run as columns: position ``i`` patches ``operations`` onto ``ids[i]`` in ``keys[i]``
-    (and sets ``status``), unless ``others`` holds its own ``(operations, status)`` for ``i``."""
-
-    operations: Operations
-    status: str
-    ids: list[str] = field(default_factory=list)
-    keys: list[PartitionKey] = field(default_factory=list)
-    others: dict[int, tuple[Operations, str]] = field(default_factory=dict)
-
-    def add(self, item_id: str, partition_key: PartitionKey, operations: Operations, status: str) -> None:
-        """Add one stamp; its operations and status are kept by position only when they are not the shared ones.
-
-        (A caller adding many stamps with the shared operations may append to ``ids`` and ``keys`` instead.)
-        """
-        if operations is not self.operations or status != self.status:
-            self.others[len(self.ids)] = (operations, status)
-        self.ids.append(item_id)
-        self.keys.append(partition_key)
-
-    def operations_at(self, index: int) -> Operations:
-        other = self.others.get(index)
-        return self.operations if other is None else other[0]
-
-    def status_at(self, index: int) -> str:
-        other = self.others.get(index)
-        return self.status if other is None else other[1]
-
-
-@dataclass(slots=True)
-class StampResults:
-    """What a sheet's write did: ``errors`` by position (empty when every stamp landed), ``last`` the document the
-    write of the sheet's last position returned (``None`` if it failed or was not written), and, only when asked
-    for, ``written`` by position."""
-
-    errors: dict[int, BaseException] = field(default_factory=dict)
-    last: Document | None = None
-    written: dict[int, Document] | None = None
 
 
 class StampRequest(NamedTuple):
@@ -127,50 +79,24 @@ class StampWriter:
     def __init__(self, container: DocumentContainer, mode: StampMode = "batched", concurrency: int = 8) -> None:
         self.container = container
         self.mode = mode
-        self.concurrency = concurrency
+        sequential = mode == "sequential"
+        self.concurrency = 1 if sequential else concurrency
+        self.max_batch_operations = 1 if sequential else MAX_BATCH_OPERATIONS
+        self.stops_at_failure = sequential
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
-    def write_sheet(self, sheet: StampSheet, *, keep_written: bool = False) -> StampResults:
-        """Write every stamp of ``sheet``. ``sequential`` stops at the first failure (later ones unwritten and not
-        reported: the caller fails the page there, as RLY-07 had it)."""
-        results = StampResults(written={} if keep_written else None)
-        if not sheet.ids:
-            return results
-        if self.mode == "sequential":
-            for index in range(len(sheet.ids)):
-                if not self._one(sheet, index, results):
-                    break
-            return results
-        chunks = _chunks(sheet)
-        if len(chunks) <= 1 or self.concurrency <= 1:
-            for chunk in chunks:
-                self._chunk(sheet, chunk, results)
-        else:
-            self._in_lanes(sheet, chunks, results)
-        return results
-
     def write(self, requests: Sequence[StampRequest]) -> list[StampOutcome]:
-        """Each request's outcome, in input order (``sequential``: up to the first failure)."""
-        if not requests:
-            return []
-        first = requests[0]
-        sheet = StampSheet(first.operations, first.status)
-        for request in requests:
-            sheet.add(request.item_id, request.partition_key, request.operations, request.status)
-        results = self.write_sheet(sheet, keep_written=True)
-        written = results.written
-        assert written is not None
-        outcomes = []
-        for index, request in enumerate(requests):
-            error = results.errors.get(index)
-            if error is not None:
-                outcomes.append(StampOutcome(request, error=error))
-            elif index in written:
-                outcomes.append(StampOutcome(request, written=written[index]))
-            else:
-                break  # sequential: not written after the first failure
-        return outcomes
+        """Each written request's outcome, in input order (``sequential``: up to and including the first failure)."""
+        outcomes: list[StampOutcome | None] = [None] * len(requests)
+        batches = _batches(requests, self.max_batch_operations)
+        if len(batches) <= 1 or self.concurrency <= 1:
+            for batch in batches:
+                if not self._batch(requests, batch, outcomes) and self.stops_at_failure:
+                    break
+        else:
+            self._in_lanes(requests, batches, outcomes)
+        return [outcome for outcome in outcomes if outcome is not None]
 
     def close(self) -> None:
         """Stop the worker threads (idle ones also stop by themselves when the process exits)."""
@@ -188,145 +114,107 @@ class StampWriter:
                 self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="chatter-stamp")
             return self._executor
 
-    def _in_lanes(self, sheet: StampSheet, chunks: Sequence[list[int]], results: StampResults) -> None:
-        """Write ``chunks`` on ``concurrency`` lanes that each take the next unwritten chunk until none is left.
+    def _in_lanes(
+        self, requests: Sequence[StampRequest], batches: Sequence[list[int]], outcomes: list[StampOutcome | None]
+    ) -> None:
+        """Write ``batches`` on ``concurrency`` lanes that each take the next unwritten batch until none is left.
 
-        At most ``concurrency`` requests are in flight, as with one task per chunk, but a page costs only
-        ``concurrency - 1`` hand-offs to the pool whatever its number of partition keys (a task per chunk cost one
-        per key: measurable against a fast store). The calling thread is one of the lanes instead of only waiting.
-        Each chunk writes only its own positions of ``results`` (the chunks are disjoint).
+        At most ``concurrency`` requests are in flight, and a page costs ``concurrency - 1`` hand-offs to the pool
+        whatever its number of partition keys. The calling thread is one of the lanes instead of only waiting.
+        Each batch writes only its own positions of ``outcomes`` (the batches are disjoint).
         """
-        taken = iter(chunks)
+        taken = iter(batches)
         lock = threading.Lock()
 
         def lane() -> None:
             while True:
                 with lock:
-                    chunk = next(taken, None)
-                if chunk is None:
+                    batch = next(taken, None)
+                if batch is None:
                     return
-                self._chunk(sheet, chunk, results)
+                self._batch(requests, batch, outcomes)
 
         pool = self._pool()
-        futures = [pool.submit(lane) for _ in range(min(self.concurrency, len(chunks)) - 1)]
+        futures = [pool.submit(lane) for _ in range(min(self.concurrency, len(batches)) - 1)]
         lane()
         for future in futures:
             future.result()
 
-    def _one(self, sheet: StampSheet, index: int, results: StampResults) -> bool:
-        """The point patch of position ``index``; whether it landed."""
+    def _one(self, request: StampRequest) -> StampOutcome:
+        """The point patch of one request."""
         try:
-            written = self.container.patch(sheet.ids[index], sheet.keys[index], sheet.operations_at(index))
+            written = self.container.patch(request.item_id, request.partition_key, request.operations)
         except Exception as exc:  # noqa: BLE001 - the document's own outcome; the engine decides what it means
-            results.errors[index] = exc
-            return False
-        if results.written is not None:
-            results.written[index] = written
-        if index == len(sheet.ids) - 1:
-            results.last = written
-        return True
+            return StampOutcome(request, error=exc)
+        return StampOutcome(request, written=written)
 
-    def _chunk(self, sheet: StampSheet, chunk: list[int], results: StampResults) -> None:
-        """Write the positions ``chunk`` (one partition key, feed order) and record what the sheet's results keep."""
-        if len(chunk) == 1:
-            self._one(sheet, chunk[0], results)
-            return
-        ids, others, shared = sheet.ids, sheet.others, sheet.operations
-        if others:
-            operations = [BatchOperation.patch(ids[i], sheet.operations_at(i)) for i in chunk]
+    def _batch(self, requests: Sequence[StampRequest], batch: list[int], outcomes: list[StampOutcome | None]) -> bool:
+        """Write the positions ``batch`` (one partition key, feed order) into ``outcomes``; whether all landed."""
+        if len(batch) > 1:
+            self._transactional(requests, batch, outcomes)
         else:
-            operations = [BatchOperation.patch(ids[i], shared) for i in chunk]
+            outcomes[batch[0]] = self._one(requests[batch[0]])
+        return all(outcome is not None and outcome.landed for outcome in (outcomes[index] for index in batch))
+
+    def _transactional(
+        self, requests: Sequence[StampRequest], batch: list[int], outcomes: list[StampOutcome | None]
+    ) -> None:
+        operations = [BatchOperation.patch(requests[i].item_id, requests[i].operations) for i in batch]
         try:
-            answered: list[BatchOperationResult] | None = self.container.execute_batch(sheet.keys[chunk[0]], operations)
+            answered = self.container.execute_batch(requests[batch[0]].partition_key, operations)
         except ContainerError:
             # F-10: refused as a whole; nothing of it was written. One by one, each document gets its own outcome.
             answered = None
-        if answered is None or len(answered) != len(chunk):
-            for index in chunk:
-                self._one(sheet, index, results)
+        if answered is None or len(answered) != len(batch):
+            for index in batch:
+                outcomes[index] = self._one(requests[index])
             return
-        written = results.written
-        for index, result in zip(chunk, answered, strict=True):
+        for index, result in zip(batch, answered, strict=True):
+            request = requests[index]
             if not 200 <= result.status_code < 300:
-                results.errors[index] = ContainerError(f"batch patch answered {result.status_code}")
-            elif written is not None:
-                written[index] = _written(sheet, index, result)
-        last = chunk[-1]
-        if last == len(ids) - 1 and last not in results.errors:
-            results.last = _written(sheet, last, answered[-1])
-
-
-def _written(sheet: StampSheet, index: int, result: BatchOperationResult) -> Document:
-    if result.body is not None:
-        return result.body
-    # A committed patch of a transactional batch may come back without its body; the status is the one set.
-    return {"id": sheet.ids[index], "status": sheet.status_at(index), "_etag": result.etag}
+                error = ContainerError(f"batch patch answered {result.status_code}")
+                outcomes[index] = StampOutcome(request, error=error)
+            elif result.body is not None:
+                outcomes[index] = StampOutcome(request, written=result.body)
+            else:
+                # A committed patch of a transactional batch may come back without its body; the status is the one set.
+                written = {"id": request.item_id, "status": request.status, "_etag": result.etag}
+                outcomes[index] = StampOutcome(request, written=written)
 
 
 def _key(partition_key: PartitionKey) -> object:
     """A hashable group key: a string as itself, another scalar with its type (so 1, 1.0 and True stay apart), and a
     hierarchical key as its JSON text in a tuple (so it never meets a string key that happens to spell it)."""
-    if type(partition_key) is str:
+    if isinstance(partition_key, str):
         return partition_key
-    if isinstance(partition_key, str | int | float | bool) or partition_key is None:
+    if isinstance(partition_key, int | float | bool) or partition_key is None:
         return (type(partition_key), partition_key)
     return (list, json.dumps(partition_key, sort_keys=True, default=str))
 
 
-def _operations_bytes(operations: Operations) -> int:
-    return len(json.dumps([op.as_cosmos() for op in operations], default=str)) + _OPERATION_OVERHEAD
+def _size(request: StampRequest) -> int:
+    """A request's share of a batch's bytes: its id and its operations as JSON."""
+    operations = json.dumps([op.as_cosmos() for op in request.operations], default=str)
+    return len(json.dumps(request.item_id)) + len(operations) + _OPERATION_OVERHEAD
 
 
-def _chunks(sheet: StampSheet) -> list[list[int]]:
-    """The sheet's positions grouped per partition key (feed order kept inside a group), cut at the batch limits.
-
-    The byte limit is only counted when it can bind: a stamp is a status and a ttl, so 100 of them weigh a few
-    dozen KB, far under 2 MB, unless an item id or a status value is very long.
-    """
-    # Each distinct operations tuple's weight, measured once (the sheet shares one but for a few positions).
-    weights = {id(operations): _operations_bytes(operations) for operations in _distinct_operations(sheet)}
-    longest_id = max(map(len, sheet.ids))
-    if MAX_BATCH_OPERATIONS * (longest_id * _ID_CHAR_BYTES + max(weights.values())) <= _BATCH_ROOM:
-        return _chunks_by_count(sheet.keys)
-    return _chunks_by_bytes(sheet, weights)
-
-
-def _distinct_operations(sheet: StampSheet) -> list[Operations]:
-    return [sheet.operations, *(operations for operations, _ in sheet.others.values())]
-
-
-def _chunks_by_count(keys: Sequence[PartitionKey]) -> list[list[int]]:
-    groups: dict[object, list[int]] = {}
-    chunks: list[list[int]] = []
-    for index, pk in enumerate(keys):
-        key = pk if type(pk) is str else _key(pk)
-        current = groups.get(key)
-        if current is None or len(current) >= MAX_BATCH_OPERATIONS:
-            current = groups[key] = [index]
-            chunks.append(current)
+def _batches(requests: Sequence[StampRequest], max_operations: int) -> list[list[int]]:
+    """The requests' positions grouped per partition key (feed order kept inside a group), cut at the batch limits."""
+    open_batches: dict[object, tuple[list[int], int]] = {}  # per group key: its open batch and that batch's bytes
+    batches: list[list[int]] = []
+    for index, request in enumerate(requests):
+        key = _key(request.partition_key)
+        size = _size(request)
+        current = open_batches.get(key)
+        if current is None or len(current[0]) >= max_operations or current[1] + size > _BATCH_ROOM:
+            batch = [index]
+            batches.append(batch)
         else:
-            current.append(index)
-    return chunks
-
-
-def _chunks_by_bytes(sheet: StampSheet, weights: dict[int, int]) -> list[list[int]]:
-    """``weights``: each of the sheet's operations tuples' bytes, by ``id``."""
-    # Per group key: the positions of its open chunk, and that chunk's bytes. Closed chunks are only in ``chunks``.
-    groups: dict[object, list[int]] = {}
-    sizes: dict[object, int] = {}
-    chunks: list[list[int]] = []
-    for index, (item_id, pk) in enumerate(zip(sheet.ids, sheet.keys, strict=True)):
-        key = _key(pk)
-        size = len(json.dumps(item_id)) + weights[id(sheet.operations_at(index))]
-        current = groups.get(key)
-        if current is None or len(current) >= MAX_BATCH_OPERATIONS or sizes[key] + size > _BATCH_ROOM:
-            current = groups[key] = [index]
-            chunks.append(current)
-            sizes[key] = size
-            continue
-        current.append(index)
-        sizes[key] += size
-    return chunks
+            batch = current[0]
+            batch.append(index)
+            size += current[1]
+        open_batches[key] = (batch, size)
+    return batches
 
 
 __all__ = [
@@ -336,7 +224,5 @@ __all__ = [
     "StampMode",
     "StampOutcome",
     "StampRequest",
-    "StampResults",
-    "StampSheet",
     "StampWriter",
 ]

@@ -61,7 +61,7 @@ def build(spec: Mapping[str, Any]) -> tuple[DrainEngine, KafkaPublisher]:
         lease_duration_seconds=float(spec.get("lease_duration_seconds", 60.0)),
         stamp_mode=str(spec.get("stamp_mode", "batched")),
     )
-    engine = DrainEngine(
+    engine = DrainEngine.open(
         options,
         monitored,
         leases,

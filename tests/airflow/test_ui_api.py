@@ -107,7 +107,7 @@ class FakeBackend:
 
     def engine(self, owner: str = "drain-a") -> DrainEngine:
         monitored, leases = self.stores[SOURCE.name]
-        return DrainEngine(SOURCE.to_options(), monitored, leases, FakePublisher(), clock=self.clock, owner=owner)
+        return DrainEngine.open(SOURCE.to_options(), monitored, leases, FakePublisher(), clock=self.clock, owner=owner)
 
     def drain(self) -> dict[str, Any]:
         (summary,) = self.engine().drain_all()

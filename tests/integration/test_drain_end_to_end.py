@@ -66,7 +66,7 @@ def _engine(
     monitored: CosmosDocumentContainer, leases: CosmosDocumentContainer, publisher: KafkaPublisher
 ) -> DrainEngine:
     source = SourceOptions(name=f"e2e-{uuid.uuid4().hex[:8]}", partition_key_paths=("/tenantId",), max_batch_size=5)
-    return DrainEngine(source, monitored, leases, publisher, owner="e2e")
+    return DrainEngine.open(source, monitored, leases, publisher, owner="e2e")
 
 
 def test_drain_end_to_end_publishes_each_pending_document_once_in_order_per_key(
@@ -161,7 +161,7 @@ def test_rly_08_a_point_in_time_lease_reads_from_its_start_and_then_resumes_from
     assert all(doc["_ts"] >= start.timestamp() for doc in after)
 
     source = SourceOptions(name=f"pit-{run}", partition_key_paths=("/tenantId",), max_batch_size=2)
-    engine = DrainEngine(source, monitored, leases, publisher, owner="backfill", start_from=start)
+    engine = DrainEngine.open(source, monitored, leases, publisher, owner="backfill", start_from=start)
     first = engine.drain_all()
     assert all(s.error is None for s in first), [s.to_dict() for s in first]
     assert sum(s.published for s in first) == len(after)
@@ -170,7 +170,7 @@ def test_rly_08_a_point_in_time_lease_reads_from_its_start_and_then_resumes_from
     # The checkpoint is a token from a point-in-time read (azure-sdk-for-python #43018): a new process resumes it.
     late = _outbox(f"{run}-late", "tenant-a", topic, 2)
     monitored.create(late, "tenant-a")
-    again = DrainEngine(source, monitored, leases, publisher, owner="backfill-2", start_from=start).drain_all()
+    again = DrainEngine.open(source, monitored, leases, publisher, owner="backfill-2", start_from=start).drain_all()
     assert all(s.error is None for s in again), [s.to_dict() for s in again]
     assert sum(s.published for s in again) == 1
     records = consume_records(kafka_bootstrap, topic, len(after) + 1)
@@ -189,7 +189,7 @@ url, key, verify, database, monitored_id, leases_id, name = sys.argv[1:]
 verify_arg = {"True": True, "False": False}.get(verify, verify)
 db = make_cosmos_client(url, key, verify=verify_arg).get_database_client(database)
 publisher = FakePublisher()
-engine = DrainEngine(
+engine = DrainEngine.open(
     SourceOptions(name=name, partition_key_paths=("/tenantId",)),
     CosmosDocumentContainer(db.get_container_client(monitored_id)),
     CosmosDocumentContainer(db.get_container_client(leases_id)),
@@ -228,7 +228,7 @@ def test_sus_15_drain_suspension_survives_a_new_process(
     monitored = StampsFail(monitored_proxy)
     monitored.create(_outbox("msg-1", "tenant-a", "orders", 0), "tenant-a")
     publisher = FakePublisher()
-    engine = DrainEngine(source, monitored, CosmosDocumentContainer(leases_proxy), publisher, owner="this-process")
+    engine = DrainEngine.open(source, monitored, CosmosDocumentContainer(leases_proxy), publisher, owner="this-process")
     for _ in range(5):
         (summary,) = engine.drain_all()
         assert summary.error_type == "ServiceUnavailable"

@@ -42,7 +42,7 @@ def _drain(container: CosmosDocumentContainer, **options: Any) -> tuple[DrainSum
     publisher = FakePublisher()
     leases = MemoryDocumentContainer(partition_key_paths=("/id",), container_id="leases")
     source = SourceOptions("ru-source", ("/tenantId",), stamp_concurrency=4, **options)
-    engine = DrainEngine(source, container, leases, publisher, owner="ru-test")
+    engine = DrainEngine.open(source, container, leases, publisher, owner="ru-test")
     (summary,) = engine.drain_all()
     return summary, publisher
 
@@ -149,7 +149,7 @@ def test_f11_the_cosmos_connections_429_limit_stops_the_drain_at_a_page_boundary
     publisher = FakePublisher()
 
     def engine() -> DrainEngine:
-        return DrainEngine(source, unretried, leases, publisher, owner="ru-test", throttle_limits=limits)
+        return DrainEngine.open(source, unretried, leases, publisher, owner="ru-test", throttle_limits=limits)
 
     link = f"{proxy.container_link}"
     with emulator_configured(emulator, request_charges=True, containers={link: {"provisioned_ru_per_second": 30}}):
@@ -207,7 +207,7 @@ def test_f10_ctr_04_a_mixed_pages_undeliverable_stamps_ride_its_transactional_ba
     container.stamp_requests.clear()
     publisher = FakePublisher()
     leases = MemoryDocumentContainer(partition_key_paths=("/id",), container_id="leases")
-    engine = DrainEngine(SourceOptions("mixed", ("/tenantId",)), container, leases, publisher, owner="mixed")
+    engine = DrainEngine.open(SourceOptions("mixed", ("/tenantId",)), container, leases, publisher, owner="mixed")
     (summary,) = engine.drain_all()
     summary.raise_for_error()
     assert (summary.delivered, summary.undeliverable) == (4, 2)

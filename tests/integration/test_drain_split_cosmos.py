@@ -66,7 +66,7 @@ def test_f04_after_a_split_each_child_lease_drains_only_its_half_from_the_parent
     leases = CosmosDocumentContainer(cosmos_container_factory(("/id",), None))
     publisher = FakePublisher()
     source = SourceOptions(name=f"split-{uuid.uuid4().hex[:8]}", partition_key_paths=("/tenantId",), max_batch_size=5)
-    engine = DrainEngine(source, monitored, leases, publisher, owner="split-test")
+    engine = DrainEngine.open(source, monitored, leases, publisher, owner="split-test")
     run = uuid.uuid4().hex[:8]
 
     before = _seed(monitored, run, "before")
@@ -134,7 +134,7 @@ def _drained_over_ranges(
     leases = leases_type(factory(("/id",), None))
     publisher = FakePublisher()
     source = SourceOptions(name=f"split-{uuid.uuid4().hex[:8]}", partition_key_paths=("/tenantId",), max_batch_size=3)
-    engine = DrainEngine(source, monitored, leases, publisher, owner="split-test")
+    engine = DrainEngine.open(source, monitored, leases, publisher, owner="split-test")
     run = uuid.uuid4().hex[:8]
     before = _seed(monitored, run, "before")
     first_leases = engine.ensure_leases()

@@ -105,7 +105,7 @@ def test_a_drain_with_the_prometheus_reader_serves_its_instruments_on_metrics(
     try:
         source = SourceOptions(name="orders", partition_key_paths=("/tenantId",))
         telemetry = DrainTelemetry(meter_provider=endpoint.provider)
-        engine = DrainEngine(source, monitored, leases, publisher, telemetry=telemetry, owner="prometheus-test")
+        engine = DrainEngine.open(source, monitored, leases, publisher, telemetry=telemetry, owner="prometheus-test")
         (summary,) = engine.drain_all()
     finally:
         publisher.close()

@@ -21,7 +21,8 @@ def test_the_api_example_drains_one_order_message_and_stamps_it_delivered() -> N
 
     # The read side: drain every lease once, publishing to a fake publisher (KafkaPublisher in production).
     publisher = FakePublisher()
-    engine = DrainEngine(SourceOptions(name="orders", partition_key_paths=("/tenantId",)), orders, leases, publisher)
+    source = SourceOptions(name="orders", partition_key_paths=("/tenantId",))
+    engine = DrainEngine.open(source, orders, leases, publisher)
     (summary,) = engine.drain_all()
     print(summary.log_line())
     # --8<-- [end:example]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -178,11 +177,6 @@ def merge(container: MemoryDocumentContainer, left: FeedRange, right: FeedRange)
     return container.merge_feed_ranges(left, right)
 
 
-#: The stamp mode of a Rig source that names none (see ``Rig.source``): the product default (``batched``, F-10)
-#: unless ``CHATTER_TEST_STAMP_MODE`` names one, so the whole suite can also run one by one.
-RIG_STAMP_MODE: str | None = os.environ.get("CHATTER_TEST_STAMP_MODE") or None
-
-
 def fail_stamp(container: MemoryDocumentContainer, item_id: str, error: ContainerError) -> None:
     """Fail every stamp of one document, however it is written: its point patch (one by one, or a refused batch's
     fallback), and any transactional batch that carries it, refused as a whole as Cosmos refuses a batch one of
@@ -219,13 +213,11 @@ class Rig:
     def source(self, **kwargs: Any) -> SourceOptions:
         kwargs.setdefault("name", "orders-outbox")
         kwargs.setdefault("partition_key_paths", self.paths)
-        # A test that asserts the one-by-one order (RLY-07 as it was) names stamp_mode="sequential" itself.
-        if RIG_STAMP_MODE is not None:
-            kwargs.setdefault("stamp_mode", RIG_STAMP_MODE)
+        # A test that asserts the one-by-one order (RLY-07) names stamp_mode="sequential" itself.
         return SourceOptions(**kwargs)
 
     def engine(self, publishers: Any = None, *, owner: str = "drain-a", **source_kwargs: Any) -> DrainEngine:
-        return DrainEngine(
+        return DrainEngine.open(
             self.source(**source_kwargs),
             self.monitored,
             self.leases,
@@ -237,7 +229,7 @@ class Rig:
 
     def engine_with(self, *, throttle_limits: Any = None, **source_kwargs: Any) -> DrainEngine:
         """An engine given the Cosmos connection's 429 limits (what the Airflow layer reads from the hook)."""
-        return DrainEngine(
+        return DrainEngine.open(
             self.source(**source_kwargs),
             self.monitored,
             self.leases,

@@ -20,7 +20,7 @@ from ._stateful_support import StampPoint
 
 def _point_in_time_engine(rig: Rig, start_from: datetime, **source_kwargs: object) -> DrainEngine:
     """An engine whose new leases start at ``start_from`` (what a backfill from a point in time builds)."""
-    return DrainEngine(
+    return DrainEngine.open(
         rig.source(**source_kwargs),
         rig.monitored,
         rig.leases,
@@ -360,7 +360,7 @@ def test_src_04_two_sources_on_one_processor_name_fail_fast_naming_both() -> Non
     registry = SourceRegistry()
 
     def build(name: str, pending_filter) -> DrainEngine:  # type: ignore[no-untyped-def]
-        return DrainEngine(
+        return DrainEngine.open(
             rig.source(name=name, additional_pending_filter=pending_filter),
             rig.monitored,
             rig.leases,

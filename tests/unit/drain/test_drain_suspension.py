@@ -220,7 +220,7 @@ def test_sus_14_same_lease_token_of_another_source_is_unaffected(rig: Rig) -> No
     engine = rig.engine()
     _suspend(rig, engine)
     other_monitored = memory_container(rig.clock, container_id="payments")
-    other = type(engine)(
+    other = type(engine).open(
         rig.source(name="payments-outbox"),
         other_monitored,
         rig.leases,

@@ -87,7 +87,7 @@ def test_met_01_with_the_default_clock_the_lag_is_wall_clock_seconds_since_ts() 
     from airflow_chatter.drain.engine import DrainCounts
 
     metrics_rig = Rig()
-    engine = DrainEngine(
+    engine = DrainEngine.open(
         metrics_rig.source(),
         MemoryDocumentContainer(partition_key_paths=metrics_rig.paths, default_ttl=-1),
         MemoryDocumentContainer(partition_key_paths=("/id",), container_id="leases"),
@@ -198,7 +198,7 @@ def test_met_06_07_undeliverable_and_suspensions_counters(rig: Rig) -> None:
 
 def test_met_08_without_an_sdk_nothing_is_recorded_and_draining_is_unchanged(rig: Rig) -> None:
     rig.seed(outbox_doc("msg-1"), outbox_doc("msg-u", Destination=ABSENT))
-    engine = DrainEngine(
+    engine = DrainEngine.open(
         rig.source(), rig.monitored, rig.leases, rig.publisher, clock=rig.clock, telemetry=DrainTelemetry()
     )
     (summary,) = engine.drain_all()

@@ -278,7 +278,7 @@ def test_cnt_04_the_drain_engine_refuses_two_wrong_memory_containers_naming_each
         partition_key_paths=("/pk",), default_ttl=3600, database_id="chatter", container_id="leases"
     )
     with pytest.raises(ContainerContractError) as caught:
-        DrainEngine(
+        DrainEngine.open(
             SourceOptions(name="orders", partition_key_paths=("/TenantId",)),
             memory(["/tenantId"], default_ttl=86400),
             leases,

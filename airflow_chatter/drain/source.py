@@ -1,0 +1,88 @@
+"""A source's leases: its verified containers, its Source Identity, its LeaseStore and its LeaseTopology.
+
+:meth:`SourceLeases.open` does the I/O a source needs before anything is drained, in this order: verify both
+containers (CNT: a container the drain cannot serve safely is refused with every violation at once, never drained
+degraded), then choose the Source Identity (SRC-02), then build the LeaseStore and the LeaseTopology on them. Every
+request made through it is charged to its ``request_units`` (F-11), paced under the source's cap and retried on 429.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from airflow_chatter.clock import Clock, utc_now
+from airflow_chatter.drain.identity import SourceIdentity, instance_name
+from airflow_chatter.drain.leases import LeaseStore
+from airflow_chatter.drain.monitored_container import verify_containers
+from airflow_chatter.drain.options import SourceOptions
+from airflow_chatter.drain.pacing import TokenBucket
+from airflow_chatter.drain.request_units import LEASES, MeteredContainer, RequestUnits, ThrottleLimits
+from airflow_chatter.drain.topology import LeaseTopology
+from airflow_chatter.ports import ContainerProperties, DocumentContainer
+
+
+@dataclass(frozen=True)
+class SourceLeases:
+    """One source's verified containers and the lease set they serve; build it with :meth:`open`."""
+
+    source: SourceOptions
+    #: The monitored container, metered (every request charged to ``request_units``).
+    monitored: DocumentContainer
+    properties: ContainerProperties
+    identity: SourceIdentity
+    store: LeaseStore
+    topology: LeaseTopology
+    request_units: RequestUnits
+    throttle_limits: ThrottleLimits
+    clock: Clock
+
+    @classmethod
+    def open(
+        cls,
+        source: SourceOptions,
+        monitored: DocumentContainer,
+        leases: DocumentContainer,
+        *,
+        clock: Clock = utc_now,
+        owner: str | None = None,
+        start_from: datetime | None = None,
+        throttle_limits: ThrottleLimits | None = None,
+    ) -> SourceLeases:
+        """Verify both containers and build the source's lease set on them.
+
+        Raises one ``ContainerContractError`` naming every violation of both containers, each under its own name.
+        ``owner`` names this drain on the leases it takes (default: host + uuid); ``start_from`` is where leases
+        created for new ranges start reading (RLY-08); ``throttle_limits`` are the Cosmos connection's 429 limits,
+        each overridden by the source's own (F-11).
+        """
+        properties, lease_properties = verify_containers(monitored, source.partition_key_paths, leases)
+        identity = source_identity(source, properties, lease_properties)
+        cap = source.max_request_units_per_second
+        units = RequestUnits(TokenBucket(cap) if cap is not None else None)
+        limits = (throttle_limits or ThrottleLimits()).overridden(
+            source.max_throttle_retries, source.max_throttle_wait_seconds
+        )
+        metered = MeteredContainer(monitored, units, limits)
+        store = LeaseStore(
+            MeteredContainer(leases, units, limits, kind=LEASES),
+            identity.processor_name,
+            owner=owner or instance_name(),
+            lease_prefix=source.lease_prefix,
+            lease_duration_seconds=source.lease_duration_seconds,
+            clock=clock,
+            start_from=start_from,
+        )
+        return cls(source, metered, properties, identity, store, LeaseTopology(store, metered), units, limits, clock)
+
+
+def source_identity(
+    source: SourceOptions, monitored: ContainerProperties, lease: ContainerProperties
+) -> SourceIdentity:
+    """SRC-02: the declared pair when given, else the ground truth of both containers."""
+    if source.monitored_source_identity is not None and source.lease_source_identity is not None:
+        return SourceIdentity.declared(source.monitored_source_identity, source.lease_source_identity)
+    return SourceIdentity.ground_truth(monitored, lease)
+
+
+__all__ = ["SourceLeases", "source_identity"]
