@@ -38,7 +38,7 @@ from airflow_chatter.drain.source import SourceLeases
 from airflow_chatter.drain.stamps import StampWriter
 from airflow_chatter.drain.summary import DrainCounts, DrainSummary
 from airflow_chatter.drain.suspension import ConfirmationReceipt, DrainGate
-from airflow_chatter.drain.telemetry import NO_SPAN, OUTCOME_ADMITTED, OUTCOME_SKIPPED, DrainTelemetry, SendSpan
+from airflow_chatter.drain.telemetry import OUTCOME_ADMITTED, OUTCOME_SKIPPED, DrainTelemetry
 from airflow_chatter.errors import (
     ConfigurationError,
     ConfirmationFailed,
@@ -113,12 +113,7 @@ class DrainEngine:
         self.request_units = leases.request_units
         self.throttle_limits = leases.throttle_limits
         self._clock = leases.clock
-        # Seconds since the epoch, read once per admitted document (MET-01). For the default clock that is
-        # ``time.time()``, the same reading without building an aware ``datetime`` (~1 µs) per document.
-        clock = leases.clock
-        self._timestamp_now: Callable[[], float] = time.time if clock is utc_now else lambda: clock().timestamp()
         self._telemetry = telemetry if telemetry is not None else DrainTelemetry()
-        self._lag_metric = self._telemetry.lag_recorder
         if registry is not None:
             registry.register(self.identity, source.name, source.additional_pending_filter, source.body_resolver)
         self._publishers = PublisherTable(publishers, default_publisher)
@@ -283,7 +278,7 @@ class DrainEngine:
             if len(page.documents) >= request.max_item_count and not budget.exhausted(tally.documents):
                 # F-10 (batched): behind a full page, the next is read while this one is published and stamped.
                 self._feed.prefetch(self._feed_request(lease, page.continuation, budget, tally))
-            receipt = self._drain_page_or_count_failure(holder, page.documents, tally)
+            receipt = self._drain_page(holder, page.documents, tally)
             suspension = holder.lease.suspension
             if receipt is not None:
                 suspension = self._gate.present(lease.token, suspension, receipt, lease_id=lease.id)
@@ -302,11 +297,12 @@ class DrainEngine:
             lease.feed_range, continuation, start, budget.page_size(self.source.max_batch_size, tally.documents)
         )
 
-    def _drain_page_or_count_failure(
+    def _drain_page(
         self, holder: _LeaseHolder, documents: Sequence[Document], tally: DrainCounts
     ) -> ConfirmationReceipt | None:
+        """Drain a page; a Confirmation Failure is counted and shown to the gate, then raised as its stamp's error."""
         try:
-            return self._drain_page(holder, documents, tally)
+            return self._publish_page(holder, documents, tally)
         except ConfirmationFailed as carrier:
             tally.confirmation_failures += 1
             lease = holder.lease
@@ -333,32 +329,18 @@ class DrainEngine:
 
     # ================================================================== one page
 
-    def _drain_page(
+    def _publish_page(
         self, holder: _LeaseHolder, documents: Sequence[Document], tally: DrainCounts
     ) -> ConfirmationReceipt | None:
-        """Process a page in feed order; return the last receipt, or raise at the first failure.
+        """Process a page in feed order; return the last receipt, or raise at the first failure."""
 
-        MET-02's ``skipped`` and ``admitted`` counts of the page are added once, when it ends (raising or not):
-        the same sums as one ``add(1)`` per document, without an instrument call per document.
-        """
-        skipped, published = tally.skipped, tally.published
-        try:
-            return self._drain_page_documents(holder, documents, tally)
-        finally:
-            self._telemetry.record_document(OUTCOME_SKIPPED, tally.skipped - skipped)
-            self._telemetry.record_document(OUTCOME_ADMITTED, tally.published - published)
-
-    def _drain_page_documents(
-        self, holder: _LeaseHolder, documents: Sequence[Document], tally: DrainCounts
-    ) -> ConfirmationReceipt | None:
         def publish(run: Run) -> ConfirmationReceipt | None:
             return self._publish_and_stamp(holder, run, tally)
 
         # F-10: a document stamped without a publish rides the pending run; sequential gives it a run of its own.
-        admit = self._admit
         with PublishRun(publish, ends_at_unsent=self.source.stamp_mode == "sequential") as run:
             for document in documents:
-                admit(document, run, tally)
+                self._admit(document, run, tally)
         return run.receipt
 
     def _admit(self, document: Document, run: PublishRun, tally: DrainCounts) -> None:
@@ -372,7 +354,8 @@ class DrainEngine:
         if not is_pending_outbox(document) or (
             pending_filter is not None and not bool(pending_filter(document))  # PND-03: evaluated exactly once
         ):
-            tally.skipped += 1  # MET-02 ``skipped``: added per page by _drain_page
+            tally.skipped += 1
+            self._telemetry.record_document(OUTCOME_SKIPPED)
             return
         self._record_lag(document, tally)
         partition_key = self._partition_key_of(document)
@@ -417,34 +400,21 @@ class DrainEngine:
             return self._run_stamps.write(run, [], tally)
         assert run.publisher is not None
         with self._telemetry.send_spans(subjects) as spans:
-            messages = self._messages(subjects, keys, spans)
+            messages = [self._message(s, k, span.headers) for s, k, span in zip(subjects, keys, spans, strict=True)]
             outcomes = run.publisher.send_batch(messages)  # PublishError propagates: RLY-05
             if len(outcomes) != len(messages):
                 raise PublishError(f"publisher returned {len(outcomes)} outcomes for {len(messages)} messages")
-            # MET-02 ``admitted`` (added per page by _drain_page): every message the broker confirmed, counted before
-            # any stamp, so a run whose stamps fail still reports what reached Kafka (it goes out again next run).
+            # MET-02 ``admitted``: every message the broker confirmed, counted before any stamp, so a run whose stamps
+            # fail still reports what reached Kafka (it goes out again next run).
             confirmed = sum(1 for outcome in outcomes if outcome.confirmed)
             tally.published += confirmed
+            self._telemetry.record_document(OUTCOME_ADMITTED, confirmed)
             # F-04: a publish may take up to the producer's delivery timeout, as long as a lease lasts. Renewed here
             # when half of it is gone, the lease cannot lapse while this page is stamped and another drain take the
             # range over meanwhile; lost already (LeaseLostError), nothing is stamped (the new owner publishes).
             if self.store.needs_renewal(holder.lease):
                 holder.lease = self.store.renew(holder.lease)
             return self._run_stamps.write(run, list(zip(subjects, outcomes, spans, strict=True)), tally)
-
-    def _messages(
-        self, subjects: Sequence[Subject], keys: Sequence[PartitionKey], spans: Sequence[SendSpan]
-    ) -> list[OutgoingMessage]:
-        """The records of a run's published documents, each with its send span's trace headers (when tracing)."""
-        strategy = self.source.key_strategy
-        if spans[0] is NO_SPAN:  # tracing is off: no span has headers
-            return [
-                to_outgoing_message(subject, key, strategy) if isinstance(subject, Deliverable) else subject.message
-                for subject, key in zip(subjects, keys, strict=True)
-            ]
-        return [
-            self._message(subject, key, span.headers) for subject, key, span in zip(subjects, keys, spans, strict=True)
-        ]
 
     def _message(self, subject: Subject, key: PartitionKey, headers: Mapping[str, str] | None) -> OutgoingMessage:
         """The record of a published document, with its send span's trace headers (when tracing)."""
@@ -460,13 +430,11 @@ class DrainEngine:
     def _record_lag(self, document: Document, tally: DrainCounts) -> None:
         """MET-01: at admission, ``max(0, now - _ts)`` for an integer ``_ts`` in range."""
         ts = document.get("_ts")
-        if type(ts) is not int and (isinstance(ts, bool) or not isinstance(ts, int)):
+        if isinstance(ts, bool) or not isinstance(ts, int) or not 0 <= ts <= _LARGEST_TS:
             return
-        if not 0 <= ts <= _LARGEST_TS:
-            return
-        lag = max(0.0, self._timestamp_now() - ts)
+        lag = max(0.0, self._clock().timestamp() - ts)
         tally.lag(lag)
-        self._lag_metric(lag)  # the histogram's own record: once per admitted document
+        self._telemetry.record_lag(lag)
 
 
 @dataclass

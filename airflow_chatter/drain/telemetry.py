@@ -125,7 +125,7 @@ class DrainTelemetry:
     def record_document(self, outcome: str, count: int = 1) -> None:
         """MET-02: ``admitted`` after publish returns, ``dropped`` on a null resolve, ``skipped``.
 
-        ``count`` lets the drain add a page's tally in one call instead of one per document (same sums).
+        ``count``: how many documents had this outcome (a publish run's confirmed messages are ``admitted`` at once).
         """
         if count:
             self._documents.add(count, {ATTR_OUTCOME: outcome})
