@@ -173,6 +173,12 @@ def lease_id_for(processor_name: str, lease_prefix: str, feed_range: FeedRange) 
     return f"{lease_prefix}{processor_name}:{digest}"
 
 
+def read_lease(container: DocumentContainer, lease_id: str) -> Lease:
+    """Read one lease by id (its own partition key); ``NotFound`` if absent, ``InvalidLeaseDocumentError`` if
+    malformed. Needs no store: a reader that knows only the lease container and the ids (the trigger) uses it too."""
+    return Lease.from_document(container.read(lease_id, lease_id), lease_id)
+
+
 class LeaseStore:
     """Lease documents of one source (processor name + lease prefix) in one lease container.
 
@@ -219,7 +225,7 @@ class LeaseStore:
 
     def get(self, lease_id: str) -> Lease:
         """Read one lease; ``NotFound`` if absent, ``InvalidLeaseDocumentError`` if malformed."""
-        return Lease.from_document(self.container.read(lease_id, lease_id), lease_id)
+        return read_lease(self.container, lease_id)
 
     def find(self, lease_id: str) -> Lease | None:
         try:

@@ -28,9 +28,9 @@ from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublis
 from airflow_chatter.clock import Clock, utc_now
 from airflow_chatter.drain.engine import DrainEngine
 from airflow_chatter.drain.leases import LeaseHeldError
-from airflow_chatter.drain.operations import BACKFILL_HOLD_MARGIN_SECONDS, exclusive_with
 from airflow_chatter.drain.options import SourceOptions
 from airflow_chatter.drain.summary import DrainSummary
+from airflow_chatter.operations.backfill import BACKFILL_HOLD_MARGIN_SECONDS, exclusive_with
 
 
 def offset_clock(seconds: float) -> Clock:

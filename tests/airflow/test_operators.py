@@ -196,7 +196,7 @@ def test_cosmos_http_logging_true_brings_the_sdk_lines_back(
 def test_a_lease_held_elsewhere_logs_its_summary_once(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from airflow_chatter.drain.operations import build_engine
+    from airflow_chatter.operations.engines import build_engine
 
     world = install_world(monkeypatch)
     [lease_id] = list_leases().execute(context={})
@@ -217,7 +217,8 @@ def test_backfill_and_scheduled_drain_never_own_a_range_together(monkeypatch: py
     [backfill] = list_leases(source=config, lease_set="backfill").execute(context={})
     assert scheduled != backfill, "the backfill has its own leases, so scheduled checkpoints are untouched"
 
-    from airflow_chatter.drain.operations import build_engine, exclusive_with
+    from airflow_chatter.operations.backfill import exclusive_with
+    from airflow_chatter.operations.engines import build_engine
 
     engine = build_engine(config, world.monitored, world.leases, world.publisher, lease_prefix="backfill-", owner="bf")
     with exclusive_with(engine, backfill, other_prefix="", hold_seconds=120):
@@ -247,7 +248,8 @@ def test_f04_backfill_after_a_merge_holds_every_scheduled_lease_inside_its_range
     assert sorted(list_leases(source=config).execute(context={})) == sorted(parts), "the parts carry on"
     [backfill] = list_leases(source=config, lease_set="backfill").execute(context={})
 
-    from airflow_chatter.drain.operations import build_engine, exclusive_with
+    from airflow_chatter.operations.backfill import exclusive_with
+    from airflow_chatter.operations.engines import build_engine
 
     engine = build_engine(config, world.monitored, world.leases, world.publisher, lease_prefix="backfill-", owner="bf")
     with exclusive_with(engine, backfill, other_prefix="", hold_seconds=120) as held:
@@ -277,7 +279,8 @@ def test_f04_backfill_after_a_split_holds_the_scheduled_children_not_the_retired
     (whole,) = world.monitored.read_feed_ranges()
     world.monitored.split_feed_range(whole)  # after both listings: neither set has seen the split yet
 
-    from airflow_chatter.drain.operations import build_engine, exclusive_with
+    from airflow_chatter.operations.backfill import exclusive_with
+    from airflow_chatter.operations.engines import build_engine
 
     engine = build_engine(config, world.monitored, world.leases, world.publisher, lease_prefix="backfill-", owner="bf")
     with exclusive_with(engine, backfill, other_prefix="", hold_seconds=120) as held:
@@ -305,7 +308,8 @@ def test_f04_backfill_holds_a_scheduled_lease_that_reaches_across_the_edge_of_it
     scheduled = list_leases(source=config).execute(context={})
     assert len(scheduled) == 3
 
-    from airflow_chatter.drain.operations import build_engine, exclusive_with
+    from airflow_chatter.operations.backfill import exclusive_with
+    from airflow_chatter.operations.engines import build_engine
 
     engine = build_engine(config, world.monitored, world.leases, world.publisher, lease_prefix="backfill-", owner="bf")
     [backfill_right] = [i for i in backfill_leases if engine.store.get(i).feed_range == right]

@@ -13,9 +13,9 @@ import pytest
 
 from airflow_chatter.airflow.config import SourcesConfigError, parse_sources
 from airflow_chatter.airflow.operators.drain import ChatterDrainOperator, ChatterListLeasesOperator
-from airflow_chatter.airflow.pending_watch import NO_LEASES, PendingWatch
 from airflow_chatter.airflow.triggers.pending_event import ChatterPendingOutboxEventTrigger
 from airflow_chatter.errors import ConfigurationError
+from airflow_chatter.operations.pending_watch import NO_LEASES, PendingWatch
 from tests.airflow._support import World, install_world, source
 
 

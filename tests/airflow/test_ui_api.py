@@ -13,10 +13,19 @@ from fastapi.testclient import TestClient
 
 from airflow_chatter.airflow.conf_guard import STRICT_CONF
 from airflow_chatter.airflow.config import SourceConfig, SourcesFile
-from airflow_chatter.airflow.plugins.api import NotAuthorized, ParamsRejected, User, create_app
+from airflow_chatter.airflow.plugins.api import (
+    InvalidQueryError,
+    NotAuthorized,
+    ParamsRejected,
+    User,
+    create_app,
+    decode_continuation,
+    encode_continuation,
+    valid_page_size,
+)
 from airflow_chatter.drain.engine import DrainEngine
-from airflow_chatter.drain.monitoring import MAX_PAGE_SIZE, RunRecord
 from airflow_chatter.drain.suspension import SuspensionState
+from airflow_chatter.operations.monitoring import MAX_PAGE_SIZE, RunRecord
 from airflow_chatter.ports import DocumentContainer, PatchOperation
 from airflow_chatter.testing.clock import ManualClock
 from airflow_chatter.testing.fakes import FakePublisher
@@ -223,6 +232,18 @@ def test_bad_input_is_refused_naming_the_field(
     response = client.get(path, params=params, headers=auth("viewer"))
     assert response.status_code == status, response.text
     assert response.json()["field"] == field_name
+
+
+@pytest.mark.parametrize("size", [0, MAX_PAGE_SIZE + 1, "lots"])
+def test_a_page_size_out_of_range_is_refused_naming_the_field(size: object) -> None:
+    with pytest.raises(InvalidQueryError, match="page_size="):
+        valid_page_size(size)
+
+
+@pytest.mark.parametrize("token", ["not-base64!!", "eyJ2IjoyfQ", encode_continuation("x")[:-3] + "***"])
+def test_a_malformed_continuation_is_refused_naming_the_field(token: str) -> None:
+    with pytest.raises(InvalidQueryError, match="continuation="):
+        decode_continuation(token)
 
 
 def test_the_run_count_is_capped(client: TestClient) -> None:

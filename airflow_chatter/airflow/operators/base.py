@@ -194,7 +194,7 @@ class ChatterSourceBaseOperator(BaseOperator):
         The Cosmos connection's 429 limits (extras ``max_throttle_retries`` / ``max_throttle_wait_seconds``) apply
         where the source sets none (F-11).
         """
-        from airflow_chatter.drain.operations import build_engine, modified_since
+        from airflow_chatter.operations.engines import build_engine, modified_since
 
         monitored, leases = self.containers()
         throttle_limits = self.cosmos_hook().throttle_limits()

@@ -1,7 +1,7 @@
 """Operators: list a source's leases, drain one lease, requeue undeliverable documents.
 
 Each ``execute`` resolves the two hooks, builds the core objects and calls one core function; loops
-and decisions stay in ``airflow_chatter.drain.engine`` and ``airflow_chatter.drain.operations``.
+and decisions stay in ``airflow_chatter.drain.engine`` and ``airflow_chatter.operations``.
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ class ChatterListLeasesOperator(ChatterSourceBaseOperator):
 
     @task_scope
     def execute(self, context: Context) -> list[str]:
-        from airflow_chatter.drain.operations import count_pending, lease_report, reset_leases
+        from airflow_chatter.operations.outbox_queries import count_pending
+        from airflow_chatter.operations.plans import lease_report, reset_leases
 
         wanted = set(as_list(self.feed_ranges, "feed_ranges"))
         reset = as_bool(self.reset, "reset")
@@ -155,7 +156,7 @@ class ChatterDrainOperator(ChatterSourceBaseOperator):
 
     @task_scope
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_chatter.drain.operations import BACKFILL_HOLD_MARGIN_SECONDS, exclusive_with
+        from airflow_chatter.operations.backfill import BACKFILL_HOLD_MARGIN_SECONDS, exclusive_with
 
         config = self.config
         max_documents = as_int(
@@ -269,7 +270,8 @@ class ChatterRequeueUndeliverableOperator(ChatterSourceBaseOperator):
 
     @task_scope
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_chatter.drain.operations import requeue_undeliverable, select_undeliverable
+        from airflow_chatter.operations.outbox_queries import select_undeliverable
+        from airflow_chatter.operations.requeue import requeue_undeliverable
         from airflow_chatter.outbox.item_ids import build_item_id
 
         ids = as_list(self.document_ids, "document_ids")

@@ -13,12 +13,17 @@ API says so (``idempotency`` in the overview and in each action's answer) and lo
 
 What only Airflow knows (who asks, what they may do, the recent runs' XCom, triggering a run) comes through a
 ``Backend`` (``backend.py`` in Airflow; a fake in the API tests). The Cosmos side is the core's read model
-(``airflow_chatter.drain.monitoring``) and interventions: parameterised queries, every list paged with a cap.
+(``airflow_chatter.operations.monitoring``) and interventions: parameterised queries, every list paged with a cap.
+The HTTP side of paging is here: the page size and search text a request may give, and the opaque continuation
+token around the core's keyset position (the last item id shown).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
+import json
 import logging
 from collections.abc import Callable, Coroutine
 from importlib import resources
@@ -33,24 +38,23 @@ from starlette.concurrency import run_in_threadpool
 from airflow_chatter.adapters.fastapi.idempotency import HttpIdempotencyOptions, Idempotency
 from airflow_chatter.adapters.memory.idempotency import MemoryIdempotencyStore
 from airflow_chatter.airflow.config import SourceConfig, SourcesFile
-from airflow_chatter.drain.interventions import (
+from airflow_chatter.errors import ChatterError, ConfigurationError
+from airflow_chatter.idempotency.container_store import ContainerIdempotencyStore
+from airflow_chatter.operations.interventions import (
     MAX_REQUEUE,
     LeaseChangedError,
     Selected,
     release_lease,
     requeue_selected,
 )
-from airflow_chatter.drain.monitoring import (
+from airflow_chatter.operations.monitoring import (
     MAX_PAGE_SIZE,
-    InvalidQueryError,
     RunRecord,
-    count_undeliverable,
     list_undeliverable,
     monitor_store,
     source_overview,
 )
-from airflow_chatter.errors import ChatterError, ConfigurationError
-from airflow_chatter.idempotency.container_store import ContainerIdempotencyStore
+from airflow_chatter.operations.outbox_queries import count_undeliverable
 from airflow_chatter.ports import ContainerError, DocumentContainer, IdempotencyStore
 
 log = logging.getLogger("airflow_chatter.ui")
@@ -90,6 +94,56 @@ class Backend(Protocol):
     def runs(self, dag_id: str, limit: int) -> list[RunRecord]: ...
     def trigger(self, dag_id: str, conf: dict[str, Any], user: User, note: str) -> dict[str, Any]: ...
     def telemetry(self) -> dict[str, Any]: ...
+
+
+# ------------------------------------------------------------------------------------------------
+# Paging.
+# ------------------------------------------------------------------------------------------------
+
+
+class InvalidQueryError(ConfigurationError):
+    """A bad list request (page size, continuation, search text); names the field, and the API answers 400."""
+
+
+def valid_page_size(value: object, *, default: int = 25, cap: int = MAX_PAGE_SIZE) -> int:
+    """A list request's page size: an integer from 1 to ``cap``; ``InvalidQueryError`` naming ``page_size``."""
+    if value is None or value == "":
+        return default
+    try:
+        number = int(str(value))
+    except ValueError:
+        raise InvalidQueryError("page_size", value, "must be an integer") from None
+    if not 1 <= number <= cap:
+        raise InvalidQueryError("page_size", value, f"must be between 1 and {cap}")
+    return number
+
+
+def search_text(value: str | None) -> str | None:
+    """A MessageId prefix to search for, 1-1023 characters; ``InvalidQueryError`` naming ``message_id``."""
+    if value is not None and (not value.strip() or len(value) > 1023):
+        raise InvalidQueryError("message_id", value, "must be 1-1023 characters")
+    return value
+
+
+def encode_continuation(after_id: str) -> str:
+    """An opaque continuation for the next page: the last item id shown, base64url JSON."""
+    raw = json.dumps({"v": 1, "after": after_id}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def decode_continuation(token: str | None) -> str | None:
+    """The item id a continuation resumes after; ``InvalidQueryError`` naming ``continuation`` if malformed."""
+    if token is None or token == "":
+        return None
+    try:
+        padded = token + "=" * (-len(token) % 4)
+        data = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
+    except (ValueError, binascii.Error, UnicodeError):
+        raise InvalidQueryError("continuation", token, "is not a continuation this API returned") from None
+    after = data.get("after") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or data.get("v") != 1 or not isinstance(after, str) or not after:
+        raise InvalidQueryError("continuation", token, "is not a continuation this API returned")
+    return after
 
 
 # ------------------------------------------------------------------------------------------------
@@ -332,8 +386,16 @@ def create_app(
     ) -> dict[str, Any]:
         config = api.source(source)
         monitored, _ = backend.containers(config)
-        page = list_undeliverable(monitored, size=page_size, continuation=continuation, message_id=message_id)
-        return dataclasses.asdict(page)
+        page = list_undeliverable(
+            monitored,
+            size=valid_page_size(page_size),
+            continuation=decode_continuation(continuation),
+            message_id=search_text(message_id),
+        )
+        return {
+            **dataclasses.asdict(page),
+            "continuation": encode_continuation(page.continuation) if page.continuation is not None else None,
+        }
 
     @reader.get("/sources/{source}/runs/{run_id}", summary="The drain summaries of one run of the source's DAG")
     def run(source: str, run_id: str, user: User = Depends(read_access)) -> dict[str, Any]:  # noqa: B008

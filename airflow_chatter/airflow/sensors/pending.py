@@ -87,7 +87,7 @@ class ChatterPendingOutboxSensor(ChatterSourceBaseOperator, BaseSensorOperator):
         return {k: event[k] for k in ("lease_id", "pending", "documents")}
 
     def poke(self, context: Context) -> bool | PokeReturnValue:
-        from airflow_chatter.drain.operations import peek_pending
+        from airflow_chatter.operations.pending import peek_pending
 
         monitored, leases = self.containers()
         for lease_id in self._lease_ids(context):

@@ -95,7 +95,7 @@ class ChatterPendingOutboxTrigger(BaseTrigger):
         return hook.get_container(self.monitored_container), hook.get_container(self.lease_container)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from airflow_chatter.drain.operations import peek_pending
+        from airflow_chatter.operations.pending import peek_pending
 
         with quiet_cosmos_http_logging(self.cosmos_http_logging):
             async for event in self._poll(peek_pending):

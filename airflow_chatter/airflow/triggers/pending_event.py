@@ -19,7 +19,7 @@ class ChatterPendingOutboxEventTrigger(BaseEventTrigger):
     """Watch one source for pending outbox documents, forever; fire when a lease has new work.
 
     Every ``poll_interval`` seconds it runs ``PendingWatch.poll()`` (read-only peeks after each lease's checkpoint,
-    see ``airflow_chatter.airflow.pending_watch``) in a thread, and yields its event:
+    see ``airflow_chatter.operations.pending_watch``) in a thread, and yields its event:
     ``{"status": "pending", "source", "leases": {lease id: pending count}, "pending"}``. A failed poll is logged
     (type and message only) and retried with a growing pause; the trigger does not end, because a watcher that
     ended would schedule nothing until the triggerer restarts it.
@@ -65,7 +65,7 @@ class ChatterPendingOutboxEventTrigger(BaseEventTrigger):
     def _watch(self) -> Any:
         from airflow_chatter.airflow.config import SourceConfig
         from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
-        from airflow_chatter.airflow.pending_watch import PendingWatch
+        from airflow_chatter.operations.pending_watch import PendingWatch
 
         config = SourceConfig.model_validate(self.source)
         if self._client is not None:  # a watch rebuilt after a failure: its old client goes first

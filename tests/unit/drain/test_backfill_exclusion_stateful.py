@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from airflow_chatter.drain.leases import LeaseHeldError
-from airflow_chatter.drain.operations import exclusive_with, reset_leases
 from airflow_chatter.errors import ChatterError
+from airflow_chatter.operations.backfill import exclusive_with
+from airflow_chatter.operations.plans import reset_leases
 from airflow_chatter.ports import Document
 from airflow_chatter.testing.fakes import FakePublisher
 

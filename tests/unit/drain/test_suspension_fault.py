@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 import pytest
 
 from airflow_chatter.drain.faults import MAX_MESSAGE, REDACTED, RecordedFault, redact
-from airflow_chatter.drain.monitoring import monitor_store, source_overview
 from airflow_chatter.drain.suspension import THRESHOLD, DrainGate, SuspensionState
+from airflow_chatter.operations.monitoring import monitor_store, source_overview
 from airflow_chatter.ports import ServiceUnavailable
 
 from ._drain_support import T0, ManualClock, Metrics, Rig, fail_operation, outbox_doc

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_chatter.drain.operations import TopicMappingPublisher
+from airflow_chatter.operations.engines import TopicMappingPublisher
 from airflow_chatter.ports import MessageRejected, Publisher
 from airflow_chatter.testing.contracts.publisher import ILLEGAL_TOPIC, PublisherContract
 from airflow_chatter.testing.fakes import FakePublisher, fail_topic, unreachable

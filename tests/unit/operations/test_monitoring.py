@@ -1,5 +1,5 @@
-"""The monitoring read model (``airflow_chatter.drain.monitoring``) and the operator's interventions
-(``airflow_chatter.drain.interventions``) against the in-memory container, after real drains."""
+"""The monitoring read model (``airflow_chatter.operations.monitoring``) and the operator's interventions
+(``airflow_chatter.operations.interventions``) against the in-memory container, after real drains."""
 
 from __future__ import annotations
 
@@ -7,24 +7,18 @@ from datetime import timedelta
 
 import pytest
 
-from airflow_chatter.drain.interventions import LeaseChangedError, Selected, release_lease, requeue_selected
-from airflow_chatter.drain.monitoring import (
-    MAX_PAGE_SIZE,
-    InvalidQueryError,
+from airflow_chatter.drain.suspension import SuspensionState
+from airflow_chatter.operations.interventions import LeaseChangedError, Selected, release_lease, requeue_selected
+from airflow_chatter.operations.monitoring import (
     RunRecord,
-    decode_continuation,
-    encode_continuation,
-    estimate_pending,
     list_undeliverable,
     monitor_store,
-    page_size,
     run_points,
     source_overview,
 )
-from airflow_chatter.drain.suspension import SuspensionState
+from airflow_chatter.operations.pending import estimate_pending
 from airflow_chatter.ports import PatchOperation, ServiceUnavailable
-
-from ._drain_support import ABSENT, Rig, fail_operation, outbox_doc
+from tests.unit.drain._drain_support import ABSENT, Rig, fail_operation, outbox_doc
 
 
 @pytest.fixture
@@ -137,18 +131,6 @@ def test_undeliverable_documents_are_paged_by_continuation_and_searched_by_messa
 
     assert len(seen) == 6 and len(set(seen)) == 6 and third.continuation is None
     assert [i.message_id for i in list_undeliverable(rig.monitored, message_id="oth").items] == ["other"]
-
-
-@pytest.mark.parametrize("size", [0, MAX_PAGE_SIZE + 1, "lots"])
-def test_a_page_size_out_of_range_is_refused_naming_the_field(size: object) -> None:
-    with pytest.raises(InvalidQueryError, match="page_size="):
-        page_size(size)
-
-
-@pytest.mark.parametrize("token", ["not-base64!!", "eyJ2IjoyfQ", encode_continuation("x")[:-3] + "***"])
-def test_a_malformed_continuation_is_refused_naming_the_field(token: str) -> None:
-    with pytest.raises(InvalidQueryError, match="continuation="):
-        decode_continuation(token)
 
 
 def test_run_points_report_request_units_per_delivered_document_when_summaries_carry_them() -> None:

@@ -10,22 +10,30 @@ fire for it waits until a drain has moved its checkpoint (new work after the dra
 Without that, every poll would fire again while the drain it caused is still queued. A source without leases yet
 (never drained) is judged by one pending count over the container instead.
 
-Nothing here imports Airflow (the trigger in ``triggers/pending_event.py`` wraps it).
+The trigger in ``airflow_chatter.airflow.triggers.pending_event`` runs it.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from airflow_chatter.airflow.config import SourceConfig
 from airflow_chatter.drain.leases import ACTIVE
-from airflow_chatter.drain.operations import build_engine, count_pending, peek_pending
+from airflow_chatter.operations.engines import EngineConfig, build_engine
+from airflow_chatter.operations.outbox_queries import count_pending
+from airflow_chatter.operations.pending import peek_pending
 from airflow_chatter.ports import DocumentContainer, OutgoingMessage, Publisher, PublishOutcome
 
 #: The key of a source without leases: one count over the whole container stands for every range.
 NO_LEASES = "<no leases yet>"
+
+
+class WatchedSource(EngineConfig, Protocol):
+    """What the watch needs of a source's configuration (``airflow_chatter.airflow.config.SourceConfig``)."""
+
+    @property
+    def name(self) -> str: ...
 
 
 class _NoPublisher(Publisher):
@@ -40,7 +48,7 @@ class PendingWatch:
 
     def __init__(
         self,
-        config: SourceConfig,
+        config: WatchedSource,
         monitored: DocumentContainer,
         leases: DocumentContainer,
         *,

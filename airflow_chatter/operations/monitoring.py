@@ -3,7 +3,7 @@ lease is suspended or any Outbox Document undeliverable, and which lease lags.
 
 Nothing here imports Airflow, and nothing here writes: leases are read through ``LeaseStore``, the pending estimate
 reads the change feed after a lease's checkpoint without taking the lease or moving it, and every query is
-parameterised and bounded (``TOP`` of a validated page size, a bounded number of change-feed pages). The Airflow
+parameterised and bounded (``TOP`` of a capped page size, a bounded number of change-feed pages). The Airflow
 plugin (``airflow_chatter.airflow.plugins.api``) feeds in what only Airflow knows: the recent runs' drain summaries
 (their XCom), and who asks.
 
@@ -14,9 +14,6 @@ none when the document has been repaired since (it can be requeued).
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -27,46 +24,20 @@ from airflow_chatter.drain.identity import SourceIdentity
 from airflow_chatter.drain.leases import ACTIVE, Lease, LeaseStore
 from airflow_chatter.drain.options import SourceOptions
 from airflow_chatter.drain.suspension import WINDOW
-from airflow_chatter.errors import ConfigurationError
+from airflow_chatter.operations.outbox_queries import count_undeliverable, undeliverable_after
+from airflow_chatter.operations.pending import PendingEstimate, estimate_pending
 from airflow_chatter.outbox.contract import Undeliverable, verify
-from airflow_chatter.outbox.document import (
-    DESTINATION_FIELD,
-    MESSAGE_ID_FIELD,
-    OUTBOX_TYPE,
-    STATUS_FIELD,
-    TYPE_FIELD,
-    UNDELIVERABLE,
-    is_pending_outbox,
-)
-from airflow_chatter.ports import ChangeFeedStart, Document, DocumentContainer, FeedRangeGone
+from airflow_chatter.outbox.document import DESTINATION_FIELD, MESSAGE_ID_FIELD
+from airflow_chatter.ports import Document, DocumentContainer, FeedRangeGone
 
 #: Most rows one list request returns; a bigger page size is refused (each request stays bounded in RU).
 MAX_PAGE_SIZE = 100
-#: Change-feed pages (of ``ESTIMATE_PAGE_ITEMS``) a pending estimate reads at most per lease.
-ESTIMATE_MAX_PAGES = 5
-ESTIMATE_PAGE_ITEMS = 100
 #: The owner name a read-only store carries; it never acquires, so it never appears on a lease.
 MONITOR_OWNER = "chatter-monitor"
-
-_UNDELIVERABLE_WHERE = f"c.{TYPE_FIELD} = @type AND c.{STATUS_FIELD} = @status"
-
-
-class InvalidQueryError(ConfigurationError):
-    """A bad list request (page size, continuation, search text); names the field, so the API answers 4xx."""
-
 
 # ------------------------------------------------------------------------------------------------
 # Values.
 # ------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PendingEstimate:
-    """Pending Outbox Documents after a lease's checkpoint: ``count`` is exact unless ``bounded`` (then a floor)."""
-
-    count: int
-    documents_read: int
-    bounded: bool
 
 
 @dataclass(frozen=True)
@@ -125,6 +96,8 @@ class UndeliverableView:
 
 @dataclass(frozen=True)
 class UndeliverablePage:
+    """A page of undeliverable documents; ``continuation`` is the last item id shown when there is a next page."""
+
     items: tuple[UndeliverableView, ...]
     continuation: str | None
     page_size: int
@@ -200,30 +173,6 @@ def monitor_store(
         lease_duration_seconds=options.lease_duration_seconds,
         clock=clock,
     )
-
-
-def estimate_pending(
-    monitored: DocumentContainer,
-    lease: Lease,
-    *,
-    page_items: int = ESTIMATE_PAGE_ITEMS,
-    max_pages: int = ESTIMATE_MAX_PAGES,
-) -> PendingEstimate:
-    """Count pending Outbox Documents in the change feed after the lease's checkpoint, reading at most
-    ``max_pages`` pages; read-only (the lease is not taken, its continuation not moved)."""
-    position = lease.continuation
-    start = lease.start_from if lease.start_from is not None else ChangeFeedStart.BEGINNING
-    pending = read = 0
-    for _ in range(max_pages):
-        page = monitored.read_change_feed(
-            lease.feed_range, continuation=position, start=start, max_item_count=page_items
-        )
-        if not page.documents:
-            return PendingEstimate(pending, read, bounded=False)
-        read += len(page.documents)
-        pending += sum(1 for document in page.documents if is_pending_outbox(document))
-        position = page.continuation
-    return PendingEstimate(pending, read, bounded=True)
 
 
 def suspension_view(lease: Lease, last_fault: Fault | None = None) -> SuspensionView:
@@ -373,40 +322,6 @@ def totals(runs: Sequence[RunRecord]) -> dict[str, float]:
 # ------------------------------------------------------------------------------------------------
 
 
-def page_size(value: object, *, default: int = 25, cap: int = MAX_PAGE_SIZE) -> int:
-    """A list request's page size: an integer from 1 to ``cap``; ``InvalidQueryError`` naming ``page_size``."""
-    if value is None or value == "":
-        return default
-    try:
-        number = int(str(value))
-    except ValueError:
-        raise InvalidQueryError("page_size", value, "must be an integer") from None
-    if not 1 <= number <= cap:
-        raise InvalidQueryError("page_size", value, f"must be between 1 and {cap}")
-    return number
-
-
-def encode_continuation(after_id: str) -> str:
-    """An opaque continuation for the next page: the last item id shown, base64url JSON."""
-    raw = json.dumps({"v": 1, "after": after_id}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-
-
-def decode_continuation(token: str | None) -> str | None:
-    """The item id a continuation resumes after; ``InvalidQueryError`` naming ``continuation`` if malformed."""
-    if token is None or token == "":
-        return None
-    try:
-        padded = token + "=" * (-len(token) % 4)
-        data = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
-    except (ValueError, binascii.Error, UnicodeError):
-        raise InvalidQueryError("continuation", token, "is not a continuation this API returned") from None
-    after = data.get("after") if isinstance(data, dict) else None
-    if not isinstance(data, dict) or data.get("v") != 1 or not isinstance(after, str) or not after:
-        raise InvalidQueryError("continuation", token, "is not a continuation this API returned")
-    return after
-
-
 def undeliverable_view(document: Document) -> UndeliverableView:
     """An undeliverable document with its violations, re-derived by the Outbox Document Contract."""
     verdict = verify(document)
@@ -437,36 +352,19 @@ def list_undeliverable(
 ) -> UndeliverablePage:
     """One page of undeliverable documents, by item id; ``message_id`` keeps those whose MessageId starts with it.
 
-    One parameterised query per page, ``TOP size+1`` (the extra row says whether there is a next page), resuming
-    after the last id of the previous page (keyset paging: no OFFSET scan).
+    ``continuation`` is the item id the page resumes after (the previous page's ``continuation``, ``None`` after the
+    last page). One parameterised query per page, ``TOP size+1`` (the extra row says whether there is a next page).
     """
-    size = page_size(size)
-    after = decode_continuation(continuation)
-    if message_id is not None and (not message_id.strip() or len(message_id) > 1023):
-        raise InvalidQueryError("message_id", message_id, "must be 1-1023 characters")
-    sql = f"SELECT TOP {size + 1} * FROM c WHERE {_UNDELIVERABLE_WHERE}"
-    parameters: dict[str, Any] = {"@type": OUTBOX_TYPE, "@status": UNDELIVERABLE}
-    if message_id:
-        sql += f" AND STARTSWITH(c.{MESSAGE_ID_FIELD}, @messageId)"
-        parameters["@messageId"] = message_id
-    if after is not None:
-        sql += " AND c.id > @after"
-        parameters["@after"] = after
-    sql += " ORDER BY c.id"
-    rows = [document for document in container.query(sql, parameters) if isinstance(document, dict)]
+    if not 1 <= size <= MAX_PAGE_SIZE:
+        raise ValueError(f"a page holds 1 to {MAX_PAGE_SIZE} documents, not {size}")
+    rows = undeliverable_after(container, top=size + 1, after=continuation, message_id=message_id)
     shown = rows[:size]
     more = len(rows) > size and shown
     return UndeliverablePage(
         items=tuple(undeliverable_view(document) for document in shown),
-        continuation=encode_continuation(str(shown[-1]["id"])) if more else None,
+        continuation=str(shown[-1]["id"]) if more else None,
         page_size=size,
     )
-
-
-def count_undeliverable(container: DocumentContainer) -> int:
-    """How many undeliverable Outbox Documents the container holds (one parameterised count query)."""
-    sql = f"SELECT VALUE COUNT(1) FROM c WHERE {_UNDELIVERABLE_WHERE}"
-    return sum(int(n) for n in container.query(sql, {"@type": OUTBOX_TYPE, "@status": UNDELIVERABLE}))
 
 
 # ------------------------------------------------------------------------------------------------

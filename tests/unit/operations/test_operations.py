@@ -1,4 +1,4 @@
-"""Drain operations (``airflow_chatter.drain.operations``): lease resets go through ``LeaseStore`` and its clock."""
+"""Operations (``airflow_chatter.operations``): lease resets go through ``LeaseStore`` and its clock."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ from datetime import UTC, datetime
 import pytest
 
 from airflow_chatter.drain.leases import LeaseHeldError, LeaseLostError, LeaseStore
-from airflow_chatter.drain.operations import reset_leases
 from airflow_chatter.drain.topology import LeaseTopology
+from airflow_chatter.operations.plans import reset_leases
 from airflow_chatter.testing.clock import ManualClock
-
-from ._drain_support import memory_container
+from tests.unit.drain._drain_support import memory_container
 
 PROCESSOR = "chatter-cosmos-outbox-relay:abc"
 #: Far from the wall clock on both sides: a reset that read the wall clock instead of the store's would get these
@@ -50,7 +49,7 @@ def test_reset_keeps_a_lease_live_by_the_stores_clock_though_expired_by_the_wall
     clock = ManualClock(PAST)
     store, lease_id = _store_with_one_lease(clock)
     store.acquire(lease_id)  # held until PAST + 60 s: long gone by the wall clock, live by the store's
-    with caplog.at_level(logging.WARNING, logger="airflow_chatter.drain.operations"):
+    with caplog.at_level(logging.WARNING, logger="airflow_chatter.operations.plans"):
         assert reset_leases(store) == []
     assert store.find(lease_id) is not None
     assert f"Lease {lease_id} is live (owner backfill); not reset" in caplog.text
@@ -88,7 +87,7 @@ def test_lease_store_delete_keeps_a_lease_that_changed_since_it_was_read() -> No
 
 
 def test_requeue_reports_a_document_deleted_since_it_was_read_and_still_requeues_the_others() -> None:
-    from airflow_chatter.drain.operations import requeue_undeliverable
+    from airflow_chatter.operations.requeue import requeue_undeliverable
 
     clock = ManualClock(PAST)
     container = memory_container(clock)

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_chatter.drain.leases import Lease, LeaseStore
-from airflow_chatter.drain.operations import RequeueResult, requeue_undeliverable, select_undeliverable
 from airflow_chatter.errors import ChatterError
+from airflow_chatter.operations.outbox_queries import select_undeliverable
+from airflow_chatter.operations.requeue import RequeueResult, requeue_undeliverable
 from airflow_chatter.ports import DocumentContainer, NotFound
 
 #: Most documents one requeue request may name.

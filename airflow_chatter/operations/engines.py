@@ -1,0 +1,91 @@
+"""Building the ``DrainEngine`` of a source from its configuration: its topic mapping and pending filters."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from airflow_chatter.drain.engine import DrainEngine
+from airflow_chatter.drain.options import SourceOptions
+from airflow_chatter.drain.request_units import ThrottleLimits
+from airflow_chatter.ports import DocumentContainer, OutgoingMessage, Publisher, PublishOutcome
+
+
+class TopicMappingPublisher(Publisher):
+    """Send each message to ``topics[destination]`` (or the destination itself when unmapped)."""
+
+    def __init__(self, inner: Publisher, topics: Mapping[str, str]) -> None:
+        self.inner = inner
+        self.topics = dict(topics)
+
+    def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
+        mapped = [dataclasses.replace(m, topic=self.topics.get(m.topic, m.topic)) for m in messages]
+        return self.inner.send_batch(mapped)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+PendingFilter = Callable[[dict[str, Any]], bool]
+
+
+def modified_since(since: datetime) -> PendingFilter:
+    """A pending filter admitting documents last modified at or after ``since`` (``_ts``, UTC).
+
+    It filters what a lease reads; it does not move where the lease starts. A backfill from a point in time
+    starts its leases there instead (``build_engine(start_from=...)``), which does not read older changes.
+    """
+    threshold = since.astimezone(UTC).timestamp()
+
+    def admit(document: dict[str, Any]) -> bool:
+        ts = document.get("_ts")
+        return isinstance(ts, (int, float)) and not isinstance(ts, bool) and ts >= threshold
+
+    return admit
+
+
+def _both(first: PendingFilter | None, second: PendingFilter) -> PendingFilter:
+    if first is None:
+        return second
+    return lambda document: bool(first(document)) and bool(second(document))
+
+
+class EngineConfig(Protocol):
+    """What ``build_engine`` needs of a source's configuration (``airflow_chatter.airflow.config.SourceConfig``)."""
+
+    @property
+    def topics(self) -> Mapping[str, str]: ...
+
+    def to_options(self, *, resolve: bool = False, lease_prefix: str | None = None) -> SourceOptions: ...
+
+
+def build_engine(
+    config: EngineConfig,
+    monitored: DocumentContainer,
+    leases: DocumentContainer,
+    publisher: Publisher,
+    *,
+    lease_prefix: str | None = None,
+    extra_filter: PendingFilter | None = None,
+    owner: str | None = None,
+    start_from: datetime | None = None,
+    throttle_limits: ThrottleLimits | None = None,
+) -> DrainEngine:
+    """Build the ``DrainEngine`` of a source; imports its resolver/filter (do this in a task).
+
+    ``start_from`` is where the leases the engine creates start reading (a backfill from a point in time);
+    never give it for the scheduled lease set, whose new leases must start at the beginning (RLY-08).
+    ``throttle_limits`` are the Cosmos connection's 429 limits; the source's own override them (F-11).
+    """
+    options = config.to_options(resolve=True, lease_prefix=lease_prefix)
+    if extra_filter is not None:
+        options = dataclasses.replace(
+            options, additional_pending_filter=_both(options.additional_pending_filter, extra_filter)
+        )
+    if config.topics:
+        publisher = TopicMappingPublisher(publisher, config.topics)
+    return DrainEngine.open(
+        options, monitored, leases, publisher, owner=owner, start_from=start_from, throttle_limits=throttle_limits
+    )
