@@ -3,8 +3,9 @@
 Validated with pydantic when a DAG file is parsed, so a bad file is an import error in the DAG
 processor that names the file, the source and the field, e.g.
 ``chatter_sources.yaml: sources[1] (orders).max_batch_size: Input should be less than or equal to 1000``.
-The checks that belong to the core (``SourceOptions``: partition-key paths, key strategy, batch size,
-source identity pair, delivered ttl) run at parse time too, through ``to_options``.
+Each entry extends the core's ``SourceFields`` (partition-key paths, key strategy, batch size, the source identity
+pair, lease and throughput options), so those fields are bounded once, by the core; this model adds only what the
+Airflow layer needs: connections, containers, schedule, pools, topics, the callables' import paths.
 
 User callables (body resolver, pending filter) are dotted import paths: only their syntax is checked
 at parse time; they are imported in the task, so the DAG stays serializable.
@@ -20,19 +21,13 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from airflow_chatter.drain.options import (
-    DEFAULT_STAMP_CONCURRENCY,
-    MAX_BATCH_SIZE,
-    MAX_STAMP_CONCURRENCY,
-    MIN_BATCH_SIZE,
-    DeliverySettings,
-    SourceOptions,
-)
+from airflow_chatter.drain.options import DeliveredTtlSeconds, DeliverySettings, SourceFields, SourceOptions
 from airflow_chatter.errors import ConfigurationError
+from airflow_chatter.outbox.document import DEFAULT_DELIVERED_TTL_SECONDS
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
@@ -61,7 +56,7 @@ def _dotted(value: str | None, field_name: str) -> str | None:
     return value
 
 
-class SourceConfig(BaseModel):
+class SourceConfig(SourceFields):
     """One drained source. Field names are the config file's keys.
 
     Required: ``name``, ``database``, ``monitored_container``, ``lease_container`` and
@@ -73,6 +68,7 @@ class SourceConfig(BaseModel):
     ``delivered_ttl_seconds`` 86400; ``lease_duration_seconds`` 60; ``cosmos_http_logging`` false
     (the Azure SDK's request/response header lines are kept out of task logs); ``ui_idempotency_container`` none
     (the UI's actions keep their Idempotency-Keys in the api-server's memory: right for one api-server worker only).
+    The fields shared with the core (``SourceFields``) are described on ``SourceOptions``.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -83,12 +79,9 @@ class SourceConfig(BaseModel):
     database: str
     monitored_container: str
     lease_container: str
-    partition_key_paths: str | list[str]
     topics: dict[str, str] = Field(
         default_factory=dict, description="Destination → Kafka topic; unmapped destinations are used as topics."
     )
-    key_strategy: Literal["partition_key", "message_id", "none"] = "partition_key"
-    max_batch_size: Annotated[int, Field(ge=MIN_BATCH_SIZE, le=MAX_BATCH_SIZE)] = 100
     max_documents: Annotated[int, Field(ge=1)] = 5000
     max_seconds: Annotated[float, Field(gt=0, le=3600)] = 240
     schedule: str | None = "*/5 * * * *"
@@ -98,12 +91,8 @@ class SourceConfig(BaseModel):
     max_parallel_drains: Annotated[int, Field(ge=1)] | None = None
     body_resolver: str | None = None
     pending_filter: str | None = None
-    lease_prefix: str = ""
     backfill_lease_prefix: str = DEFAULT_BACKFILL_LEASE_PREFIX
-    lease_duration_seconds: Annotated[float, Field(gt=0)] = 60
-    delivered_ttl_seconds: Annotated[int, Field(gt=0)] = 86400
-    monitored_source_identity: str | None = None
-    lease_source_identity: str | None = None
+    delivered_ttl_seconds: DeliveredTtlSeconds = DEFAULT_DELIVERED_TTL_SECONDS
     tags: list[str] = Field(default_factory=list)
     cosmos_http_logging: bool = Field(
         default=False, description="Log the Azure SDK's per-request HTTP lines (headers) in task logs."
@@ -113,17 +102,10 @@ class SourceConfig(BaseModel):
         description="Idempotency container (in this source's database) the UI plugin's actions keep their keys in, "
         "so a double click acts once across api-server workers; none: the api-server's memory (one worker only).",
     )
-    # F-10 / F-11 (docs/config.md "Throughput"): how stamps are written, the RU cap, the 429 retry limits.
-    stamp_mode: Literal["batched", "sequential"] = "batched"
-    stamp_concurrency: Annotated[int, Field(ge=1, le=MAX_STAMP_CONCURRENCY)] = DEFAULT_STAMP_CONCURRENCY
-    max_request_units_per_second: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
-    # None: the Cosmos connection's extra of the same name, else 9 retries / 30 s; a value here wins over it.
-    max_throttle_retries: Annotated[int, Field(ge=0)] | None = None
-    max_throttle_wait_seconds: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
 
     @field_validator("name")
     @classmethod
-    def _name(cls, value: str) -> str:
+    def _dag_name(cls, value: str) -> str:
         if not _NAME.match(value):
             raise ValueError("name must be 1-100 letters, digits, '_' or '-' (it becomes part of a DAG id)")
         return value
@@ -186,25 +168,14 @@ class SourceConfig(BaseModel):
 
     def to_options(self, *, resolve: bool = False, lease_prefix: str | None = None) -> SourceOptions:
         """Build the core's ``SourceOptions``; ``resolve`` imports the dotted callables (do it in tasks)."""
+        shared = {field: getattr(self, field) for field in SourceFields.model_fields}
+        if lease_prefix is not None:
+            shared["lease_prefix"] = lease_prefix
         return SourceOptions(
-            name=self.name,
-            partition_key_paths=tuple(
-                [self.partition_key_paths] if isinstance(self.partition_key_paths, str) else self.partition_key_paths
-            ),
-            key_strategy=self.key_strategy,
-            max_batch_size=self.max_batch_size,
+            **shared,
             delivery=DeliverySettings(delivered_ttl_seconds=self.delivered_ttl_seconds),
-            monitored_source_identity=self.monitored_source_identity,
-            lease_source_identity=self.lease_source_identity,
             body_resolver=import_callable(self.body_resolver, "body_resolver") if resolve else None,
             additional_pending_filter=import_callable(self.pending_filter, "pending_filter") if resolve else None,
-            lease_prefix=self.lease_prefix if lease_prefix is None else lease_prefix,
-            lease_duration_seconds=self.lease_duration_seconds,
-            stamp_mode=self.stamp_mode,
-            stamp_concurrency=self.stamp_concurrency,
-            max_request_units_per_second=self.max_request_units_per_second,
-            max_throttle_retries=self.max_throttle_retries,
-            max_throttle_wait_seconds=self.max_throttle_wait_seconds,
         )
 
 
@@ -286,7 +257,7 @@ def parse_sources(raw: Any, *, path: str = "<config>") -> SourcesFile:
         raise SourcesConfigError(path, _problems(error, raw)) from None
     for index, source in enumerate(config.sources):
         try:
-            _check_partition_paths(source.to_options().partition_key_paths)
+            _check_partition_paths(source.partition_key_paths)
         except ConfigurationError as error:
             raise SourcesConfigError(path, [f"sources[{index}] ({source.name}).{error.option}: {error}"]) from None
     return config
@@ -394,7 +365,18 @@ def _renumber(problem: str, validated_index: int, file_index: int) -> str:
 
 
 def _problems(error: ValidationError, raw: Any) -> list[str]:
-    return [f"{_location(e['loc'], raw)}: {e['msg'].removeprefix('Value error, ')}" for e in error.errors()]
+    problems = []
+    for e in error.errors():
+        where = _location(e["loc"], raw)
+        cause = (e.get("ctx") or {}).get("error")
+        if isinstance(cause, ConfigurationError):
+            # A core rule: its error names the option (and, from a rule over several fields, the entry's location
+            # does not).
+            named = where if e["loc"] and e["loc"][-1] == cause.option else f"{where}.{cause.option}"
+            problems.append(f"{named}: {cause}")
+        else:
+            problems.append(f"{where}: {e['msg'].removeprefix('Value error, ')}")
+    return problems
 
 
 def _read(path: Path) -> Any:

@@ -121,7 +121,7 @@ class DrainEngine:
         # RLY-04: each document's partition key, recovered from the container's own paths.
         self._partition_key_of = partition_key_recoverer(self.properties.partition_key_paths)
         # F-10: a run's stamps, per partition key in batches (or one by one: ``stamp_mode``).
-        self._stamps = StampWriter(self.monitored, source.stamp_mode, source.stamp_concurrency)  # type: ignore[arg-type]
+        self._stamps = StampWriter(self.monitored, source.stamp_mode, source.stamp_concurrency)
         self._run_stamps = RunStamps(self._stamps, self._telemetry, source.delivery)
         self._feed = FeedReader(self.monitored, read_ahead=source.stamp_mode != "sequential")
 

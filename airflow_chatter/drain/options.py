@@ -2,19 +2,23 @@
 
 A bad option is refused where the DAG or hook is built, naming the option and its value, rather than discovered at
 drain time, when a wrong stamp would already have been written or a pending document silently skipped.
+
+Each option is bounded once, here: ``SourceFields`` holds what a source declares, ``SourceOptions`` adds what only
+code can give (callables, the stamp settings), and the Airflow sources file's entries extend ``SourceFields`` too
+(``airflow_chatter.airflow.config.SourceConfig``), so a file and a caller are refused by the same rule.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, NoReturn
 
-from airflow_chatter.drain.stamps import STAMP_MODES
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator, model_validator
+
+from airflow_chatter.drain.stamps import StampMode
 from airflow_chatter.errors import ConfigurationError
 from airflow_chatter.outbox.document import DEFAULT_DELIVERED_TTL_SECONDS, DELIVERED, PENDING, UNDELIVERABLE
-from airflow_chatter.outbox.mapping import KEY_STRATEGIES, KeyStrategy
+from airflow_chatter.outbox.mapping import KeyStrategy
 from airflow_chatter.outbox.partition_keys import canonicalize_paths
 
 #: The only status patch path: the pending predicate reads ``status``, so a stamp anywhere else would leave the
@@ -35,28 +39,38 @@ MAX_BATCH_SIZE = 1000
 DEFAULT_STAMP_CONCURRENCY = 8
 MAX_STAMP_CONCURRENCY = 64
 
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_positive_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+#: A delivered document must purge itself, within what Cosmos's 32-bit ``ttl`` holds (CFG-01).
+DeliveredTtlSeconds = Annotated[int, Field(strict=True, gt=0, le=MAX_TTL_SECONDS)]
+_Seconds = Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)]
 
 
-def _is_blank(value: object) -> bool:
-    return not isinstance(value, str) or not value.strip()
+def configuration_error(error: ValidationError) -> ConfigurationError:
+    """The first problem of a validation, as the ``ConfigurationError`` naming its option and value."""
+    first = error.errors(include_url=False)[0]
+    cause = (first.get("ctx") or {}).get("error")
+    if isinstance(cause, ConfigurationError):
+        return cause
+    loc = first.get("loc") or ("options",)
+    message = str(first.get("msg", "is invalid"))
+    return ConfigurationError(str(loc[0]), first.get("input"), message[:1].lower() + message[1:])
 
 
-def _validate_json_pointer(path: object) -> None:
-    if not isinstance(path, str) or not path.startswith("/") or not any(path.split("/")[1:]):
-        raise ConfigurationError(
-            "status_patch_path", path, "is not a JSON pointer (a leading '/' and at least one non-empty segment)"
-        )
+def _non_blank(option: str, value: str) -> str:
+    if not value.strip():
+        raise ConfigurationError(option, value, "must be a non-blank string")
+    return value
 
 
-@dataclass(frozen=True)
-class DeliverySettings:
+class _Value(BaseModel):
+    """A frozen options value: setting an attribute is an ``AttributeError``, as on a frozen dataclass."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    def __setattr__(self, name: str, value: object) -> NoReturn:
+        raise AttributeError(f"{type(self).__name__} is frozen: {name} cannot be set")
+
+
+class DeliverySettings(_Value):
     """How a published document is stamped.
 
     ``delivered_ttl_seconds`` (default 86400) is the ttl written with the delivered status, so a delivered document
@@ -66,28 +80,33 @@ class DeliverySettings:
     could never be told from one the contract gave up on).
     """
 
-    delivered_ttl_seconds: int = DEFAULT_DELIVERED_TTL_SECONDS
-    status_patch_path: str = STATUS_PATCH_PATH
-    delivered_status_value: str = DELIVERED
+    delivered_ttl_seconds: DeliveredTtlSeconds = DEFAULT_DELIVERED_TTL_SECONDS
+    status_patch_path: StrictStr = STATUS_PATCH_PATH
+    delivered_status_value: StrictStr = DELIVERED
 
-    def __post_init__(self) -> None:
-        ttl = self.delivered_ttl_seconds
-        if not _is_int(ttl) or not 0 < ttl <= MAX_TTL_SECONDS:
+    def __init__(self, **settings: Any) -> None:
+        try:
+            super().__init__(**settings)
+        except ValidationError as error:
+            raise configuration_error(error) from None
+
+    @field_validator("status_patch_path")
+    @classmethod
+    def _status_path(cls, path: str) -> str:
+        if not path.startswith("/") or not any(path.split("/")[1:]):
             raise ConfigurationError(
-                "delivered_ttl_seconds",
-                ttl,
-                f"must be an integer from 1 to {MAX_TTL_SECONDS}; a delivered document must purge itself",
+                "status_patch_path", path, "is not a JSON pointer (a leading '/' and at least one non-empty segment)"
             )
-        _validate_json_pointer(self.status_patch_path)
-        if self.status_patch_path != STATUS_PATCH_PATH:
+        if path != STATUS_PATCH_PATH:
             raise ConfigurationError(
-                "status_patch_path",
-                self.status_patch_path,
-                f"must be {STATUS_PATCH_PATH!r}, the field the pending predicate reads",
+                "status_patch_path", path, f"must be {STATUS_PATCH_PATH!r}, the field the pending predicate reads"
             )
-        value = self.delivered_status_value
-        if _is_blank(value):
-            raise ConfigurationError("delivered_status_value", value, "must be a non-blank string")
+        return path
+
+    @field_validator("delivered_status_value")
+    @classmethod
+    def _status_value(cls, value: str) -> str:
+        _non_blank("delivered_status_value", value)
         if value in (PENDING, UNDELIVERABLE):
             raise ConfigurationError(
                 "delivered_status_value",
@@ -95,6 +114,7 @@ class DeliverySettings:
                 f"must differ from {PENDING!r} and {UNDELIVERABLE!r}; a delivered stamp must leave the document "
                 "neither pending nor indistinguishable from an undeliverable one",
             )
+        return value
 
     @property
     def ttl_patch_path(self) -> str:
@@ -102,8 +122,66 @@ class DeliverySettings:
         return TTL_PATCH_PATH
 
 
-@dataclass(frozen=True)
-class SourceOptions:
+class SourceFields(BaseModel):
+    """What a source declares, each field with its bounds; see ``SourceOptions`` for what each means.
+
+    Validated in strict mode: a number given as a string, or a boolean for a number, is refused rather than read.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: StrictStr
+    partition_key_paths: tuple[str, ...]
+    key_strategy: KeyStrategy = "partition_key"
+    max_batch_size: Annotated[int, Field(strict=True, ge=MIN_BATCH_SIZE, le=MAX_BATCH_SIZE)] = 100
+    monitored_source_identity: StrictStr | None = None
+    lease_source_identity: StrictStr | None = None
+    lease_prefix: StrictStr = ""
+    lease_duration_seconds: _Seconds = 60.0
+    # F-10 / F-11: how stamps are written, the RU cap, the 429 retry limits.
+    stamp_mode: StampMode = "batched"
+    stamp_concurrency: Annotated[int, Field(strict=True, ge=1, le=MAX_STAMP_CONCURRENCY)] = DEFAULT_STAMP_CONCURRENCY
+    max_request_units_per_second: _Seconds | None = None
+    max_throttle_retries: Annotated[int, Field(strict=True, ge=0)] | None = None
+    max_throttle_wait_seconds: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)] | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return _non_blank("name", value)
+
+    @field_validator("partition_key_paths", mode="before")
+    @classmethod
+    def _paths(cls, value: object) -> tuple[str, ...]:
+        if not isinstance(value, (str, list, tuple)):
+            raise ConfigurationError("partition_key_paths", value, "must be a path or a list of paths")
+        return canonicalize_paths(value)
+
+    @field_validator("monitored_source_identity", "lease_source_identity")
+    @classmethod
+    def _identity(cls, value: str | None, info: Any) -> str | None:
+        if value is not None and not value.strip():
+            raise ConfigurationError(info.field_name, value, "must be a non-blank string when declared")
+        return value
+
+    @model_validator(mode="after")
+    def _identity_pair(self) -> SourceFields:
+        monitored, lease = self.monitored_source_identity, self.lease_source_identity
+        if (monitored is None) != (lease is None):
+            missing = "lease_source_identity" if lease is None else "monitored_source_identity"
+            given = "monitored_source_identity" if lease is None else "lease_source_identity"
+            raise ConfigurationError(
+                given, monitored if lease is None else lease, f"is declared without {missing}; declare both or neither"
+            )
+        return self
+
+    @property
+    def declares_source_identity(self) -> bool:
+        """Whether the source identity is declared rather than read from the containers (SRC-02)."""
+        return self.monitored_source_identity is not None
+
+
+class SourceOptions(SourceFields, _Value):
     """One drained source: a monitored container read through its change feed, and its lease container.
 
     ``name`` names the source in logs and errors. ``partition_key_paths`` is the monitored container's partition-key
@@ -121,95 +199,27 @@ class SourceOptions:
     ``max_throttle_retries`` times per request and ``max_throttle_wait_seconds`` in all per drain, then the drain
     stops at that page with nothing lost. ``None`` (the default) for either takes the Cosmos connection's extra of
     the same name, else 9 retries and 30 s (``DrainEngine.open(throttle_limits=...)``): a source's value wins.
+
+    A bad option raises ``ConfigurationError`` naming it and its value.
     """
 
-    name: str
-    partition_key_paths: tuple[str, ...]
-    key_strategy: KeyStrategy = "partition_key"
-    max_batch_size: int = 100
-    delivery: DeliverySettings = field(default_factory=DeliverySettings)
-    monitored_source_identity: str | None = None
-    lease_source_identity: str | None = None
+    delivery: DeliverySettings = Field(default_factory=DeliverySettings)
     body_resolver: Callable[..., Any] | None = None
     additional_pending_filter: Callable[[dict[str, Any]], bool] | None = None
-    lease_prefix: str = ""
-    lease_duration_seconds: float = 60.0
-    stamp_mode: str = "batched"
-    stamp_concurrency: int = DEFAULT_STAMP_CONCURRENCY
-    max_request_units_per_second: float | None = None
-    max_throttle_retries: int | None = None
-    max_throttle_wait_seconds: float | None = None
 
-    def __post_init__(self) -> None:
-        if _is_blank(self.name):
-            raise ConfigurationError("name", self.name, "must be a non-blank string")
-        paths: str | Sequence[str] = self.partition_key_paths
-        object.__setattr__(self, "partition_key_paths", canonicalize_paths(paths))
-        if self.key_strategy not in KEY_STRATEGIES:
-            raise ConfigurationError("key_strategy", self.key_strategy, f"must be one of {sorted(KEY_STRATEGIES)}")
-        if not _is_int(self.max_batch_size) or not MIN_BATCH_SIZE <= self.max_batch_size <= MAX_BATCH_SIZE:
-            raise ConfigurationError(
-                "max_batch_size", self.max_batch_size, f"must be an integer from {MIN_BATCH_SIZE} to {MAX_BATCH_SIZE}"
-            )
-        if not isinstance(self.delivery, DeliverySettings):
-            raise ConfigurationError("delivery", self.delivery, "must be a DeliverySettings")
-        self._validate_declared_identity()
-        for option in ("body_resolver", "additional_pending_filter"):
-            value = getattr(self, option)
-            if value is not None and not callable(value):
-                raise ConfigurationError(option, value, "must be callable or None")
-        if not isinstance(self.lease_prefix, str):
-            raise ConfigurationError("lease_prefix", self.lease_prefix, "must be a string")
-        duration = self.lease_duration_seconds
-        if (
-            isinstance(duration, bool)
-            or not isinstance(duration, (int, float))
-            or not math.isfinite(duration)
-            or duration <= 0
-        ):
-            raise ConfigurationError("lease_duration_seconds", duration, "must be a positive, finite number of seconds")
-        self._validate_throughput()
+    def __init__(self, name: str, partition_key_paths: str | Sequence[str], **options: Any) -> None:
+        try:
+            # The paths are canonicalised into a tuple by the field's validator.
+            super().__init__(**{"name": name, "partition_key_paths": partition_key_paths, **options})
+        except ValidationError as error:
+            raise configuration_error(error) from None
 
-    def _validate_throughput(self) -> None:
-        """F-10/F-11 knobs: how stamps are written, the RU cap and the 429 retry limits."""
-        if self.stamp_mode not in STAMP_MODES:
-            raise ConfigurationError("stamp_mode", self.stamp_mode, f"must be one of {list(STAMP_MODES)}")
-        if not _is_int(self.stamp_concurrency) or not 1 <= self.stamp_concurrency <= MAX_STAMP_CONCURRENCY:
-            raise ConfigurationError(
-                "stamp_concurrency", self.stamp_concurrency, f"must be an integer from 1 to {MAX_STAMP_CONCURRENCY}"
-            )
-        cap = self.max_request_units_per_second
-        if cap is not None and not _is_positive_number(cap):
-            raise ConfigurationError(
-                "max_request_units_per_second", cap, "must be a positive, finite number of request units, or None"
-            )
-        retries = self.max_throttle_retries
-        if retries is not None and (not _is_int(retries) or retries < 0):
-            raise ConfigurationError("max_throttle_retries", retries, "must be an integer >= 0, or None")
-        wait = self.max_throttle_wait_seconds
-        if wait is not None and not _is_positive_number(wait) and wait != 0:
-            raise ConfigurationError(
-                "max_throttle_wait_seconds", wait, "must be a finite number of seconds >= 0, or None"
-            )
-
-    def _validate_declared_identity(self) -> None:
-        monitored, lease = self.monitored_source_identity, self.lease_source_identity
-        if monitored is None and lease is None:
-            return
-        if monitored is None or lease is None:
-            missing = "lease_source_identity" if lease is None else "monitored_source_identity"
-            given = "monitored_source_identity" if lease is None else "lease_source_identity"
-            raise ConfigurationError(
-                given, monitored if lease is None else lease, f"is declared without {missing}; declare both or neither"
-            )
-        for option, value in (("monitored_source_identity", monitored), ("lease_source_identity", lease)):
-            if _is_blank(value):
-                raise ConfigurationError(option, value, "must be a non-blank string when declared")
-
-    @property
-    def declares_source_identity(self) -> bool:
-        """Whether the source identity is declared rather than read from the containers (SRC-02)."""
-        return self.monitored_source_identity is not None
+    @field_validator("delivery", mode="before")
+    @classmethod
+    def _delivery(cls, value: object) -> DeliverySettings:
+        if not isinstance(value, DeliverySettings):
+            raise ConfigurationError("delivery", value, "must be a DeliverySettings")
+        return value
 
 
 __all__ = [
@@ -220,6 +230,9 @@ __all__ = [
     "MIN_BATCH_SIZE",
     "STATUS_PATCH_PATH",
     "TTL_PATCH_PATH",
+    "DeliveredTtlSeconds",
     "DeliverySettings",
+    "SourceFields",
     "SourceOptions",
+    "configuration_error",
 ]

@@ -81,9 +81,8 @@ def build_engine(
     """
     options = config.to_options(resolve=True, lease_prefix=lease_prefix)
     if extra_filter is not None:
-        options = dataclasses.replace(
-            options, additional_pending_filter=_both(options.additional_pending_filter, extra_filter)
-        )
+        narrowed = _both(options.additional_pending_filter, extra_filter)
+        options = options.model_copy(update={"additional_pending_filter": narrowed})
     if config.topics:
         publisher = TopicMappingPublisher(publisher, config.topics)
     return DrainEngine.open(
