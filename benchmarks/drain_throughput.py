@@ -57,7 +57,6 @@ from airflow_chatter.ports import (
     OutgoingMessage,
     PartitionKey,
     PatchOperation,
-    PublishConfirmation,
     Publisher,
     PublishOutcome,
 )
@@ -204,38 +203,6 @@ class SyntheticSource(DocumentContainer):
     create = read = replace = upsert = delete = query = _unused  # type: ignore[assignment]
 
 
-class PrebuiltSource(SyntheticSource):
-    """``SyntheticSource`` with its N documents built when it is made, before any clock starts: a feed read hands
-    out a slice of them and does no work at all (O(N) memory, so not for the RSS ratio).
-
-    The engine-overhead comparisons (stamp_throughput.py's (e), engine_overhead.py, engine_instructions.py) read
-    it: ``SyntheticSource``'s page building (about 120,000 instructions per document, more than the bare relay's own
-    work) is charged to whichever thread reads the page, so a drain that reads ahead on a thread is timed with the
-    stub's own work contending for the GIL.
-    """
-
-    def __init__(self, n: int, topic: str) -> None:
-        super().__init__(n, topic)
-        self._built = super()._documents_between(0, n)
-
-    def _documents_between(self, first: int, last: int) -> tuple[Document, ...]:
-        return self._built[first:last]
-
-
-class NoWorkPublisher(Publisher):
-    """A publisher that does no work: every message confirmed at once, nothing sent (engine_overhead.py's
-    ``--publisher none`` and engine_instructions.py: the engine without kafka-python)."""
-
-    def __init__(self) -> None:
-        self._confirmation = PublishConfirmation("no-work", 0, 0)
-
-    def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
-        return [PublishOutcome(message, self._confirmation) for message in messages]
-
-    def close(self) -> None:
-        pass
-
-
 # ============================================================================================== measurements
 
 
@@ -316,48 +283,45 @@ def measure_publisher_pages(bootstrap: str, messages: Sequence[OutgoingMessage])
 
 
 def measure_bare_relay(bootstrap: str, container: DocumentContainer, n: int, topic: str) -> float:
-    """The per-document work the contract asks of a drain, with none of the engine around it.
+    """The per-document work the contract asks of a drain, with none of the engine around it; its seconds.
 
-    Per page of 1000 from the change feed: the pending gate, the lag reading, the partition key from its path, the
-    contract check and the record mapping, one ``send_batch``, one delivered patch per confirmed message. No lease, no
-    checkpoint, no suspension gate, no instruments but the lag histogram, no fail-closed bookkeeping. The drain's
-    rate over this one is what the engine's structure costs; this one over raw is what the required work costs.
+    Per page of 1000 from the change feed: the pending gate (PND-01), the lag reading into its histogram (MET-01), the
+    partition key from its path, the contract check and the record mapping, one ``send_batch``, the delivered patches
+    in transactional batches of up to 100 per key (F-10), every result assumed to succeed. No lease, checkpoint,
+    suspension gate, summary, per-document outcome, fail-closed bookkeeping or threads. The drain's rate over this
+    one is what the engine's structure costs; this one over raw is what the required work costs.
     """
-    from airflow_chatter.drain.telemetry import DrainTelemetry
-    from airflow_chatter.outbox.document import is_pending_outbox
-    from airflow_chatter.outbox.partition_keys import recover_partition_key
-
-    telemetry = DrainTelemetry()
-    paths = ("/tenantId",)
+    record_lag = DrainTelemetry().lag_recorder
+    partition_key_of = partition_key_recoverer(("/tenantId",))
     feed = container.read_feed_ranges()[0]
     publisher = KafkaPublisher(producer_settings(bootstrap))
     try:
         assert publisher.send_batch([OutgoingMessage(topic, b"warm-up")])[0].confirmed
         started = time.perf_counter()
-        published, continuation = 0, None
+        continuation: str | None = None
+        done = 0
         while True:
             page = container.read_change_feed(feed, continuation=continuation, max_item_count=BATCH)
+            continuation = page.continuation
+            if not page.documents:
+                break
             planned: list[tuple[Document, PartitionKey]] = []
-            messages: list[OutgoingMessage] = []
+            messages = []
             for doc in page.documents:
                 if not is_pending_outbox(doc):
                     continue
-                telemetry.record_lag(max(0.0, time.time() - doc["_ts"]))
-                key = recover_partition_key(doc, paths)
+                record_lag(max(0.0, time.time() - doc["_ts"]))
+                key = partition_key_of(doc)
                 verdict = verify(doc)
                 assert isinstance(verdict, Deliverable)
                 planned.append((doc, key))
                 messages.append(to_outgoing_message(verdict, key, "partition_key"))
-            if messages:
-                for (doc, key), outcome in zip(planned, publisher.send_batch(messages), strict=True):
-                    assert outcome.confirmed, outcome
-                    container.patch(doc["id"], key, DELIVERED)
-                    published += 1
-            if not page.documents:
-                break
-            continuation = page.continuation
+            outcomes = publisher.send_batch(messages)
+            assert all(o.confirmed for o in outcomes)
+            stamp_in_batches(container, planned, DELIVERED)
+            done += len(planned)
         elapsed = time.perf_counter() - started
-        assert published == n, (published, n)
+        assert done == n, (done, n)
         return elapsed
     finally:
         publisher.close()
@@ -365,58 +329,15 @@ def measure_bare_relay(bootstrap: str, container: DocumentContainer, n: int, top
 
 def stamp_in_batches(
     container: DocumentContainer, planned: Sequence[tuple[Document, PartitionKey]], operations: Sequence[PatchOperation]
-) -> BatchOperationResult | None:
+) -> None:
     """The bare relay's stamps: ``operations`` patched onto each ``(document, key)`` in transactional batches of up to
-    100 per key, every result assumed to succeed; the last batch's last result (``None`` for no documents)."""
+    100 per key."""
     groups: dict[PartitionKey, list[Document]] = {}
     for doc, key in planned:
         groups.setdefault(key, []).append(doc)
-    last = None
     for key, docs in groups.items():
         for first in range(0, len(docs), 100):
-            batch = [BatchOperation.patch(d["id"], operations) for d in docs[first : first + 100]]
-            last = container.execute_batch(key, batch)[-1]
-    return last
-
-
-def batched_bare_relay(stub: DocumentContainer, publisher: Publisher, n: int) -> float:
-    """``measure_bare_relay``'s per-document work with F-10's stamps: the least a relay does that does what the
-    contract asks of every document (stamp_throughput.py's (e), engine_overhead.py, engine_instructions.py); its rate
-    in documents/s.
-
-    Per page: the pending gate (PND-01), the lag reading into its histogram (MET-01), the partition key from its
-    path, the contract check and the record mapping, one ``send_batch``, the delivered patches in batches per key.
-    Each in the cheapest form the library offers (the histogram's own ``record``, a recoverer fixed for the path), and
-    none of the engine around it: no lease, checkpoint, suspension gate, summary, per-document outcome, fail-closed
-    bookkeeping or threads.
-    """
-    record_lag = DrainTelemetry().lag_recorder
-    partition_key_of = partition_key_recoverer(("/tenantId",))
-    started = time.perf_counter()
-    continuation: str | None = None
-    done = 0
-    while True:
-        page = stub.read_change_feed(FeedRange("all"), continuation=continuation, max_item_count=BATCH)
-        continuation = page.continuation
-        if not page.documents:
-            break
-        planned: list[tuple[Document, PartitionKey]] = []
-        messages = []
-        for doc in page.documents:
-            if not is_pending_outbox(doc):
-                continue
-            record_lag(max(0.0, time.time() - doc["_ts"]))
-            key = partition_key_of(doc)
-            verdict = verify(doc)
-            assert isinstance(verdict, Deliverable)
-            planned.append((doc, key))
-            messages.append(to_outgoing_message(verdict, key, "partition_key"))
-        outcomes = publisher.send_batch(messages)
-        assert all(o.confirmed for o in outcomes)
-        stamp_in_batches(stub, planned, DELIVERED)
-        done += len(planned)
-    assert done == n
-    return n / (time.perf_counter() - started)
+            container.execute_batch(key, [BatchOperation.patch(d["id"], operations) for d in docs[first : first + 100]])
 
 
 def measure_naive_loop(bootstrap: str, container: DocumentContainer, n: int) -> float:

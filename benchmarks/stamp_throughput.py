@@ -1,18 +1,17 @@
 """Store-bound throughput: batched stamps, request units, pacing. Ratios side by side, in one run.
 
-    .venv/bin/python benchmarks/stamp_throughput.py [--n 2000] [--rounds 3] [--ceiling-n 10000] [--stub-n 20000]
-        [--rss 10000,100000]
+    .venv/bin/python benchmarks/stamp_throughput.py [--n 2000] [--rounds 3] [--ceiling-n 10000] [--rss 10000,100000]
 
 Real broker and the project emulator (its account-like switches: docs/emulator.md). Every figure is a ratio of two
-measurements taken in this run, on the same N pending 1 KB documents; (a)-(e) are medians of interleaved rounds:
+measurements taken in this run, on the same N pending 1 KB documents; (a)-(d) are medians of interleaved rounds:
 
 (a) batched ÷ sequential drain, 64 partition keys, no added latency                 target ≥ 5
 (b) the same with 5 ms added latency per request                                    target ≥ 10
 (c) every document on its own key at 5 ms: batched ÷ sequential                     target ≥ 3
     and ÷ the emulator's own concurrent point-patch rate (stamp_concurrency threads) target ≥ 0.7
 (d) drain ÷ store ceiling (the same feed reads + batched patches, no Kafka), 64 keys target ≥ 0.7
+    at no added latency and at 5 ms per request on both sides
     (its own N, --ceiling-n: both sides of a ratio always drain the same N)
-(e) engine overhead: drain ÷ bare relay, both against a container stub that does no work   target ≥ 0.9
 (f) max_request_units_per_second = half the unpaced drain's RU/s: measured RU/s ÷ cap      target 0.9..1.1, 0 429s
 (g) provisioned RU/s a sixth of the unpaced rate, no cap: completes, 429s counted, nothing lost
 (h) peak RSS draining 100k ÷ 10k (drain_throughput.py's measurement)                 target ≤ 1.15
@@ -194,11 +193,12 @@ def point_patch_rate(emu: Emulator, n: int, latency_ms: int) -> float:
         emu.drop(proxy)
 
 
-def store_ceiling(emu: Emulator, n: int, keys: int) -> float:
+def store_ceiling(emu: Emulator, n: int, keys: int, latency_ms: int) -> float:
     """The same feed reads and batched patches as the drain, with no Kafka and no engine."""
     proxy, container = emu.container()
     try:
         seed(container, n, "unused", keys)
+        emu.configure(latency_ms=latency_ms)
         writer = StampWriter(container, "batched", CONCURRENCY)
         (feed_range,) = container.read_feed_ranges()
         started = time.perf_counter()
@@ -220,34 +220,8 @@ def store_ceiling(emu: Emulator, n: int, keys: int) -> float:
         assert done == n, done
         return n / elapsed
     finally:
+        emu.configure(latency_ms=0)
         emu.drop(proxy)
-
-
-# ============================================================================================== the no-work stub
-# (e): both sides read drain_throughput's PrebuiltSource, whose documents exist before either clock starts, so the
-# stub's own work (building 1 KB documents) is charged to neither side nor to the drain's read-ahead thread.
-
-
-def stub_drain(bootstrap: str, n: int) -> float:
-    topic = base.new_topic(bootstrap, "stub")
-    publisher = KafkaPublisher(base.producer_settings(bootstrap))
-    try:
-        assert publisher.send_batch([OutgoingMessage(topic, b"warm-up")])[0].confirmed
-        elapsed, _ = drain(base.PrebuiltSource(n, topic), publisher, n)
-        return n / elapsed
-    finally:
-        publisher.close()
-
-
-def stub_bare_relay(bootstrap: str, n: int) -> float:
-    """The least a relay does against the same stub (``base.batched_bare_relay``), through the real broker."""
-    topic = base.new_topic(bootstrap, "stub-bare")
-    publisher = KafkaPublisher(base.producer_settings(bootstrap))
-    try:
-        assert publisher.send_batch([OutgoingMessage(topic, b"warm-up")])[0].confirmed
-        return base.batched_bare_relay(base.PrebuiltSource(n, topic), publisher, n)
-    finally:
-        publisher.close()
 
 
 # ============================================================================================== report
@@ -273,9 +247,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=2000, help="documents per emulator measurement")
     parser.add_argument("--ceiling-n", type=int, default=10000, help="documents for the drain ÷ store ceiling pair")
-    parser.add_argument("--stub-n", type=int, default=20000, help="documents for the engine-overhead pair")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the emulator pairs (medians)")
-    parser.add_argument("--stub-rounds", type=int, default=5, help="interleaved rounds of the no-work stub pair")
     parser.add_argument("--rss", default="10000,100000", help="small,large N for the RSS ratio ('' to skip)")
     args = parser.parse_args()
     n = args.n
@@ -318,13 +290,14 @@ def main() -> None:
         # settles. Both sides drain the same N, interleaved, medians.
         for round_no in range(1, args.rounds + 1):
             m = args.ceiling_n
-            bat_s, _ = emulator_drain(emu, bootstrap, m, 64, 0, stamp_mode="batched")
-            ceiling = store_ceiling(emu, m, 64)
-            ratios.setdefault("drain/ceiling", []).append((m / bat_s) / ceiling)
-            print(
-                f"round {round_no} N={m:,}: batched drain {m / bat_s:8,.0f} doc/s   store ceiling {ceiling:8,.0f} doc/s"
-                f"   load average {os.getloadavg()[0]:.1f}"
-            )
+            for latency in (0, 5):
+                bat_s, _ = emulator_drain(emu, bootstrap, m, 64, latency, stamp_mode="batched")
+                ceiling = store_ceiling(emu, m, 64, latency)
+                ratios.setdefault(f"drain/ceiling/{latency}", []).append((m / bat_s) / ceiling)
+                print(
+                    f"round {round_no} N={m:,}, {latency} ms: batched drain {m / bat_s:8,.0f} doc/s   "
+                    f"store ceiling {ceiling:8,.0f} doc/s   load average {os.getloadavg()[0]:.1f}"
+                )
 
         def median(key: str) -> float:
             return statistics.median(ratios[key])
@@ -351,14 +324,6 @@ def main() -> None:
             f"provisioned {provisioned:,.0f} RU/s, no cap: delivered {throttled.delivered}/{n}, "
             f"429s counted {throttled.throttled}, {n / throttled_s:,.0f} doc/s"
         )
-        emu.configure(request_charges=False)
-        # Interleaved rounds, medians: the pair is CPU-bound and the machine is shared.
-        stubs, bares = [], []
-        for _ in range(args.stub_rounds):
-            stubs.append(stub_drain(bootstrap, args.stub_n))
-            bares.append(stub_bare_relay(bootstrap, args.stub_n))
-        stub, bare = statistics.median(stubs), statistics.median(bares)
-        print(f"no-work stub (median of {args.stub_rounds}): drain {stub:8,.0f} doc/s   bare relay {bare:8,.0f} doc/s")
         lines += [
             row(
                 "(a) batched ÷ sequential, 64 keys, 0 ms",
@@ -376,8 +341,8 @@ def main() -> None:
                 "≥ 3",
             ),
             row("(c) batched own keys ÷ emulator point patches, 5 ms", median("own/patches"), "≥ 0.7"),
-            row(f"(d) drain ÷ store ceiling, 64 keys, N={args.ceiling_n:,}", median("drain/ceiling"), "≥ 0.7"),
-            row("(e) drain ÷ bare relay, no-work stub", stub / bare, "≥ 0.9"),
+            row(f"(d) drain ÷ store ceiling, 64 keys, 0 ms, N={args.ceiling_n:,}", median("drain/ceiling/0"), "≥ 0.7"),
+            row(f"(d) drain ÷ store ceiling, 64 keys, 5 ms, N={args.ceiling_n:,}", median("drain/ceiling/5"), "≥ 0.7"),
             row("(f) paced RU/s ÷ cap", paced_rate / cap, "0.9..1.1, 0 429s") + f"  429s={paced.throttled}",
             row("(g) provisioned below the rate: delivered ÷ N", throttled.delivered / n, "1.00, 429s > 0")
             + f"  429s={throttled.throttled}",
