@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Cosmos DB (NoSQL API) emulator for tests: @vercel/cosmosdb-server 1.0.1 plus the project's compatibility layer
-# (scripts/cosmos-emulator/server.js), over TLS with a certificate generated for 127.0.0.1.
+# (emulator/, see emulator/README.md), over TLS with a certificate generated for 127.0.0.1.
 #
 #   scripts/cosmos-emulator.sh install   npm ci into a cache dir keyed by the lockfile hash (outside the checkout)
 #   scripts/cosmos-emulator.sh start     start on 127.0.0.1:${COSMOS_EMULATOR_PORT:-8081}, wait until it answers
@@ -22,7 +22,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 checkout="$(cd "$here/.." && pwd)"
-src="$here/cosmos-emulator"
+src="$checkout/emulator"
 port="${COSMOS_EMULATOR_PORT:-8081}"
 cache_root="${CHATTER_CACHE_DIR:-$HOME/.cache/airflow-chatter}"
 state_root="${CHATTER_STATE_DIR:-$checkout/.cache/services}"
@@ -83,7 +83,7 @@ running_pid() {
   pid="$(cat "$pidfile")"
   [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
   # The pid must still be our node server (not a recycled pid).
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "cosmos-emulator/server.js" || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "emulator/server.js" || return 1
   echo "$pid"
 }
 

@@ -1,6 +1,6 @@
 """The emulator's compatibility layer, proved with the raw azure-cosmos SDK: one test (or a few) per fix.
 
-Each fix in scripts/cosmos-emulator/server.js repairs a defect of ``@vercel/cosmosdb-server`` 1.0.1
+Each fix in emulator/server.js repairs a defect of ``@vercel/cosmosdb-server`` 1.0.1
 (the defects table of docs/emulator.md). Every test here asserts real Cosmos DB behaviour, so it passes on a
 real account and on the patched emulator, and FAILS on the vanilla server. To see that:
 
