@@ -1,7 +1,7 @@
 """Two Celery workers ÷ one, draining the same documents over 4 leases, with an account's round trip and without, in
 one run. A script that prints ratios.
 
-    .venv/bin/python benchmarks/celery_scaling.py [--per-source 2000] [--customers 40] [--latency-ms 10]
+    .venv/bin/python -m benchmarks.celery_scaling [--per-source 2000] [--customers 40] [--latency-ms 10]
 
 Starts ``scripts/celery-stack.sh`` (PostgreSQL, Redis, the Airflow components, two workers of one task slot each)
 against the project broker and the Cosmos emulator serving 4 partition key ranges per container. Four sources of
@@ -28,13 +28,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from _live_services import REPO, services
-
 from airflow_chatter.outbox.document import OutboxMessage
-from tests.fixtures.cosmos import emulator_configured
+from airflow_chatter.testing.services import CHECKOUT, emulator_configured, services
 from tests.fixtures.live_airflow import DESTINATION, PK_PATH, LiveAirflow, LiveSource, stack_for
 
-SCRIPT = REPO / "scripts" / "celery-stack.sh"
+SCRIPT = CHECKOUT / "scripts" / "celery-stack.sh"
 #: Budgets large enough that every drain reads its whole lease (the ratio compares complete drains).
 NAMES = ("one_rtt", "one_flat", "two_flat", "two_rtt")
 SOURCES = {name: {"schedule": None, "max_documents": 50000, "max_seconds": 900} for name in NAMES}
@@ -99,7 +97,7 @@ def main() -> None:
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     load_before = os.getloadavg()
     with (
-        services() as (endpoint, database, bootstrap),
+        services("airflow-chatter-bench") as (endpoint, database, bootstrap),
         stack_for(
             endpoint,
             database,

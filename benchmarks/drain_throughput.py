@@ -1,6 +1,6 @@
 """Drain throughput and memory, measured side by side in one run. A script that prints ratios; not a test.
 
-    .venv/bin/python benchmarks/drain_throughput.py [--n 20000] [--naive-n 1000] [--emulator-n 2000]
+    .venv/bin/python -m benchmarks.drain_throughput [--n 20000] [--naive-n 1000] [--emulator-n 2000]
 
 (a) drain rate ÷ raw kafka-python produce rate of the same N 1 KB messages        target ≥ 0.8
 (b) drain rate ÷ a naive loop (send, flush, patch one document at a time)         target ≥ 10
@@ -9,8 +9,8 @@
 (d) the same drain against the Cosmos emulator, with the main thread's time split between store, publisher and engine.
 
 Kafka: ``KAFKA_BOOTSTRAP_SERVERS`` or the project broker (``scripts/kafka.sh start``). The emulator:
-``COSMOS_ENDPOINT``/``COSMOS_KEY`` or ``scripts/cosmos-emulator.sh start``. A service this script started is stopped
-at the end unless a test session registered itself as a user of it meanwhile.
+``COSMOS_ENDPOINT``/``COSMOS_KEY`` or ``scripts/cosmos-emulator.sh start`` (``airflow_chatter.testing.services``). A
+service this script started is stopped at the end unless a test session registered itself as a user of it meanwhile.
 """
 
 from __future__ import annotations
@@ -26,14 +26,10 @@ import sys
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 from airflow_chatter.adapters.kafka.admin import ensure_topics
 from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings
@@ -60,6 +56,7 @@ from airflow_chatter.ports import (
     Publisher,
     PublishOutcome,
 )
+from airflow_chatter.testing.services import CHECKOUT, CosmosEndpoint, cosmos_service, kafka_service
 
 TENANTS = 64
 BODY_BYTES = 1024
@@ -381,7 +378,8 @@ def peak_rss_kib() -> int:
 
 def measure_rss(n: int, bootstrap: str) -> int:
     out = subprocess.run(
-        [sys.executable, __file__, "--rss-child", str(n), "--bootstrap", bootstrap],
+        [sys.executable, "-m", "benchmarks.drain_throughput", "--rss-child", str(n), "--bootstrap", bootstrap],
+        cwd=CHECKOUT,
         capture_output=True,
         text=True,
         check=True,
@@ -390,66 +388,10 @@ def measure_rss(n: int, bootstrap: str) -> int:
     return int(json.loads(out.stdout.strip().splitlines()[-1])["peak_rss_kib"])
 
 
-# ============================================================================================== services
+def measure_emulator(endpoint: CosmosEndpoint, bootstrap: str, n: int) -> tuple[float, Stopwatch]:
+    from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer, create_container, ensure_database
 
-
-def _script(path: str, action: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(REPO / path), action], capture_output=True, text=True, timeout=600, check=False)
-
-
-@contextmanager
-def kafka_service() -> Iterator[str]:
-    """The project broker, shared the way the ``kafka_bootstrap`` fixture shares it.
-
-    This run registers as a user of the broker, so a test session ending meanwhile does not stop it under us, and
-    it stops the broker at the end only if it started it and no one else is using it.
-    """
-    if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
-        yield os.environ["KAFKA_BOOTSTRAP_SERVERS"]
-        return
-    from tests.fixtures.kafka import shared_project_broker
-
-    with shared_project_broker() as address:
-        yield address
-
-
-@contextmanager
-def emulator_service() -> Iterator[dict[str, str] | None]:
-    if os.environ.get("COSMOS_ENDPOINT"):
-        yield {
-            "COSMOS_ENDPOINT": os.environ["COSMOS_ENDPOINT"],
-            "COSMOS_KEY": os.environ.get("COSMOS_KEY", ""),
-            "COSMOS_VERIFY": os.environ.get("COSMOS_VERIFY", "true"),
-        }
-        return
-    already = _script("scripts/cosmos-emulator.sh", "status").returncode == 0
-    started = _script("scripts/cosmos-emulator.sh", "start")
-    if started.returncode != 0:
-        print(f"(emulator unavailable, skipped: {started.stderr[-500:]})")
-        yield None
-        return
-    try:
-        yield dict(line.split("=", 1) for line in started.stdout.splitlines() if "=" in line)
-    finally:
-        if not already:
-            _script("scripts/cosmos-emulator.sh", "stop")
-
-
-def measure_emulator(connection: Mapping[str, str], bootstrap: str, n: int) -> tuple[float, Stopwatch]:
-    from airflow_chatter.adapters.cosmos.container import (
-        CosmosDocumentContainer,
-        create_container,
-        ensure_database,
-        make_cosmos_client,
-    )
-
-    verify_value: bool | str = connection.get("COSMOS_VERIFY", "true")
-    if verify_value in ("true", "1", ""):
-        verify_value = True
-    elif verify_value in ("false", "0"):
-        verify_value = False
-    client = make_cosmos_client(connection["COSMOS_ENDPOINT"], connection["COSMOS_KEY"], verify=verify_value)
-    database = ensure_database(client, "airflow-chatter-bench")
+    database = ensure_database(endpoint.client(), "airflow-chatter-bench")
     proxy = create_container(database, f"bench-{uuid.uuid4().hex[:10]}", ("/tenantId",), default_ttl=-1)
     try:
         monitored = CosmosDocumentContainer(proxy)
@@ -560,13 +502,12 @@ def main() -> None:
 
         emulator_line = "emulator: skipped"
         if args.emulator_n:
-            with emulator_service() as connection:
-                if connection:
-                    emu_s, emu_watch = measure_emulator(connection, bootstrap, args.emulator_n)
-                    emulator_line = (
-                        f"drain (emulator → kafka) {args.emulator_n / emu_s:9,.0f} msg/s   "
-                        f"(N={args.emulator_n}) [{breakdown(emu_s, emu_watch)}]"
-                    )
+            with cosmos_service() as endpoint:
+                emu_s, emu_watch = measure_emulator(endpoint, bootstrap, args.emulator_n)
+                emulator_line = (
+                    f"drain (emulator → kafka) {args.emulator_n / emu_s:9,.0f} msg/s   "
+                    f"(N={args.emulator_n}) [{breakdown(emu_s, emu_watch)}]"
+                )
         print(emulator_line)
 
     print()

@@ -1,6 +1,6 @@
 """Write → Kafka latency of an event-driven drain (``schedule: on_pending``) on the live loopback deployment.
 
-    .venv/bin/python benchmarks/event_latency.py [--writes 20] [--poll-seconds 1]
+    .venv/bin/python -m benchmarks.event_latency [--writes 20] [--poll-seconds 1]
 
 Starts ``scripts/airflow-live.sh`` (api-server, scheduler, dag-processor, triggerer; LocalExecutor, SQLite) with
 one source scheduled on its pending asset, against the project broker and the Cosmos emulator. Then, ``--writes``
@@ -21,10 +21,10 @@ import statistics
 import time
 import uuid
 
-from _live_services import services
 from kafka import KafkaConsumer
 
 from airflow_chatter.outbox.document import OutboxMessage
+from airflow_chatter.testing.services import services
 from tests.fixtures.live_airflow import DESTINATION, PK_PATH, stack_for, wait_until
 
 
@@ -37,7 +37,7 @@ def main() -> None:
     settings = {"event": {"schedule": "on_pending", "on_pending_poll_seconds": args.poll_seconds}}
     latencies: list[float] = []
     with (
-        services() as (endpoint, database, bootstrap),
+        services("airflow-chatter-bench") as (endpoint, database, bootstrap),
         stack_for(
             endpoint,
             database,

@@ -1,6 +1,6 @@
 """Receiver throughput: the document-tier idempotent receiver ÷ the same loop without an inbox, side by side.
 
-    .venv/bin/python benchmarks/receiver_throughput.py [--n 1000] [--rounds 3]
+    .venv/bin/python -m benchmarks.receiver_throughput [--n 1000] [--rounds 3]
 
 Both variants consume the same N records (1 KB body, 16 partition keys, 4 partitions) from the real broker with the
 same loop (``airflow_chatter.inbox.receive.receive``: poll, handle one delivery, commit its offset) and run the
@@ -21,34 +21,27 @@ import argparse
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from airflow_chatter.adapters.cosmos.container import (  # noqa: E402
+from airflow_chatter.adapters.cosmos.container import (
     CosmosDocumentContainer,
     create_container,
     ensure_database,
-    make_cosmos_client,
 )
 from airflow_chatter.adapters.kafka.admin import ensure_topics
-from airflow_chatter.adapters.kafka.consumer import consumer_config  # noqa: E402
-from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings  # noqa: E402
-from airflow_chatter.adapters.kafka.source import KafkaMessageSource  # noqa: E402
-from airflow_chatter.inbox.identity import ReceivedMessage, delivery_identity  # noqa: E402
-from airflow_chatter.inbox.receive import receive  # noqa: E402
-from airflow_chatter.inbox.receiver import Delivery, DeliveryOutcome, IdempotentReceiver  # noqa: E402
-from airflow_chatter.outbox.document import OutboxMessage  # noqa: E402
-from airflow_chatter.outbox.unit_of_work import UnitOfWork  # noqa: E402
-from airflow_chatter.ports import DocumentContainer, OutgoingMessage  # noqa: E402
+from airflow_chatter.adapters.kafka.consumer import consumer_config
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings
+from airflow_chatter.adapters.kafka.source import KafkaMessageSource
+from airflow_chatter.inbox.identity import ReceivedMessage, delivery_identity
+from airflow_chatter.inbox.receive import receive
+from airflow_chatter.inbox.receiver import Delivery, DeliveryOutcome, IdempotentReceiver
+from airflow_chatter.outbox.document import OutboxMessage
+from airflow_chatter.outbox.unit_of_work import UnitOfWork
+from airflow_chatter.ports import DocumentContainer, OutgoingMessage
+from airflow_chatter.testing.services import cosmos_service, kafka_service
 
 TENANTS = 16
 PARTITIONS = 4
@@ -73,43 +66,6 @@ class NoInbox(IdempotentReceiver):
         self.handler(Delivery(message, identity, self.name, unit))
         unit.commit()
         return DeliveryOutcome.PROCESSED
-
-
-@contextmanager
-def kafka_service() -> Iterator[str]:
-    if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
-        yield os.environ["KAFKA_BOOTSTRAP_SERVERS"]
-        return
-    from tests.fixtures.kafka import shared_project_broker
-
-    with shared_project_broker() as address:
-        yield address
-
-
-def _script(path: str, action: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", str(REPO / path), action], cwd=REPO, capture_output=True, text=True, timeout=420, check=False
-    )
-
-
-@contextmanager
-def emulator_service() -> Iterator[Mapping[str, str]]:
-    if os.environ.get("COSMOS_ENDPOINT"):
-        yield {
-            "COSMOS_ENDPOINT": os.environ["COSMOS_ENDPOINT"],
-            "COSMOS_KEY": os.environ.get("COSMOS_KEY", ""),
-            "COSMOS_VERIFY": os.environ.get("COSMOS_VERIFY", "true"),
-        }
-        return
-    already = _script("scripts/cosmos-emulator.sh", "status").returncode == 0
-    started = _script("scripts/cosmos-emulator.sh", "start")
-    if started.returncode != 0:
-        raise SystemExit(f"the Cosmos emulator could not be started: {started.stderr[-500:]}")
-    try:
-        yield dict(line.split("=", 1) for line in started.stdout.splitlines() if "=" in line)
-    finally:
-        if not already:
-            _script("scripts/cosmos-emulator.sh", "stop")
 
 
 def produce(bootstrap: str, n: int) -> str:
@@ -164,14 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     args = parser.parse_args(argv)
     print(f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}")
-    with kafka_service() as bootstrap, emulator_service() as cosmos:
-        verify: bool | str = cosmos.get("COSMOS_VERIFY", "true")
-        if verify in ("true", "1", ""):
-            verify = True
-        elif verify in ("false", "0"):
-            verify = False
-        client = make_cosmos_client(cosmos["COSMOS_ENDPOINT"], cosmos["COSMOS_KEY"], verify=verify)
-        database = ensure_database(client, "airflow-chatter-bench")
+    with kafka_service() as bootstrap, cosmos_service() as endpoint:
+        database = ensure_database(endpoint.client(), "airflow-chatter-bench")
         topic = produce(bootstrap, args.n)
         rates: dict[str, list[float]] = {"receiver": [], "no inbox": []}
         made: list[str] = []

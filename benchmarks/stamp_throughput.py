@@ -1,6 +1,6 @@
 """Store-bound throughput: batched stamps, request units, pacing. Ratios side by side, in one run.
 
-    .venv/bin/python benchmarks/stamp_throughput.py [--n 2000] [--rounds 3] [--ceiling-n 10000] [--rss 10000,100000]
+    .venv/bin/python -m benchmarks.stamp_throughput [--n 2000] [--rounds 3] [--ceiling-n 10000] [--rss 10000,100000]
 
 Real broker and the project emulator (its account-like switches: docs/emulator.md). Every figure is a ratio of two
 measurements taken in this run, on the same N pending 1 KB documents; (a)-(d) are medians of interleaved rounds:
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import sys
 import time
@@ -31,23 +30,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-import drain_throughput as base  # noqa: E402
-
-from airflow_chatter.adapters.cosmos.container import (  # noqa: E402
+from airflow_chatter.adapters.cosmos.container import (
     CosmosDocumentContainer,
     create_container,
     ensure_database,
-    make_cosmos_client,
 )
-from airflow_chatter.adapters.kafka.publisher import KafkaPublisher  # noqa: E402
-from airflow_chatter.drain.engine import DrainEngine, DrainSummary  # noqa: E402
-from airflow_chatter.drain.options import SourceOptions  # noqa: E402
-from airflow_chatter.drain.stamps import StampRequest, StampWriter  # noqa: E402
-from airflow_chatter.ports import (  # noqa: E402
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
+from airflow_chatter.drain.engine import DrainEngine, DrainSummary
+from airflow_chatter.drain.options import SourceOptions
+from airflow_chatter.drain.stamps import StampRequest, StampWriter
+from airflow_chatter.ports import (
     BatchOperation,
     ChangeFeedStart,
     Document,
@@ -55,6 +47,14 @@ from airflow_chatter.ports import (  # noqa: E402
     OutgoingMessage,
     Publisher,
 )
+from airflow_chatter.testing.services import (
+    CosmosEndpoint,
+    configure_emulator,
+    cosmos_service,
+    kafka_service,
+    machine,
+)
+from benchmarks import drain_throughput as base
 
 CONCURRENCY = 8
 PAGE = 1000
@@ -66,10 +66,9 @@ PAGE = 1000
 class Emulator:
     """The project emulator: a client, a database, throwaway containers and the admin switches."""
 
-    def __init__(self, connection: Mapping[str, str]) -> None:
-        verify: bool | str = connection.get("COSMOS_VERIFY", "true")
-        verify = True if verify in ("true", "1", "") else False if verify in ("false", "0") else verify
-        self.url, self.key, self.verify = connection["COSMOS_ENDPOINT"], connection["COSMOS_KEY"], verify
+    def __init__(self, endpoint: CosmosEndpoint) -> None:
+        # COSMOS_ENDPOINT may name the project emulator too: this benchmark takes it for one.
+        self.endpoint = CosmosEndpoint(endpoint.url, endpoint.key, endpoint.verify, is_emulator=True)
         self.client = self.new_client()
         self.database = ensure_database(self.client, "airflow-chatter-bench")
 
@@ -82,12 +81,10 @@ class Emulator:
             policy.RetryOptions = RetryOptions(max_retry_attempt_count=sdk_throttle_retries)
             kwargs["connection_policy"] = policy
         kwargs["connection_timeout"] = 30
-        return make_cosmos_client(self.url, self.key, verify=self.verify, **kwargs)
+        return self.endpoint.client(**kwargs)
 
     def configure(self, **settings: Any) -> None:
-        from tests.fixtures.cosmos import CosmosEndpoint, configure_emulator
-
-        configure_emulator(CosmosEndpoint(self.url, self.key, self.verify, True), **settings)
+        configure_emulator(self.endpoint, **settings)
 
     def container(self, client: Any = None) -> tuple[Any, CosmosDocumentContainer]:
         proxy = create_container(self.database, f"bench-{uuid.uuid4().hex[:10]}", ("/tenantId",), default_ttl=-1)
@@ -231,18 +228,6 @@ def row(label: str, value: float, target: str) -> str:
     return f"{label:<64} = {value:7.2f}   (target {target})"
 
 
-def machine() -> str:
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor() or "unknown",
-    )
-    return f"nproc={os.cpu_count()} cpu={cpu} python={platform.python_version()}"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=2000, help="documents per emulator measurement")
@@ -255,11 +240,8 @@ def main() -> None:
     print(f"machine: {machine()}")
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     lines: list[str] = []
-    with base.kafka_service() as bootstrap, base.emulator_service() as connection:
-        if connection is None:
-            print("emulator: unavailable; nothing measured")
-            sys.exit(1)
-        emu = Emulator(connection)
+    with kafka_service() as bootstrap, cosmos_service() as endpoint:
+        emu = Emulator(endpoint)
         emu.configure(request_charges=True, latency_ms=0, provisioned_ru_per_second=None)
         # Interleaved rounds, medians of each round's ratios: the pairs are measured next to each other, so a
         # load spike from the shared machine hits both sides of one ratio, and one noisy round does not decide it.

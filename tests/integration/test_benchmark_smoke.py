@@ -19,10 +19,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_benchmark(script: str, *args: str, env: Mapping[str, str] | None = None, timeout: int = 240) -> str:
-    """Run ``benchmarks/<script>`` with ``args`` as a user would; its standard output, once it exited 0."""
+def run_benchmark(name: str, *args: str, env: Mapping[str, str] | None = None, timeout: int = 240) -> str:
+    """Run ``benchmarks/<name>.py`` with ``args`` as a user would; its standard output, once it exited 0."""
     result = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / script), *args],
+        [sys.executable, "-m", f"benchmarks.{name}", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -47,7 +47,7 @@ def services_env(kafka_bootstrap: str, cosmos_endpoint: Any | None = None) -> di
 
 def test_benchmark_script_runs_and_prints_every_ratio(kafka_bootstrap: str) -> None:
     out = run_benchmark(
-        "drain_throughput.py",
+        "drain_throughput",
         *("--n", "300", "--naive-n", "20", "--rounds", "1", "--rss", "200,400", "--emulator-n", "0"),
         env=services_env(kafka_bootstrap),
     )
@@ -70,7 +70,7 @@ def test_stamp_benchmark_runs_and_prints_every_ratio(kafka_bootstrap: str, cosmo
     if not cosmos_endpoint.is_emulator:
         pytest.skip("the stamp benchmark drives the project emulator's switches")
     out = run_benchmark(
-        "stamp_throughput.py",
+        "stamp_throughput",
         *("--n", "40", "--ceiling-n", "60", "--rounds", "2"),
         *("--rss", "200,400"),
         env=services_env(kafka_bootstrap, cosmos_endpoint),
@@ -99,7 +99,7 @@ def test_stamp_benchmark_runs_and_prints_every_ratio(kafka_bootstrap: str, cosmo
 def test_receiver_benchmark_runs_and_prints_its_ratio(kafka_bootstrap: str, cosmos_endpoint: Any) -> None:
     """benchmarks/receiver_throughput.py stays runnable against the real broker and the emulator (not timed)."""
     out = run_benchmark(
-        "receiver_throughput.py", "--n", "20", "--rounds", "1", env=services_env(kafka_bootstrap, cosmos_endpoint)
+        "receiver_throughput", "--n", "20", "--rounds", "1", env=services_env(kafka_bootstrap, cosmos_endpoint)
     )
     assert re.search(r"round 1: receiver +[\d,]+ msg/s +no inbox +[\d,]+ msg/s +ratio \d+\.\d\d", out), out
     assert re.search(r"receiver ÷ no inbox += \d+\.\d\d", out), out
