@@ -1,8 +1,8 @@
 """A message its publisher rejects as unsendable (an illegal topic name, a field that does not encode) is stamped
 ``undeliverable`` and the lease advances past it (CTR-04), in both stamp modes (F-10).
 
-Found by the fault suite (benchmarks/fault_suite.py, scenario 7, docs/reliability.md): a fuzzed ``Destination`` of
-300,000 characters passed the contract check, kafka-python refused the record, and the page failed closed on it
+Found by the fault suite (tests/reliability/fault_suite.py, scenario 7, docs/reliability.md): a fuzzed ``Destination``
+of 300,000 characters passed the contract check, kafka-python refused the record, and the page failed closed on it
 on every run, so the valid documents behind it were never published.
 """
 

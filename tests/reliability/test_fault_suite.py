@@ -1,5 +1,5 @@
-"""The fault-injection suite, short version: every scenario of benchmarks/fault_suite.py against the real broker and
-the emulator, with separate drain processes, and every verdict PASS with nothing lost (docs/reliability.md).
+"""The fault-injection suite, short version: every scenario of tests/reliability/fault_suite.py against the real
+broker and the emulator, with separate drain processes, and every verdict PASS with nothing lost (docs/reliability.md).
 
 The script is the judge (it checks the ledger against the topic and the documents' final states); this test runs
 it with ``--short`` and reads its table, so a scenario that loses a message, or one that breaks, fails here.
@@ -23,7 +23,7 @@ def test_every_fault_scenario_passes_with_nothing_lost(kafka_bootstrap: str, cos
     assert cosmos_endpoint.is_emulator, "the suite drives the project emulator's switches and its certificate"
     env = {k: v for k, v in os.environ.items() if k not in ("KAFKA_BOOTSTRAP_SERVERS", "COSMOS_ENDPOINT")}
     result = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "fault_suite.py"), "--short"],
+        [sys.executable, "-m", "tests.reliability.fault_suite", "--short"],
         capture_output=True,
         text=True,
         timeout=900,

@@ -1,6 +1,6 @@
 """Proving no loss: the drain under injected faults, against the real broker and the Cosmos emulator.
 
-    .venv/bin/python benchmarks/fault_suite.py [--short] [--only sigkill,broker,...] [--seed 7]
+    .venv/bin/python -m tests.reliability.fault_suite [--short] [--only sigkill,broker,...] [--seed 7]
 
 Each scenario seeds a ledger of pending Outbox Documents (unique message ids over many partition keys) in a fresh
 emulator container, runs the drain as separate OS processes (``python -m airflow_chatter.testing.drain_runner``:
@@ -8,7 +8,8 @@ the real ``CosmosDocumentContainer`` and ``KafkaPublisher``, a fresh process per
 fault, then checks the ledger against what reached Kafka (the topic consumed from the start, counted per
 ``message-id``) and against the documents' final states. Cosmos faults come from the project's fault-injecting
 proxy (``airflow_chatter.testing.faultproxy``) between the drain and the emulator, the broker outage from
-``scripts/kafka.sh stop``/``start`` of a broker of the suite's own. It prints one table:
+``scripts/kafka.sh stop``/``start`` of a broker of the suite's own (``airflow_chatter.testing.services``). It prints
+one table:
 
     fault | trials | documents | lost | max duplicates | republishes while failing | verdict
 
@@ -25,8 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
 import signal
 import subprocess
@@ -41,21 +40,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import requests
 
-import requests  # noqa: E402
-
-from airflow_chatter.adapters.cosmos.container import (  # noqa: E402
+from airflow_chatter.adapters.cosmos.container import (
     CosmosDocumentContainer,
     create_container,
     ensure_database,
-    make_cosmos_client,
 )
 from airflow_chatter.adapters.kafka.admin import ensure_topics
-from airflow_chatter.adapters.kafka.publisher import KafkaPublisherSettings  # noqa: E402
-from airflow_chatter.outbox.document import OutboxMessage  # noqa: E402
-from airflow_chatter.testing.faultproxy import FaultProxy, FaultRule, FaultRules  # noqa: E402
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisherSettings
+from airflow_chatter.outbox.document import OutboxMessage
+from airflow_chatter.testing.faultproxy import FaultProxy, FaultRule, FaultRules
+from airflow_chatter.testing.services import (
+    CHECKOUT,
+    PROJECT_KAFKA_PORT,
+    KafkaBroker,
+    machine,
+    project_emulator,
+    shared_project_broker,
+)
 
 DATABASE = "airflow-chatter-faults"
 PK_PATHS = ("/tenantId",)
@@ -82,17 +85,6 @@ class Row:
 # ============================================================================================== services
 
 
-def _script(name: str, action: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", str(REPO / "scripts" / name), action],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        env=env or dict(os.environ),
-    )
-
-
 @dataclass
 class Services:
     endpoint: str
@@ -115,36 +107,18 @@ class Services:
 
 @contextmanager
 def services() -> Iterator[Services]:
-    from tests.fixtures.kafka import shared_project_broker
-
-    already = _script("cosmos-emulator.sh", "status").returncode == 0
-    started = _script("cosmos-emulator.sh", "start")
-    if started.returncode != 0:
-        raise SystemExit(f"the Cosmos emulator could not be started:\n{started.stderr[-2000:]}")
-    conn = dict(line.split("=", 1) for line in started.stdout.splitlines() if "=" in line)
-    cert = conn["COSMOS_VERIFY"]
-    tls_key = str(Path(cert).with_name("key.pem"))
-    proxy = FaultProxy(
-        conn["COSMOS_ENDPOINT"], cert_file=cert, key_file=tls_key, upstream_ca=cert, rules=FaultRules(seed=1)
-    )
-    proxy.start_in_thread()
-    try:
-        with shared_project_broker() as bootstrap:
-            client = make_cosmos_client(conn["COSMOS_ENDPOINT"], conn["COSMOS_KEY"], verify=cert)
+    with project_emulator() as emulator, shared_project_broker() as bootstrap:
+        cert = str(emulator.verify)
+        tls_key = str(Path(cert).with_name("key.pem"))
+        proxy = FaultProxy(emulator.url, cert_file=cert, key_file=tls_key, upstream_ca=cert, rules=FaultRules(seed=1))
+        proxy.start_in_thread()
+        try:
+            client = emulator.client()
             yield Services(
-                conn["COSMOS_ENDPOINT"],
-                conn["COSMOS_KEY"],
-                cert,
-                tls_key,
-                bootstrap,
-                proxy,
-                client,
-                ensure_database(client, DATABASE),
+                emulator.url, emulator.key, cert, tls_key, bootstrap, proxy, client, ensure_database(client, DATABASE)
             )
-    finally:
-        proxy.stop_thread()
-        if not already:
-            _script("cosmos-emulator.sh", "stop")
+        finally:
+            proxy.stop_thread()
 
 
 # ============================================================================================== the ledger
@@ -243,7 +217,7 @@ class Ledger:
     def start(self, **overrides: Any) -> subprocess.Popen[str]:
         return subprocess.Popen(
             [sys.executable, "-m", "airflow_chatter.testing.drain_runner", json.dumps(self.spec(**overrides))],
-            cwd=REPO,
+            cwd=CHECKOUT,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -388,21 +362,15 @@ def scenario_broker_outage(env: Services, short: bool, rng: random.Random) -> Ro
     """2. The broker stopped mid-drain and started again: runs meanwhile fail cleanly within their timeouts."""
     outage = 12.0 if short else 60.0
     n = 300 if short else 1000
-    port = int(os.environ.get("KAFKA_PORT", "19092")) + 2
-    broker_env = {**os.environ, "KAFKA_PORT": str(port), "KAFKA_KEEP_DATA": "1"}
-    broker_env.pop("KAFKA_BOOTSTRAP_SERVERS", None)
-    started = _script("kafka.sh", "start", broker_env)
-    if started.returncode != 0:
-        raise RuntimeError(f"the outage broker on {port} could not be started: {started.stderr[-1500:]}")
-    bootstrap = started.stdout.strip().splitlines()[-1]
+    broker = KafkaBroker(PROJECT_KAFKA_PORT + 2, keep_data=True)
+    bootstrap = broker.start()
     ledger = Ledger(env, "broker", n, bootstrap=bootstrap)
     try:
         first = ledger.start(max_batch_size=20)
         t0 = time.monotonic()
         time.sleep(2.0)
         pending_at_stop = ledger.pending()
-        stop = _script("kafka.sh", "stop", broker_env)
-        assert stop.returncode == 0, stop.stderr
+        broker.stop()
         stopped_at = time.monotonic()
         during: list[RunResult] = [Ledger.finish(first, t0)]
         # At least two runs start while the broker is down, however long the first one took to fail on it (it may
@@ -411,8 +379,7 @@ def scenario_broker_outage(env: Services, short: bool, rng: random.Random) -> Ro
             ledger.add(10)  # the services keep writing: every run in the outage has pending work to fail on
             during.append(ledger.drain(timeout=RUN_TIMEOUT_SECONDS))
         outage_seconds = time.monotonic() - stopped_at
-        again = _script("kafka.sh", "start", broker_env)
-        assert again.returncode == 0, again.stderr
+        broker.start()
         runs = ledger.drain_to_end()
         lost, dup, delivered = ledger.outcome()
         outage_runs = during[1:]
@@ -438,7 +405,8 @@ def scenario_broker_outage(env: Services, short: bool, rng: random.Random) -> Ro
         )
     finally:
         ledger.close()
-        _script("kafka.sh", "stop", {**broker_env, "KAFKA_KEEP_DATA": "0"})
+        broker.keep_data = False
+        broker.stop()
 
 
 def scenario_suspension(env: Services, short: bool, rng: random.Random) -> Row:
@@ -831,18 +799,6 @@ def print_table(rows: Sequence[Row]) -> None:
     for r in rows:
         for note in r.notes:
             print(f"* {r.fault}: {note}")
-
-
-def machine() -> str:
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{os.cpu_count()} CPUs ({model}), {platform.platform()}, Python {platform.python_version()}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
