@@ -217,10 +217,12 @@ def measure_drain(
     warm = publisher.send_batch([OutgoingMessage(topic, b"warm-up")])
     assert warm[0].confirmed, warm
     watch = Stopwatch()
-    engine = DrainEngine(source(name), monitored, lease_container(), TimedPublisher(publisher, watch), owner="bench")
+    engine = DrainEngine.open(
+        source(name), monitored, lease_container(), TimedPublisher(publisher, watch), owner="bench"
+    )
     # The engine's own seams, timed on this instance only (attributes shadowing the bound methods).
     engine._feed.read = timed(engine._feed.read, watch, "store.feed")  # type: ignore[method-assign]
-    engine._stamps.write_sheet = timed(engine._stamps.write_sheet, watch, "store.stamps")  # type: ignore[method-assign]
+    engine._stamps.write = timed(engine._stamps.write, watch, "store.stamps")  # type: ignore[method-assign]
     engine.ensure_leases()
     started = time.perf_counter()
     try:

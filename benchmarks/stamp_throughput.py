@@ -128,7 +128,7 @@ def options(name: str, **kwargs: Any) -> SourceOptions:
 
 
 def drain(monitored: DocumentContainer, publisher: Publisher, n: int, **kwargs: Any) -> tuple[float, DrainSummary]:
-    engine = DrainEngine(
+    engine = DrainEngine.open(
         options(f"bench-{uuid.uuid4().hex[:6]}", **kwargs), monitored, base.lease_container(), publisher, owner="bench"
     )
     engine.ensure_leases()

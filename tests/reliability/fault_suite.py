@@ -706,7 +706,7 @@ def scenario_split_memory(short: bool) -> tuple[int, int, int, int]:
         doc = OutboxMessage(f"mem-{i}", "t", "{}", "application/json", {}).to_document(PK_PATHS, f"tenant-{i % 64}")
         monitored.create(doc, doc["tenantId"])
     publisher = FakePublisher()
-    engine = DrainEngine(
+    engine = DrainEngine.open(
         SourceOptions(name="split-mem", partition_key_paths=PK_PATHS, max_batch_size=50), monitored, leases, publisher
     )
     splits = 0
