@@ -92,21 +92,15 @@ def stamp_partition_value(
 
 
 #: Stands for an absent key in one ``dict.get`` (``None`` is a value a document may hold).
-_MISSING: Any = object()
 
 
 def _recover_component(document: Mapping[str, Any], path: str) -> PartitionKeyComponent:
     node: object = document
     for part in _cached_path_segments(path):
-        if type(node) is dict:  # the drain's documents: one lookup, no ABC isinstance
-            node = node.get(part, _MISSING)
-            if node is _MISSING:
-                return None
-        elif isinstance(node, Mapping) and part in node:
-            node = node[part]
-        else:
+        if not isinstance(node, Mapping) or part not in node:
             return None
-    if node is None or type(node) is str or isinstance(node, _SCALAR_TYPES):
+        node = node[part]
+    if node is None or isinstance(node, _SCALAR_TYPES):
         return node
     # An object or array cannot be a partition value; treat it like an absent one.
     return None
@@ -118,23 +112,15 @@ def recover_partition_key(document: Mapping[str, Any], paths: str | Sequence[str
     A single path yields its scalar; a hierarchical path yields a list. A missing leaf or a missing / non-object
     intermediate yields a JSON-null component, which makes the later patch fail loudly rather than hit another item.
     """
-    if isinstance(paths, str):
-        return _recover_component(document, paths)
-    items = tuple(paths)
-    if len(items) == 1:  # no list is built for a single path: its scalar is the key
+    items = (paths,) if isinstance(paths, str) else tuple(paths)
+    if len(items) == 1:
         return _recover_component(document, items[0])
     return [_recover_component(document, path) for path in items]
 
 
 def partition_key_recoverer(paths: str | Sequence[str]) -> Callable[[Mapping[str, Any]], PartitionKey]:
-    """``recover_partition_key`` with ``paths`` fixed: what the drain calls for every document of a source.
-
-    A single path (the usual container) goes straight to its component, without sorting out ``paths`` per document.
-    """
+    """``recover_partition_key`` with a source's ``paths`` fixed."""
     items = (paths,) if isinstance(paths, str) else tuple(paths)
-    if len(items) == 1:
-        path = items[0]
-        return lambda document: _recover_component(document, path)
     return lambda document: recover_partition_key(document, items)
 
 
