@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from airflow_chatter.adapters.kafka.admin import ensure_topics
-from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
+from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
 from airflow_chatter.drain.engine import DrainEngine
 from airflow_chatter.drain.options import SourceOptions
@@ -91,8 +92,8 @@ def source(name: str) -> SourceOptions:
     return SourceOptions(name=name, partition_key_paths=("/tenantId",), max_batch_size=BATCH)
 
 
-def producer_settings(bootstrap: str) -> KafkaPublisherSettings:
-    return KafkaPublisherSettings(bootstrap_servers=bootstrap, client_id="chatter-bench")
+def producer_settings(bootstrap: str) -> KafkaSettings:
+    return KafkaSettings(bootstrap_servers=bootstrap, client_id="chatter-bench")
 
 
 def new_topic(bootstrap: str, label: str) -> str:

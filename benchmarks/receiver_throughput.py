@@ -33,7 +33,8 @@ from airflow_chatter.adapters.cosmos.container import (
 )
 from airflow_chatter.adapters.kafka.admin import ensure_topics
 from airflow_chatter.adapters.kafka.consumer import consumer_config
-from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
+from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.adapters.kafka.source import KafkaMessageSource
 from airflow_chatter.inbox.identity import ReceivedMessage, delivery_identity
 from airflow_chatter.inbox.receive import receive
@@ -69,7 +70,7 @@ class NoInbox(IdempotentReceiver):
 
 
 def produce(bootstrap: str, n: int) -> str:
-    settings = KafkaPublisherSettings(bootstrap_servers=bootstrap, max_block_ms=30_000)
+    settings = KafkaSettings(bootstrap_servers=bootstrap, max_block_ms=30_000)
     topic = f"bench-receiver-{uuid.uuid4().hex[:8]}"
     ensure_topics(settings, [topic], partitions=PARTITIONS)
     messages = [
@@ -94,7 +95,7 @@ def run_variant(bootstrap: str, topic: str, receiver: IdempotentReceiver, n: int
     from kafka import KafkaConsumer, TopicPartition
 
     group = f"bench-{receiver.name}-{uuid.uuid4().hex[:8]}"
-    config = consumer_config(KafkaPublisherSettings(bootstrap_servers=bootstrap), group_id=group)
+    config = consumer_config(KafkaSettings(bootstrap_servers=bootstrap), group_id=group)
     consumer = KafkaConsumer(**config)
     consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
     try:

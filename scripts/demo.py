@@ -202,9 +202,9 @@ def write_orders(container: Any, orders: int, customers: int, malformed: int) ->
 
 
 def kafka_settings(bootstrap: str) -> Any:
-    from airflow_chatter.adapters.kafka.publisher import KafkaPublisherSettings
+    from airflow_chatter.adapters.kafka.settings import KafkaSettings
 
-    return KafkaPublisherSettings(bootstrap_servers=bootstrap, api_version=(2, 8))
+    return KafkaSettings(bootstrap_servers=bootstrap, api_version=(2, 8))
 
 
 def end_offsets(bootstrap: str) -> dict[int, int]:

@@ -12,7 +12,7 @@ The JSON object: ``endpoint``, ``key``, ``verify`` (a CA path or a boolean), ``d
 scheduled leases of its range, as ``ChatterBackfillOperator(exclusive_with_scheduled=True)`` does), ``lease_prefix``,
 ``owner``, ``max_seconds``, ``max_batch_size``, ``lease_duration_seconds``, ``stamp_mode``, ``clock_offset_seconds``
 (the drain's clock runs that far ahead of the wall clock: a later run in a later Drain Suspension window without
-waiting a minute for it), and ``kafka`` (``KafkaPublisherSettings`` fields: the timeouts that bound a run).
+waiting a minute for it), and ``kafka`` (``KafkaSettings`` fields: the timeouts that bound a run).
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer, make_cosmos_client
-from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
+from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.clock import Clock, utc_now
 from airflow_chatter.drain.engine import DrainEngine
 from airflow_chatter.drain.leases import LeaseHeldError
@@ -51,7 +52,7 @@ def build(spec: Mapping[str, Any]) -> tuple[DrainEngine, KafkaPublisher]:
     monitored = CosmosDocumentContainer(database.get_container_client(spec["container"]))
     leases = CosmosDocumentContainer(database.get_container_client(spec["leases"]))
     publisher = KafkaPublisher(
-        KafkaPublisherSettings(bootstrap_servers=spec["bootstrap"], client_id="chatter-faults", **spec.get("kafka", {}))
+        KafkaSettings(bootstrap_servers=spec["bootstrap"], client_id="chatter-faults", **spec.get("kafka", {}))
     )
     options = SourceOptions(
         name=spec["source"],

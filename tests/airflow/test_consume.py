@@ -284,10 +284,11 @@ def test_example_consume_dag_writes_each_receipt_once_and_fails_on_a_message_wit
 
     from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer
     from airflow_chatter.adapters.kafka.admin import ensure_topics
-    from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings
+    from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
+    from airflow_chatter.adapters.kafka.settings import KafkaSettings
     from airflow_chatter.ports import OutgoingMessage
 
-    settings = KafkaPublisherSettings(bootstrap_servers=kafka_bootstrap, api_version=(2, 8))
+    settings = KafkaSettings(bootstrap_servers=kafka_bootstrap, api_version=(2, 8))
     ensure_topics(settings, [kafka_topic], partitions=3)
     proxy = cosmos_container_factory(("/customerId",))
     container = CosmosDocumentContainer(proxy)

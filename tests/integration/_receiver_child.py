@@ -16,7 +16,7 @@ from typing import Any
 
 from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer, make_cosmos_client
 from airflow_chatter.adapters.kafka.consumer import consumer_config
-from airflow_chatter.adapters.kafka.publisher import KafkaPublisherSettings
+from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.adapters.kafka.source import KafkaMessageSource
 from airflow_chatter.inbox.gate import Inbox, InboxOptions
 from airflow_chatter.inbox.receive import receive
@@ -73,7 +73,7 @@ def main() -> None:
         receiver = IdempotentReceiver(count_effect, name=config["group"], inbox=inbox, tier="standalone")
     from kafka import KafkaConsumer
 
-    settings = KafkaPublisherSettings(bootstrap_servers=config["bootstrap"])
+    settings = KafkaSettings(bootstrap_servers=config["bootstrap"])
     source = KafkaMessageSource(KafkaConsumer(config["topic"], **consumer_config(settings, group_id=config["group"])))
     try:
         summary = receive(source, receiver, max_messages=10, max_seconds=60, topics=[config["topic"]])

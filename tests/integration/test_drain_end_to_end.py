@@ -16,7 +16,8 @@ import pytest
 
 from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer
 from airflow_chatter.adapters.kafka.admin import ensure_topics
-from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
+from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.drain.engine import DrainEngine
 from airflow_chatter.drain.options import SourceOptions
 from airflow_chatter.outbox.document import OutboxMessage
@@ -33,7 +34,7 @@ PER_TENANT = 4
 @pytest.fixture
 def publisher(kafka_bootstrap: str) -> Iterator[KafkaPublisher]:
     pub = KafkaPublisher(
-        KafkaPublisherSettings(bootstrap_servers=kafka_bootstrap, client_id="chatter-drain-e2e", max_block_ms=15_000)
+        KafkaSettings(bootstrap_servers=kafka_bootstrap, client_id="chatter-drain-e2e", max_block_ms=15_000)
     )
     yield pub
     pub.close()
@@ -42,7 +43,7 @@ def publisher(kafka_bootstrap: str) -> Iterator[KafkaPublisher]:
 @pytest.fixture
 def topic(kafka_bootstrap: str) -> str:
     name = f"chatter-e2e.orders.{uuid.uuid4().hex[:12]}"
-    ensure_topics(KafkaPublisherSettings(bootstrap_servers=kafka_bootstrap), [name], partitions=3)
+    ensure_topics(KafkaSettings(bootstrap_servers=kafka_bootstrap), [name], partitions=3)
     return name
 
 

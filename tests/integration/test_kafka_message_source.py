@@ -9,7 +9,8 @@ import pytest
 
 from airflow_chatter.adapters.kafka.admin import ensure_topics
 from airflow_chatter.adapters.kafka.consumer import consumer_config
-from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
+from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.adapters.kafka.source import KafkaMessageSource
 from airflow_chatter.ports import MessageSource, OutgoingMessage
 from airflow_chatter.testing.contracts.message_source import MessageSourceContract, Record
@@ -20,7 +21,7 @@ pytestmark = [pytest.mark.kafka]
 class TestKafkaMessageSource(MessageSourceContract):
     @pytest.fixture(autouse=True)
     def _broker(self, kafka_bootstrap: str) -> None:
-        self.settings = KafkaPublisherSettings(bootstrap_servers=kafka_bootstrap, max_block_ms=15_000)
+        self.settings = KafkaSettings(bootstrap_servers=kafka_bootstrap, max_block_ms=15_000)
 
     def _open(self) -> KafkaMessageSource:
         from kafka import KafkaConsumer

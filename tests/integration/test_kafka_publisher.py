@@ -14,14 +14,15 @@ from typing import Any, overload
 import pytest
 
 from airflow_chatter.adapters.kafka.admin import check_connectivity, ensure_topics
-from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
+from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.ports import OutgoingMessage, PublishError, PublishOutcome
 from tests.fixtures.kafka import KafkaBroker, consume_records
 
 pytestmark = pytest.mark.kafka
 
 
-def _settings(bootstrap: str, **overrides: Any) -> KafkaPublisherSettings:
+def _settings(bootstrap: str, **overrides: Any) -> KafkaSettings:
     values: dict[str, Any] = {
         "bootstrap_servers": bootstrap,
         "client_id": "chatter-test-publisher",
@@ -30,7 +31,7 @@ def _settings(bootstrap: str, **overrides: Any) -> KafkaPublisherSettings:
         "delivery_timeout_ms": 30_000,
     }
     values.update(overrides)
-    return KafkaPublisherSettings(**values)
+    return KafkaSettings(**values)
 
 
 @pytest.fixture
@@ -241,7 +242,7 @@ def test_unreachable_broker_fails_every_message_naming_the_address_and_returns(
     kafka_unreachable_address: str,
 ) -> None:
     bound_s = 2.0
-    settings = KafkaPublisherSettings(
+    settings = KafkaSettings(
         bootstrap_servers=kafka_unreachable_address,
         max_block_ms=int(bound_s * 1000),
         request_timeout_ms=1_000,
@@ -287,7 +288,7 @@ def test_check_connectivity_and_ensure_topics_against_the_broker(kafka_bootstrap
 _SASL_PASSWORD = "sasl-password-never-in-an-error"
 
 
-def _sasl_settings(bootstrap: str) -> KafkaPublisherSettings:
+def _sasl_settings(bootstrap: str) -> KafkaSettings:
     return _settings(
         bootstrap,
         security_protocol="SASL_PLAINTEXT",

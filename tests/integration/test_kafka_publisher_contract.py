@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
+from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.ports import Publisher
 from airflow_chatter.testing.contracts.publisher import PublisherContract
 
@@ -20,7 +21,7 @@ class TestKafkaPublisher(PublisherContract):
 
     def make_publisher(self) -> Publisher:
         return KafkaPublisher(
-            KafkaPublisherSettings(
+            KafkaSettings(
                 bootstrap_servers=self.bootstrap,
                 client_id="chatter-test-contract",
                 max_block_ms=15_000,
@@ -31,7 +32,7 @@ class TestKafkaPublisher(PublisherContract):
 
     def make_unreachable_publisher(self) -> Publisher:
         return KafkaPublisher(
-            KafkaPublisherSettings(
+            KafkaSettings(
                 bootstrap_servers=self.unreachable_address,
                 max_block_ms=2_000,
                 request_timeout_ms=1_000,

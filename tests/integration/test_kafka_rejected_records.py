@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
+from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.ports import MessageRejected, OutgoingMessage
 
 
 @pytest.mark.parametrize("topic", ["x" * 300, "a b", "\ud800", ""])
 def test_ctr_04_a_record_with_an_illegal_topic_name_is_rejected_not_retriable(kafka_bootstrap: str, topic: str) -> None:
-    publisher = KafkaPublisher(KafkaPublisherSettings(bootstrap_servers=kafka_bootstrap, client_id="rejected"))
+    publisher = KafkaPublisher(KafkaSettings(bootstrap_servers=kafka_bootstrap, client_id="rejected"))
     try:
         [outcome] = publisher.send_batch([OutgoingMessage(topic, b"{}", b"k", (("message-id", b"m-1"),))])
     finally:
@@ -23,7 +24,7 @@ def test_ctr_04_a_record_with_an_illegal_topic_name_is_rejected_not_retriable(ka
 
 def test_rly_05_an_unreachable_broker_is_not_a_rejection() -> None:
     # 127.0.0.1:9 (discard) has no broker: the send fails for want of metadata, a host concern.
-    settings = KafkaPublisherSettings(bootstrap_servers="127.0.0.1:9", client_id="rejected", max_block_ms=500)
+    settings = KafkaSettings(bootstrap_servers="127.0.0.1:9", client_id="rejected", max_block_ms=500)
     publisher = KafkaPublisher(settings)
     try:
         [outcome] = publisher.send_batch([OutgoingMessage("orders", b"{}", b"k", (("message-id", b"m-1"),))])

@@ -18,7 +18,8 @@ import pytest
 
 from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer
 from airflow_chatter.adapters.kafka.admin import ensure_topics
-from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
+from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.drain.engine import DrainEngine
 from airflow_chatter.drain.options import SourceOptions
 from airflow_chatter.drain.telemetry import DrainTelemetry
@@ -94,14 +95,14 @@ def test_a_drain_with_the_prometheus_reader_serves_its_instruments_on_metrics(
     monitored = CosmosDocumentContainer(cosmos_container_factory(("/tenantId",), -1))
     leases = CosmosDocumentContainer(cosmos_container_factory(("/id",), None))
     topic = f"chatter-prometheus.{uuid.uuid4().hex[:12]}"
-    ensure_topics(KafkaPublisherSettings(bootstrap_servers=kafka_bootstrap), [topic], partitions=1)
+    ensure_topics(KafkaSettings(bootstrap_servers=kafka_bootstrap), [topic], partitions=1)
     for n in range(3):
         message = OutboxMessage(f"prom-{n}", topic, json.dumps({"n": n}), "application/json")
         document = message.to_document(("/tenantId",), "acme")
         if n == 2:
             document.pop("Destination")  # undeliverable: the contract refuses it
         monitored.create(document, "acme")
-    publisher = KafkaPublisher(KafkaPublisherSettings(bootstrap_servers=kafka_bootstrap, max_block_ms=15_000))
+    publisher = KafkaPublisher(KafkaSettings(bootstrap_servers=kafka_bootstrap, max_block_ms=15_000))
     try:
         source = SourceOptions(name="orders", partition_key_paths=("/tenantId",))
         telemetry = DrainTelemetry(meter_provider=endpoint.provider)

@@ -23,7 +23,8 @@ from azure.cosmos import DatabaseProxy
 from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer
 from airflow_chatter.adapters.kafka.admin import ensure_topics
 from airflow_chatter.adapters.kafka.consumer import consumer_config
-from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
+from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.adapters.kafka.source import KafkaMessageSource
 from airflow_chatter.inbox.errors import MissingIdentityError
 from airflow_chatter.inbox.gate import Inbox, InboxOptions
@@ -44,13 +45,13 @@ TENANT = "tenant-1"
 @pytest.fixture
 def topic(kafka_bootstrap: str) -> str:
     name = f"chatter-inbox-{uuid.uuid4().hex[:10]}"
-    ensure_topics(KafkaPublisherSettings(bootstrap_servers=kafka_bootstrap), [name], partitions=1)
+    ensure_topics(KafkaSettings(bootstrap_servers=kafka_bootstrap), [name], partitions=1)
     return name
 
 
 @pytest.fixture
 def publisher(kafka_bootstrap: str) -> Iterator[KafkaPublisher]:
-    publisher = KafkaPublisher(KafkaPublisherSettings(bootstrap_servers=kafka_bootstrap, max_block_ms=15_000))
+    publisher = KafkaPublisher(KafkaSettings(bootstrap_servers=kafka_bootstrap, max_block_ms=15_000))
     yield publisher
     publisher.close()
 
@@ -74,7 +75,7 @@ def run_receiver(
 ) -> ReceiveSummary:
     from kafka import KafkaConsumer
 
-    settings = KafkaPublisherSettings(bootstrap_servers=kafka_bootstrap)
+    settings = KafkaSettings(bootstrap_servers=kafka_bootstrap)
     source = KafkaMessageSource(KafkaConsumer(topic, **consumer_config(settings, group_id=group)))
     try:
         return receive(source, receiver, max_messages=50, max_seconds=max_seconds, topics=[topic], group_id=group)

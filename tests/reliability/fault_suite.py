@@ -48,7 +48,7 @@ from airflow_chatter.adapters.cosmos.container import (
     ensure_database,
 )
 from airflow_chatter.adapters.kafka.admin import ensure_topics
-from airflow_chatter.adapters.kafka.publisher import KafkaPublisherSettings
+from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.outbox.document import OutboxMessage
 from airflow_chatter.testing.faultproxy import FaultProxy, FaultRule, FaultRules
 from airflow_chatter.testing.services import (
@@ -164,7 +164,7 @@ class Ledger:
         suffix = uuid.uuid4().hex[:8]
         self.container_id, self.leases_id = f"fs-{label}-{suffix}", f"fs-{label}-{suffix}-leases"
         self.topic = f"chatter-faults.{label}.{suffix}"
-        ensure_topics(KafkaPublisherSettings(bootstrap_servers=self.bootstrap), [self.topic], partitions=3)
+        ensure_topics(KafkaSettings(bootstrap_servers=self.bootstrap), [self.topic], partitions=3)
         previous = env.admin("GET", "config").get("partition_ranges", 1)
         if ranges != previous:
             env.admin("POST", "config", {"partition_ranges": ranges})

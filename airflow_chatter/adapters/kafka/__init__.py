@@ -3,13 +3,12 @@ publisher port (``publisher``), the message-source port (``source``) and the at-
 
 from airflow_chatter.adapters.kafka.admin import check_connectivity, ensure_topics
 from airflow_chatter.adapters.kafka.errors import KafkaPublishError
-from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
 from airflow_chatter.adapters.kafka.settings import KafkaSettings, KafkaSettingsError
 
 __all__ = [
     "KafkaPublishError",
     "KafkaPublisher",
-    "KafkaPublisherSettings",
     "KafkaSettings",
     "KafkaSettingsError",
     "check_connectivity",

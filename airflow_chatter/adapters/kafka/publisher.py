@@ -5,8 +5,8 @@ Why it looks the way it does:
 * **Confirmed means acknowledged by the broker with ``acks=all`` from an idempotent producer.**
   Both are forced here, not left to defaults: kafka-python silently *disables* idempotence when
   another setting conflicts with it (``acks`` other than all, ``retries=0``, more than 5 requests
-  in flight). ``KafkaSettings`` (``settings.py``, also exported here as ``KafkaPublisherSettings``)
-  therefore refuses any setting that would weaken them with a ``ValueError`` naming the setting, and
+  in flight). ``KafkaSettings`` (``settings.py``) therefore refuses any
+  setting that would weaken them with a ``ValueError`` naming the setting, and
   the producer is always built with ``acks="all", enable_idempotence=True`` passed explicitly (so a
   conflict raises instead of degrading quietly).
 * **Every future is inspected.** ``KafkaProducer.flush()`` returns once every record has
@@ -69,11 +69,7 @@ __all__ = [
     "KafkaMessageRejected",
     "KafkaPublishError",
     "KafkaPublisher",
-    "KafkaPublisherSettings",
 ]
-
-#: The publisher's settings are the one Kafka settings model.
-KafkaPublisherSettings = KafkaSettings
 
 #: Extra seconds ``send_batch`` waits past ``delivery_timeout_ms`` before giving up on a future.
 _FLUSH_SLACK_S = 5.0

@@ -13,7 +13,8 @@ from kafka.future import Future
 from kafka.partitioner import DefaultPartitioner
 from kafka.producer.future import RecordMetadata
 
-from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, KafkaPublisherSettings
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
+from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.ports import OutgoingMessage
 
 
@@ -65,7 +66,7 @@ class PartitionedProducer:
 
 
 def _publisher(producer: PartitionedProducer) -> KafkaPublisher:
-    return KafkaPublisher(KafkaPublisherSettings(bootstrap_servers="k:9092"), producer_factory=lambda **cfg: producer)
+    return KafkaPublisher(KafkaSettings(bootstrap_servers="k:9092"), producer_factory=lambda **cfg: producer)
 
 
 KEYS = [f"tenant-{i}".encode() for i in range(40)] + [b"", b"\x00\xff", "grüße".encode(), b"x" * 300]
@@ -90,11 +91,11 @@ def test_the_same_key_lands_on_the_partition_the_producer_picks() -> None:
 
 
 def test_settings_cannot_configure_a_partitioner_or_a_key_serializer() -> None:
-    config = KafkaPublisherSettings(bootstrap_servers="k:9092").producer_config()
+    config = KafkaSettings(bootstrap_servers="k:9092").producer_config()
     assert "partitioner" not in config and "key_serializer" not in config
     for name in ("partitioner", "key_serializer"):
         with pytest.raises(ValueError, match="not a Kafka publisher setting"):
-            KafkaPublisherSettings.from_mapping({"bootstrap_servers": "k:9092", name: object()})
+            KafkaSettings.from_mapping({"bootstrap_servers": "k:9092", name: object()})
 
 
 def test_header_pairs_are_sent_as_tuples_and_a_header_that_is_no_pair_is_refused() -> None:

@@ -19,14 +19,14 @@ from airflow_chatter.adapters.kafka.publisher import (
     KafkaMessageRejected,
     KafkaPublisher,
     KafkaPublishError,
-    KafkaPublisherSettings,
+    KafkaSettings,
 )
 from airflow_chatter.ports import OutgoingMessage, PublishError
 
 SECRET = "s3cr3t-pa55word"
 
 
-def sasl_settings(**overrides: Any) -> KafkaPublisherSettings:
+def sasl_settings(**overrides: Any) -> KafkaSettings:
     values: dict[str, Any] = {
         "bootstrap_servers": "broker-1:9093,broker-2:9093",
         "security_protocol": "SASL_SSL",
@@ -36,7 +36,7 @@ def sasl_settings(**overrides: Any) -> KafkaPublisherSettings:
         "ssl_cafile": "/etc/ssl/kafka-ca.pem",
     }
     values.update(overrides)
-    return KafkaPublisherSettings(**values)
+    return KafkaSettings(**values)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -47,41 +47,41 @@ def sasl_settings(**overrides: Any) -> KafkaPublisherSettings:
 @pytest.mark.parametrize("acks", [0, 1, "0", "1", "leader", None])
 def test_acks_other_than_all_is_refused(acks: Any) -> None:
     with pytest.raises(ValueError, match=r"^acks="):
-        KafkaPublisherSettings(bootstrap_servers="k:9092", acks=acks)
+        KafkaSettings(bootstrap_servers="k:9092", acks=acks)
 
 
 @pytest.mark.parametrize("acks", ["all", -1, "-1"])
 def test_acks_all_spellings_are_accepted(acks: Any) -> None:
-    assert KafkaPublisherSettings(bootstrap_servers="k:9092", acks=acks).acks == "all"
+    assert KafkaSettings(bootstrap_servers="k:9092", acks=acks).acks == "all"
 
 
 @pytest.mark.parametrize("value", [False, None, 0])
 def test_idempotence_cannot_be_switched_off(value: Any) -> None:
     with pytest.raises(ValueError, match=r"^enable_idempotence="):
-        KafkaPublisherSettings(bootstrap_servers="k:9092", enable_idempotence=value)
+        KafkaSettings(bootstrap_servers="k:9092", enable_idempotence=value)
 
 
 @pytest.mark.parametrize("value", [0, 6, 10])
 def test_max_in_flight_beyond_the_idempotent_limit_is_refused(value: int) -> None:
     with pytest.raises(ValueError, match=r"^max_in_flight="):
-        KafkaPublisherSettings(bootstrap_servers="k:9092", max_in_flight=value)
+        KafkaSettings(bootstrap_servers="k:9092", max_in_flight=value)
 
 
 def test_from_mapping_refuses_weakening_kafka_python_spellings() -> None:
     with pytest.raises(ValueError, match=r"^retries="):
-        KafkaPublisherSettings.from_mapping({"bootstrap_servers": "k:9092", "retries": 0})
+        KafkaSettings.from_mapping({"bootstrap_servers": "k:9092", "retries": 0})
     with pytest.raises(ValueError, match=r"^acks="):
-        KafkaPublisherSettings.from_mapping({"bootstrap_servers": "k:9092", "acks": 1})
+        KafkaSettings.from_mapping({"bootstrap_servers": "k:9092", "acks": 1})
     with pytest.raises(ValueError, match=r"^max_in_flight="):
-        KafkaPublisherSettings.from_mapping({"bootstrap_servers": "k:9092", "max_in_flight_requests_per_connection": 6})
+        KafkaSettings.from_mapping({"bootstrap_servers": "k:9092", "max_in_flight_requests_per_connection": 6})
     with pytest.raises(ValueError, match=r"^transactional_id"):
-        KafkaPublisherSettings.from_mapping({"bootstrap_servers": "k:9092", "transactional_id": "t"})
+        KafkaSettings.from_mapping({"bootstrap_servers": "k:9092", "transactional_id": "t"})
     with pytest.raises(ValueError, match=r"^linger: not a Kafka publisher setting"):
-        KafkaPublisherSettings.from_mapping({"bootstrap_servers": "k:9092", "linger": 5})
+        KafkaSettings.from_mapping({"bootstrap_servers": "k:9092", "linger": 5})
 
 
 def test_from_mapping_accepts_kafka_python_aliases() -> None:
-    settings = KafkaPublisherSettings.from_mapping(
+    settings = KafkaSettings.from_mapping(
         {
             "bootstrap_servers": ["a:1", "b:2"],
             "security_protocol": "SASL_PLAINTEXT",
@@ -115,7 +115,7 @@ def test_the_producer_config_is_accepted_by_kafka_python_without_weakening() -> 
     ``acks`` and ``enable_idempotence`` are passed explicitly; check our config has no conflict."""
     from kafka import KafkaProducer
 
-    settings = KafkaPublisherSettings(bootstrap_servers="127.0.0.1:1", max_block_ms=100)
+    settings = KafkaSettings(bootstrap_servers="127.0.0.1:1", max_block_ms=100)
     producer = KafkaProducer(**settings.producer_config())  # api_version pinned: no network I/O
     try:
         assert producer.config["acks"] == -1
@@ -151,7 +151,7 @@ def test_invalid_settings_name_the_setting(overrides: dict[str, Any], setting: s
     values: dict[str, Any] = {"bootstrap_servers": "k:9092"}
     values.update(overrides)
     with pytest.raises(ValueError, match=rf"^{setting}"):
-        KafkaPublisherSettings(**values)
+        KafkaSettings(**values)
 
 
 def test_sasl_needs_a_known_mechanism_a_user_and_a_password() -> None:
@@ -167,10 +167,10 @@ def test_sasl_needs_a_known_mechanism_a_user_and_a_password() -> None:
 
 def test_sasl_mechanism_defaults_to_plain_and_is_ignored_without_sasl() -> None:
     assert sasl_settings(sasl_mechanism=None).client_config()["sasl_mechanism"] == "PLAIN"
-    plain = KafkaPublisherSettings(bootstrap_servers="k:9092", sasl_mechanism="PLAIN")
+    plain = KafkaSettings(bootstrap_servers="k:9092", sasl_mechanism="PLAIN")
     assert "sasl_mechanism" not in plain.client_config(), "a form's pre-selected mechanism means nothing without SASL"
     with pytest.raises(ValueError, match=r"^sasl_mechanism: set, but security_protocol='PLAINTEXT' does not use SASL"):
-        KafkaPublisherSettings(bootstrap_servers="k:9092", sasl_mechanism="SCRAM-SHA-512")
+        KafkaSettings(bootstrap_servers="k:9092", sasl_mechanism="SCRAM-SHA-512")
 
 
 @pytest.mark.parametrize(
@@ -179,11 +179,11 @@ def test_sasl_mechanism_defaults_to_plain_and_is_ignored_without_sasl() -> None:
 )
 def test_a_boolean_is_not_taken_for_a_number(setting: str, value: bool) -> None:
     with pytest.raises(ValueError, match=rf"^{setting}"):
-        KafkaPublisherSettings(bootstrap_servers="k:9092", **{setting: value})
+        KafkaSettings(bootstrap_servers="k:9092", **{setting: value})
 
 
 def test_connection_extras_given_as_strings_are_coerced_once() -> None:
-    settings = KafkaPublisherSettings.from_mapping(
+    settings = KafkaSettings.from_mapping(
         {
             "bootstrap_servers": "k:9092",
             "request_timeout_ms": "20000",
@@ -209,13 +209,13 @@ def test_one_default_table_serves_the_model_and_the_connection_form() -> None:
 
 
 def test_api_version_pinned_by_default_and_kafka4_compatible() -> None:
-    settings = KafkaPublisherSettings(bootstrap_servers="k:9092")
+    settings = KafkaSettings(bootstrap_servers="k:9092")
     assert settings.api_version is not None and settings.api_version >= (2, 1)
-    assert KafkaPublisherSettings(bootstrap_servers="k:9092", api_version=None).api_version is None
+    assert KafkaSettings(bootstrap_servers="k:9092", api_version=None).api_version is None
 
 
 def test_settings_are_frozen() -> None:
-    settings = KafkaPublisherSettings(bootstrap_servers="k:9092")
+    settings = KafkaSettings(bootstrap_servers="k:9092")
     with pytest.raises(ValueError, match="frozen"):
         settings.acks = "1"  # type: ignore[misc]
 
@@ -300,7 +300,7 @@ def script() -> dict[bytes, Any]:
 
 
 def make_publisher(script: dict[bytes, Any], **overrides: Any) -> KafkaPublisher:
-    settings = KafkaPublisherSettings(bootstrap_servers="k:9092", **overrides)
+    settings = KafkaSettings(bootstrap_servers="k:9092", **overrides)
     return KafkaPublisher(settings, producer_factory=lambda **cfg: FakeProducer(script, **cfg))
 
 
@@ -389,7 +389,7 @@ def test_configuration_errors_raise_publish_error(script: dict[bytes, Any]) -> N
     def broken(**config: Any) -> Any:
         raise ke.KafkaConfigurationError("bad ssl_cafile")
 
-    publisher = KafkaPublisher(KafkaPublisherSettings(bootstrap_servers="k:9092"), producer_factory=broken)
+    publisher = KafkaPublisher(KafkaSettings(bootstrap_servers="k:9092"), producer_factory=broken)
     with pytest.raises(PublishError, match="bad ssl_cafile"):
         publisher.send_batch([msg(b"x")])
 
@@ -398,7 +398,7 @@ def test_unreachable_bootstrap_in_the_constructor_fails_every_message(script: di
     def unreachable(**config: Any) -> Any:
         raise ke.KafkaTimeoutError("Unable to bootstrap from ['k:9092']")  # what api_version=None does
 
-    publisher = KafkaPublisher(KafkaPublisherSettings(bootstrap_servers="k:9092"), producer_factory=unreachable)
+    publisher = KafkaPublisher(KafkaSettings(bootstrap_servers="k:9092"), producer_factory=unreachable)
     outcomes = publisher.send_batch([msg(b"x"), msg(b"y")])
     assert [o.confirmed for o in outcomes] == [False, False]
     assert "Kafka at k:9092 unavailable, batch of 2 not sent: KafkaTimeoutError: Unable to bootstrap" in str(
@@ -442,7 +442,7 @@ class HeaderCheckingProducer(FakeProducer):
 
 def test_headers_are_sent_as_a_list_of_tuples_even_when_given_otherwise(script: dict[bytes, Any]) -> None:
     publisher = KafkaPublisher(
-        KafkaPublisherSettings(bootstrap_servers="k:9092"),
+        KafkaSettings(bootstrap_servers="k:9092"),
         producer_factory=lambda **cfg: HeaderCheckingProducer(script, **cfg),
     )
     pairs: Any = [["id", b"1"], ("type", b"x")]  # not what the type says, but what was always accepted
@@ -559,7 +559,7 @@ def test_the_publisher_keeps_or_rebuilds_its_producer_as_the_classification_says
 
 
 class _Connection:
-    def __init__(self, settings: KafkaPublisherSettings) -> None:
+    def __init__(self, settings: KafkaSettings) -> None:
         self.config = {"client_id": settings.client_id, "security_protocol": settings.security_protocol}
 
 
