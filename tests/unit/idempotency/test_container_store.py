@@ -49,14 +49,14 @@ def idempotency_container(clock: Clock | None = None) -> MemoryDocumentContainer
     )
 
 
-class TestCosmosStoreWhoseContainerNeverSweeps(IdempotencyStoreContract):
+class TestContainerStoreWhoseContainerNeverSweeps(IdempotencyStoreContract):
     """The container expires on the wall clock, so within a test its TTL sweep never runs: expiry is all the store's."""
 
     def make_store(self, clock: Clock) -> IdempotencyStore:
         return ContainerIdempotencyStore(idempotency_container(), self.options, clock=clock)
 
 
-class TestCosmosStoreWhoseContainerSweepsOnTime(IdempotencyStoreContract):
+class TestContainerStoreWhoseContainerSweepsOnTime(IdempotencyStoreContract):
     """The container shares the test's clock, so documents also vanish the moment their ttl passes."""
 
     def make_store(self, clock: Clock) -> IdempotencyStore:
