@@ -7,10 +7,11 @@ cd "$here"
 PYTHON="${PYTHON:-python3.11}"
 command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
 
+# A user install of uv lands in ~/.local/bin, which need not be on PATH: look there before installing it again.
+export PATH="$HOME/.local/bin:$PATH"
 if ! command -v uv >/dev/null 2>&1; then
   echo "bootstrap: installing uv (pinned) for the current user" >&2
   "$PYTHON" -m pip install --quiet --user "uv==0.13.8" || "$PYTHON" -m pip install --quiet "uv==0.13.8"
-  export PATH="$HOME/.local/bin:$PATH"
 fi
 
 stamp=".venv/.chatter-installed"
