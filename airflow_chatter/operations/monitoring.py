@@ -20,9 +20,9 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from airflow_chatter.clock import Clock, utc_now
-from airflow_chatter.drain.identity import SourceIdentity
 from airflow_chatter.drain.leases import ACTIVE, Lease, LeaseStore
 from airflow_chatter.drain.options import SourceOptions
+from airflow_chatter.drain.source import SourceLeases
 from airflow_chatter.drain.suspension import WINDOW
 from airflow_chatter.operations.outbox_queries import count_undeliverable, undeliverable_after
 from airflow_chatter.operations.pending import PendingEstimate, estimate_pending
@@ -156,23 +156,9 @@ class SourceOverview:
 def monitor_store(
     options: SourceOptions, monitored: DocumentContainer, leases: DocumentContainer, *, clock: Clock = utc_now
 ) -> LeaseStore:
-    """The ``LeaseStore`` of a source's scheduled lease set, for reading (the same processor name the drain uses).
-
-    The processor name comes from the Source Identity (SRC-02): the declared pair, or the containers' ground truth,
-    read once from each container's properties.
-    """
-    if options.monitored_source_identity is not None and options.lease_source_identity is not None:
-        identity = SourceIdentity.declared(options.monitored_source_identity, options.lease_source_identity)
-    else:
-        identity = SourceIdentity.ground_truth(monitored.properties(), leases.properties())
-    return LeaseStore(
-        leases,
-        identity.processor_name,
-        owner=MONITOR_OWNER,
-        lease_prefix=options.lease_prefix,
-        lease_duration_seconds=options.lease_duration_seconds,
-        clock=clock,
-    )
+    """The ``LeaseStore`` of a source's scheduled lease set, for reading: the drain's own (``SourceLeases.open``,
+    the same container check and Source Identity, SRC-02), holding nothing under its ``MONITOR_OWNER`` name."""
+    return SourceLeases.open(options, monitored, leases, clock=clock, owner=MONITOR_OWNER).store
 
 
 def suspension_view(lease: Lease, last_fault: Fault | None = None) -> SuspensionView:
