@@ -24,14 +24,7 @@ from airflow_chatter.airflow.config import SourceConfig, load_sources
 from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
 from airflow_chatter.airflow.local_env import SOURCES_FILE_ENV
 from airflow_chatter.errors import ChatterError
-from airflow_chatter.ports import ContainerError, OutgoingMessage, Publisher, PublishOutcome
-
-
-class _NoPublisher(Publisher):
-    """Provisioning builds a drain engine only for its start-time check; it never publishes."""
-
-    def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
-        raise RuntimeError("provisioning must not publish")
+from airflow_chatter.ports import ContainerError
 
 
 def cli_connection(conn_id: str) -> Any:
@@ -68,8 +61,8 @@ def provision(config: SourceConfig, hook: ChatterCosmosHook) -> list[str]:
     Raises ``ChatterError`` (``ContainerContractError``, ``ConfigurationError``) naming what is wrong.
     """
     from airflow_chatter.adapters.cosmos.provision import LEASE_PARTITION_KEY_PATH, ensure_lease_container
-    from airflow_chatter.drain.engine import DrainEngine
     from airflow_chatter.drain.monitored_container import verify_monitored_container
+    from airflow_chatter.drain.source import SourceLeases
 
     options = config.to_options(resolve=False)  # user callables are imported by the workers, not here
     monitored = hook.get_container(config.monitored_container)
@@ -83,14 +76,14 @@ def provision(config: SourceConfig, hook: ChatterCosmosHook) -> list[str]:
             f"created lease container {lease.container_id!r} (partition key {LEASE_PARTITION_KEY_PATH}, no default TTL)"
         )
     # The drain's own start-time check of both containers (CNT rules, the lease container's /id and TTL), exactly
-    # as a drain task runs it when it builds its engine.
-    engine = DrainEngine.open(options, monitored, hook.get_container(config.lease_container), _NoPublisher())
+    # as a drain task runs it when it opens the source's leases.
+    source = SourceLeases.open(options, monitored, hook.get_container(config.lease_container))
     if not lease.created:
         lines.append(f"lease container {lease.container_id!r} exists with the right shape: nothing to do")
     lines.append(
-        f"monitored container {config.monitored_container!r} passes the start-time check ({_shape(engine.properties)})"
+        f"monitored container {config.monitored_container!r} passes the start-time check ({_shape(source.properties)})"
     )
-    lines.append(f"source identity {engine.source_identity!r}")
+    lines.append(f"source identity {source.identity.processor_name!r}")
     created = lease.created
     if config.ui_idempotency_container is not None:
         line, made = _ui_idempotency(database, config.ui_idempotency_container)

@@ -1,4 +1,8 @@
-"""Building the ``DrainEngine`` of a source from its configuration: its topic mapping and pending filters."""
+"""A source's ``SourceLeases`` and ``DrainEngine`` from its configuration: its pending filters, its topic mapping.
+
+``open_source_leases`` is the one place a source's configuration becomes its opened lease set; the drain, the
+lease listing, the sensor and the pending watch all read their leases through it.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from typing import Any, Protocol
 from airflow_chatter.drain.engine import DrainEngine
 from airflow_chatter.drain.options import SourceOptions
 from airflow_chatter.drain.request_units import ThrottleLimits
+from airflow_chatter.drain.source import SourceLeases
 from airflow_chatter.ports import DocumentContainer, OutgoingMessage, Publisher, PublishOutcome
 
 
@@ -35,7 +40,7 @@ def modified_since(since: datetime) -> PendingFilter:
     """A pending filter admitting documents last modified at or after ``since`` (``_ts``, UTC).
 
     It filters what a lease reads; it does not move where the lease starts. A backfill from a point in time
-    starts its leases there instead (``build_engine(start_from=...)``), which does not read older changes.
+    starts its leases there instead (``open_source_leases(start_from=...)``), which does not read older changes.
     """
     threshold = since.astimezone(UTC).timestamp()
 
@@ -53,7 +58,8 @@ def _both(first: PendingFilter | None, second: PendingFilter) -> PendingFilter:
 
 
 class EngineConfig(Protocol):
-    """What ``build_engine`` needs of a source's configuration (``airflow_chatter.airflow.config.SourceConfig``)."""
+    """What ``open_source_leases`` and ``build_engine`` need of a source's configuration
+    (``airflow_chatter.airflow.config.SourceConfig``)."""
 
     @property
     def topics(self) -> Mapping[str, str]: ...
@@ -61,30 +67,36 @@ class EngineConfig(Protocol):
     def to_options(self, *, resolve: bool = False, lease_prefix: str | None = None) -> SourceOptions: ...
 
 
-def build_engine(
+def open_source_leases(
     config: EngineConfig,
     monitored: DocumentContainer,
     leases: DocumentContainer,
-    publisher: Publisher,
     *,
     lease_prefix: str | None = None,
     extra_filter: PendingFilter | None = None,
     owner: str | None = None,
     start_from: datetime | None = None,
     throttle_limits: ThrottleLimits | None = None,
-) -> DrainEngine:
-    """Build the ``DrainEngine`` of a source; imports its resolver/filter (do this in a task).
+) -> SourceLeases:
+    """Open a source's lease set (``SourceLeases.open``: verifies both containers); imports its resolver/filter
+    (do this in a task).
 
-    ``start_from`` is where the leases the engine creates start reading (a backfill from a point in time);
-    never give it for the scheduled lease set, whose new leases must start at the beginning (RLY-08).
-    ``throttle_limits`` are the Cosmos connection's 429 limits; the source's own override them (F-11).
+    ``lease_prefix`` overrides the source's (a backfill's lease set); ``extra_filter`` narrows its pending filter.
+    ``start_from`` is where the leases it creates start reading (a backfill from a point in time); never give it
+    for the scheduled lease set, whose new leases must start at the beginning (RLY-08). ``throttle_limits`` are the
+    Cosmos connection's 429 limits; the source's own override them (F-11).
     """
     options = config.to_options(resolve=True, lease_prefix=lease_prefix)
     if extra_filter is not None:
         narrowed = _both(options.additional_pending_filter, extra_filter)
         options = options.model_copy(update={"additional_pending_filter": narrowed})
+    return SourceLeases.open(
+        options, monitored, leases, owner=owner, start_from=start_from, throttle_limits=throttle_limits
+    )
+
+
+def build_engine(config: EngineConfig, leases: SourceLeases, publisher: Publisher) -> DrainEngine:
+    """The ``DrainEngine`` of a source on its opened lease set, publishing through its topic mapping."""
     if config.topics:
         publisher = TopicMappingPublisher(publisher, config.topics)
-    return DrainEngine.open(
-        options, monitored, leases, publisher, owner=owner, start_from=start_from, throttle_limits=throttle_limits
-    )
+    return DrainEngine(leases, publisher)

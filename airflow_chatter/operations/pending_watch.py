@@ -16,14 +16,14 @@ The trigger in ``airflow_chatter.airflow.triggers.pending_event`` runs it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Protocol
 
-from airflow_chatter.drain.leases import ACTIVE
-from airflow_chatter.operations.engines import EngineConfig, build_engine
+from airflow_chatter.drain.leases import ACTIVE, LeaseStore
+from airflow_chatter.operations.engines import EngineConfig, open_source_leases
 from airflow_chatter.operations.outbox_queries import count_pending
 from airflow_chatter.operations.pending import peek_pending
-from airflow_chatter.ports import DocumentContainer, OutgoingMessage, Publisher, PublishOutcome
+from airflow_chatter.ports import DocumentContainer
 
 #: The key of a source without leases: one count over the whole container stands for every range.
 NO_LEASES = "<no leases yet>"
@@ -34,13 +34,6 @@ class WatchedSource(EngineConfig, Protocol):
 
     @property
     def name(self) -> str: ...
-
-
-class _NoPublisher(Publisher):
-    """The watch builds an engine only to read its lease store; publishing from it is a bug."""
-
-    def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
-        raise RuntimeError("the pending watch must not publish")
 
 
 class PendingWatch:
@@ -66,14 +59,14 @@ class PendingWatch:
         self.max_pages = max_pages
         self.refire_after_seconds = refire_after_seconds
         self._clock = clock
-        self._store: Any = None
+        self._store: LeaseStore | None = None
         #: (lease id, checkpoint) → when it last fired.
         self._fired: dict[tuple[str, str | None], float] = {}
 
     def _active_leases(self) -> list[tuple[str, str | None]]:
         if self._store is None:
-            # Reads the containers' properties (the Source Identity); creates nothing.
-            self._store = build_engine(self.config, self.monitored, self.leases, _NoPublisher()).store
+            # Reads the containers' properties (their check, the Source Identity); creates nothing.
+            self._store = open_source_leases(self.config, self.monitored, self.leases).store
         return [(lease.id, lease.continuation) for lease in self._store.list_leases() if lease.state == ACTIVE]
 
     def _due(self, key: tuple[str, str | None], now: float) -> bool:

@@ -14,11 +14,18 @@ from airflow_chatter.airflow.operators.drain import (
     ChatterListLeasesOperator,
     ChatterRequeueUndeliverableOperator,
 )
+from airflow_chatter.drain.engine import DrainEngine
 from airflow_chatter.drain.leases import LeaseHeldError
 from airflow_chatter.errors import ConfigurationError, ContainerContractError
+from airflow_chatter.operations.engines import build_engine, open_source_leases
 from airflow_chatter.testing.clock import ManualClock
 from airflow_chatter.testing.fakes import unreachable
 from tests.airflow._support import install_world, source
+
+
+def _engine(config: Any, world: Any, **opening: Any) -> DrainEngine:
+    """The engine a drain task builds for ``config`` on the world's containers, its leases opened with ``opening``."""
+    return build_engine(config, open_source_leases(config, world.monitored, world.leases, **opening), world.publisher)
 
 
 def list_leases(**kwargs):  # type: ignore[no-untyped-def]
@@ -196,11 +203,9 @@ def test_cosmos_http_logging_true_brings_the_sdk_lines_back(
 def test_a_lease_held_elsewhere_logs_its_summary_once(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from airflow_chatter.operations.engines import build_engine
-
     world = install_world(monkeypatch)
     [lease_id] = list_leases().execute(context={})
-    other = build_engine(source(), world.monitored, world.leases, world.publisher, owner="someone-else")
+    other = _engine(source(), world, owner="someone-else")
     other.store.acquire(lease_id)
     caplog.set_level(logging.INFO)
     _task_log(caplog, capsys)
@@ -218,15 +223,14 @@ def test_backfill_and_scheduled_drain_never_own_a_range_together(monkeypatch: py
     assert scheduled != backfill, "the backfill has its own leases, so scheduled checkpoints are untouched"
 
     from airflow_chatter.operations.backfill import exclusive_with
-    from airflow_chatter.operations.engines import build_engine
 
-    engine = build_engine(config, world.monitored, world.leases, world.publisher, lease_prefix="backfill-", owner="bf")
+    engine = _engine(config, world, lease_prefix="backfill-", owner="bf")
     with exclusive_with(engine, backfill, other_prefix="", hold_seconds=120):
         summary = drain(scheduled, source=config).execute(context={})
         assert summary["lease_held_by"] == "bf", "the scheduled drain leaves a range the backfill holds alone"
         assert summary["published"] == 0
 
-    other = build_engine(config, world.monitored, world.leases, world.publisher, lease_prefix="", owner="sched")
+    other = _engine(config, world, lease_prefix="", owner="sched")
     other.store.acquire(scheduled)  # the scheduled drain is running now
     with pytest.raises(LeaseHeldError):
         drain(backfill, source=config, lease_set="backfill", exclusive_with_scheduled=True).execute(context={})
@@ -249,9 +253,8 @@ def test_f04_backfill_after_a_merge_holds_every_scheduled_lease_inside_its_range
     [backfill] = list_leases(source=config, lease_set="backfill").execute(context={})
 
     from airflow_chatter.operations.backfill import exclusive_with
-    from airflow_chatter.operations.engines import build_engine
 
-    engine = build_engine(config, world.monitored, world.leases, world.publisher, lease_prefix="backfill-", owner="bf")
+    engine = _engine(config, world, lease_prefix="backfill-", owner="bf")
     with exclusive_with(engine, backfill, other_prefix="", hold_seconds=120) as held:
         assert sorted(lease.id for lease in held) == sorted(parts)
         for part in parts:
@@ -259,7 +262,7 @@ def test_f04_backfill_after_a_merge_holds_every_scheduled_lease_inside_its_range
             assert (summary["lease_held_by"], summary["published"]) == ("bf", 0)
     assert world.statuses() == {"pending": 8}
 
-    other = build_engine(config, world.monitored, world.leases, world.publisher, lease_prefix="", owner="sched")
+    other = _engine(config, world, lease_prefix="", owner="sched")
     other.store.acquire(parts[1])  # the scheduled drain of one part is running now
     with pytest.raises(LeaseHeldError):
         drain(backfill, source=config, lease_set="backfill", exclusive_with_scheduled=True).execute(context={})
@@ -280,9 +283,8 @@ def test_f04_backfill_after_a_split_holds_the_scheduled_children_not_the_retired
     world.monitored.split_feed_range(whole)  # after both listings: neither set has seen the split yet
 
     from airflow_chatter.operations.backfill import exclusive_with
-    from airflow_chatter.operations.engines import build_engine
 
-    engine = build_engine(config, world.monitored, world.leases, world.publisher, lease_prefix="backfill-", owner="bf")
+    engine = _engine(config, world, lease_prefix="backfill-", owner="bf")
     with exclusive_with(engine, backfill, other_prefix="", hold_seconds=120) as held:
         children = list_leases(source=config).execute(context={})
         assert len(children) == 2 and scheduled not in children
@@ -309,11 +311,10 @@ def test_f04_backfill_holds_a_scheduled_lease_that_reaches_across_the_edge_of_it
     assert len(scheduled) == 3
 
     from airflow_chatter.operations.backfill import exclusive_with
-    from airflow_chatter.operations.engines import build_engine
 
-    engine = build_engine(config, world.monitored, world.leases, world.publisher, lease_prefix="backfill-", owner="bf")
+    engine = _engine(config, world, lease_prefix="backfill-", owner="bf")
     [backfill_right] = [i for i in backfill_leases if engine.store.get(i).feed_range == right]
-    other = build_engine(config, world.monitored, world.leases, world.publisher, lease_prefix="", owner="sched")
+    other = _engine(config, world, lease_prefix="", owner="sched")
     expected = sorted(other.store.lease_id(r) for r in (near, far))
     with exclusive_with(engine, backfill_right, other_prefix="", hold_seconds=120) as held:
         assert sorted(lease.id for lease in held) == expected, "the lease across the edge is held too"

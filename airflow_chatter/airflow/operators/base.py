@@ -18,13 +18,14 @@ from airflow.sdk import BaseOperator
 from airflow_chatter.airflow.config import SourceConfig, SourcesFile
 from airflow_chatter.airflow.sdk_logging import quiet_cosmos_http_logging
 from airflow_chatter.errors import ConfigurationError, ContainerContractError
-from airflow_chatter.ports import NotFound, OutgoingMessage, Publisher, PublishOutcome
+from airflow_chatter.ports import NotFound, Publisher
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
     from airflow_chatter.drain.engine import DrainEngine
+    from airflow_chatter.drain.source import SourceLeases
     from airflow_chatter.ports import DocumentContainer
 
 R = TypeVar("R")
@@ -181,38 +182,33 @@ class ChatterSourceBaseOperator(BaseOperator):
 
         return ChatterKafkaHook(self.kafka_conn_id or self.config.kafka_conn_id).get_publisher()
 
-    def engine(
-        self,
-        context: Context | Mapping[str, Any],
-        publisher: Publisher,
-        *,
-        since: datetime | None = None,
-        start_from: datetime | None = None,
-    ) -> DrainEngine:
-        """``since`` filters what a lease reads by ``_ts``; ``start_from`` is where the leases it creates start.
+    def source_leases(
+        self, context: Context | Mapping[str, Any], *, since: datetime | None = None, start_from: datetime | None = None
+    ) -> SourceLeases:
+        """The source's opened lease set (both containers verified), from its config and its connections.
 
-        The Cosmos connection's 429 limits (extras ``max_throttle_retries`` / ``max_throttle_wait_seconds``) apply
-        where the source sets none (F-11).
+        ``since`` filters what a lease reads by ``_ts``; ``start_from`` is where the leases it creates start. The
+        Cosmos connection's 429 limits (extras ``max_throttle_retries`` / ``max_throttle_wait_seconds``) apply where
+        the source sets none (F-11).
         """
-        from airflow_chatter.operations.engines import build_engine, modified_since
+        from airflow_chatter.operations.engines import modified_since, open_source_leases
 
         monitored, leases = self.containers()
-        throttle_limits = self.cosmos_hook().throttle_limits()
-        return build_engine(
+        return open_source_leases(
             self.config,
             monitored,
             leases,
-            publisher,
             lease_prefix=self.lease_prefix,
             extra_filter=modified_since(since) if since is not None else None,
             owner=self._owner(context),
             start_from=start_from,
-            throttle_limits=throttle_limits,
+            throttle_limits=self.cosmos_hook().throttle_limits(),
         )
 
+    def engine(
+        self, context: Context | Mapping[str, Any], publisher: Publisher, *, since: datetime | None = None
+    ) -> DrainEngine:
+        """The source's drain engine on :meth:`source_leases`, publishing to ``publisher``."""
+        from airflow_chatter.operations.engines import build_engine
 
-class UnusedPublisher(Publisher):
-    """Listing leases builds an engine but publishes nothing; this fails loudly if that changes."""
-
-    def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
-        raise RuntimeError("listing leases must not publish")
+        return build_engine(self.config, self.source_leases(context, since=since), publisher)

@@ -11,7 +11,7 @@ from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 from airflow_chatter.airflow.operators.assets import TOPICS_KEY, ConfirmedTopics, emit_topic_events
-from airflow_chatter.airflow.operators.base import ChatterSourceBaseOperator, UnusedPublisher, task_scope
+from airflow_chatter.airflow.operators.base import ChatterSourceBaseOperator, task_scope
 from airflow_chatter.airflow.values import as_bool, as_datetime, as_float, as_int, as_list, is_unset
 from airflow_chatter.errors import ConfigurationError
 
@@ -84,20 +84,20 @@ class ChatterListLeasesOperator(ChatterSourceBaseOperator):
             raise ConfigurationError(
                 "since", self.since, "is refused for the scheduled lease set (its new leases start at the beginning)"
             )
-        engine = self.engine(context, UnusedPublisher(), start_from=since)
+        source = self.source_leases(context, start_from=since)
         if reset:
             if scheduled:
                 raise ConfigurationError(
                     "reset", True, "is refused for the scheduled lease set (it would drop its checkpoints)"
                 )
-            deleted = reset_leases(engine.store)
+            deleted = reset_leases(source.store)
             self.log.info("Reset %d lease(s) of prefix %r: %s", len(deleted), self.lease_prefix, deleted)
-        leases = engine.ensure_leases()
+        leases = source.topology.ensure_leases()
         chosen = [lease for lease in leases if not wanted or lease.token in wanted or lease.id in wanted]
         if wanted and not chosen:
             raise ConfigurationError("feed_ranges", sorted(wanted), f"match none of {[l.token for l in leases]}")
         if since is not None:
-            self.log.info("Leases created now start reading at %s", engine.store.start_from)
+            self.log.info("Leases created now start reading at %s", source.store.start_from)
         for lease in chosen:
             self.log.info("Lease %s", lease_report(lease))
         return [lease.id for lease in chosen]

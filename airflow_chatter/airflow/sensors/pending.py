@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
-from airflow_chatter.airflow.operators.base import ChatterSourceBaseOperator, UnusedPublisher, task_scope
+from airflow_chatter.airflow.operators.base import ChatterSourceBaseOperator, task_scope
 from airflow_chatter.airflow.triggers.pending import ChatterPendingOutboxTrigger, check_poll_interval
 from airflow_chatter.airflow.values import as_list
 
@@ -55,8 +55,7 @@ class ChatterPendingOutboxSensor(ChatterSourceBaseOperator, BaseSensorOperator):
         wanted = as_list(self.lease_ids, "lease_ids")
         if wanted:
             return wanted
-        engine = self.engine(context, UnusedPublisher())
-        return [lease.id for lease in engine.ensure_leases()]
+        return [lease.id for lease in self.source_leases(context).topology.ensure_leases()]
 
     @task_scope
     def execute(self, context: Context) -> Any:
