@@ -22,9 +22,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from typing import Unpack
 
-from airflow_chatter.clock import Clock, utc_now
 from airflow_chatter.drain.budget import DrainBudget
 from airflow_chatter.drain.identity import SourceRegistry
 from airflow_chatter.drain.leases import ACTIVE, SPLIT, Lease, LeaseHeldError
@@ -32,9 +31,8 @@ from airflow_chatter.drain.options import SourceOptions
 from airflow_chatter.drain.page_run import PublishRun, Resolved, Run, Subject
 from airflow_chatter.drain.publishers import DEFAULT_PUBLISHER, PublisherTable
 from airflow_chatter.drain.read_ahead import FeedReader, FeedRequest
-from airflow_chatter.drain.request_units import ThrottleLimits
 from airflow_chatter.drain.run_stamps import RunStamps
-from airflow_chatter.drain.source import SourceLeases
+from airflow_chatter.drain.source import LeaseOpening, SourceLeases
 from airflow_chatter.drain.stamps import StampWriter
 from airflow_chatter.drain.summary import DrainCounts, DrainSummary
 from airflow_chatter.drain.suspension import ConfirmationReceipt, DrainGate
@@ -133,22 +131,14 @@ class DrainEngine:
         leases: DocumentContainer,
         publishers: Mapping[str, Publisher] | Publisher,
         *,
-        clock: Clock = utc_now,
         telemetry: DrainTelemetry | None = None,
-        owner: str | None = None,
         default_publisher: str = DEFAULT_PUBLISHER,
         registry: SourceRegistry | None = None,
-        start_from: datetime | None = None,
-        throttle_limits: ThrottleLimits | None = None,
+        **opening: Unpack[LeaseOpening],
     ) -> DrainEngine:
-        """Open the source's leases (``SourceLeases.open``: verifies both containers) and build its engine.
-
-        ``clock`` is the UTC wall clock (suspension windows, lease expiry, lag); ``owner``, ``start_from`` (RLY-08)
-        and ``throttle_limits`` (F-11) are as ``SourceLeases.open`` takes them.
-        """
-        opened = SourceLeases.open(
-            source, monitored, leases, clock=clock, owner=owner, start_from=start_from, throttle_limits=throttle_limits
-        )
+        """Open the source's leases (``SourceLeases.open``: verifies both containers, as ``opening`` says) and build
+        its engine on them."""
+        opened = SourceLeases.open(source, monitored, leases, **opening)
         return cls(opened, publishers, telemetry=telemetry, default_publisher=default_publisher, registry=registry)
 
     # ================================================================== public API

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypedDict, Unpack
 
 from airflow_chatter.clock import Clock, utc_now
 from airflow_chatter.drain.identity import SourceIdentity, instance_name
@@ -20,6 +21,19 @@ from airflow_chatter.drain.pacing import TokenBucket
 from airflow_chatter.drain.request_units import LEASES, MeteredContainer, RequestUnits, ThrottleLimits
 from airflow_chatter.drain.topology import LeaseTopology
 from airflow_chatter.ports import ContainerProperties, DocumentContainer
+
+
+class LeaseOpening(TypedDict, total=False):
+    """How :meth:`SourceLeases.open` opens a source's leases; every key is optional."""
+
+    #: The UTC wall clock: lease expiry, suspension windows, lag (default ``utc_now``).
+    clock: Clock
+    #: The name of this drain on the leases it takes (default: host + uuid).
+    owner: str | None
+    #: Where leases created for new ranges start reading (default the beginning; RLY-08).
+    start_from: datetime | None
+    #: The Cosmos connection's 429 limits, each overridden by the source's own (F-11).
+    throttle_limits: ThrottleLimits | None
 
 
 @dataclass(frozen=True)
@@ -43,35 +57,29 @@ class SourceLeases:
         source: SourceOptions,
         monitored: DocumentContainer,
         leases: DocumentContainer,
-        *,
-        clock: Clock = utc_now,
-        owner: str | None = None,
-        start_from: datetime | None = None,
-        throttle_limits: ThrottleLimits | None = None,
+        **opening: Unpack[LeaseOpening],
     ) -> SourceLeases:
-        """Verify both containers and build the source's lease set on them.
+        """Verify both containers and build the source's lease set on them, as ``opening`` says (``LeaseOpening``).
 
         Raises one ``ContainerContractError`` naming every violation of both containers, each under its own name.
-        ``owner`` names this drain on the leases it takes (default: host + uuid); ``start_from`` is where leases
-        created for new ranges start reading (RLY-08); ``throttle_limits`` are the Cosmos connection's 429 limits,
-        each overridden by the source's own (F-11).
         """
         properties, lease_properties = verify_containers(monitored, source.partition_key_paths, leases)
         identity = source_identity(source, properties, lease_properties)
         cap = source.max_request_units_per_second
         units = RequestUnits(TokenBucket(cap) if cap is not None else None)
-        limits = (throttle_limits or ThrottleLimits()).overridden(
+        clock = opening.get("clock", utc_now)
+        limits = (opening.get("throttle_limits") or ThrottleLimits()).overridden(
             source.max_throttle_retries, source.max_throttle_wait_seconds
         )
         metered = MeteredContainer(monitored, units, limits)
         store = LeaseStore(
             MeteredContainer(leases, units, limits, kind=LEASES),
             identity.processor_name,
-            owner=owner or instance_name(),
+            owner=opening.get("owner") or instance_name(),
             lease_prefix=source.lease_prefix,
             lease_duration_seconds=source.lease_duration_seconds,
             clock=clock,
-            start_from=start_from,
+            start_from=opening.get("start_from"),
         )
         return cls(source, metered, properties, identity, store, LeaseTopology(store, metered), units, limits, clock)
 
@@ -85,4 +93,4 @@ def source_identity(
     return SourceIdentity.ground_truth(monitored, lease)
 
 
-__all__ = ["SourceLeases", "source_identity"]
+__all__ = ["LeaseOpening", "SourceLeases", "source_identity"]

@@ -9,12 +9,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack
 
 from airflow_chatter.drain.engine import DrainEngine
 from airflow_chatter.drain.options import SourceOptions
-from airflow_chatter.drain.request_units import ThrottleLimits
-from airflow_chatter.drain.source import SourceLeases
+from airflow_chatter.drain.source import LeaseOpening, SourceLeases
 from airflow_chatter.ports import DocumentContainer, OutgoingMessage, Publisher, PublishOutcome
 
 
@@ -74,25 +73,19 @@ def open_source_leases(
     *,
     lease_prefix: str | None = None,
     extra_filter: PendingFilter | None = None,
-    owner: str | None = None,
-    start_from: datetime | None = None,
-    throttle_limits: ThrottleLimits | None = None,
+    **opening: Unpack[LeaseOpening],
 ) -> SourceLeases:
-    """Open a source's lease set (``SourceLeases.open``: verifies both containers); imports its resolver/filter
-    (do this in a task).
+    """Open a source's lease set (``SourceLeases.open``: verifies both containers, as ``opening`` says); imports
+    its resolver/filter (do this in a task).
 
     ``lease_prefix`` overrides the source's (a backfill's lease set); ``extra_filter`` narrows its pending filter.
-    ``start_from`` is where the leases it creates start reading (a backfill from a point in time); never give it
-    for the scheduled lease set, whose new leases must start at the beginning (RLY-08). ``throttle_limits`` are the
-    Cosmos connection's 429 limits; the source's own override them (F-11).
+    Never give ``start_from`` for the scheduled lease set, whose new leases must start at the beginning (RLY-08).
     """
     options = config.to_options(resolve=True, lease_prefix=lease_prefix)
     if extra_filter is not None:
         narrowed = _both(options.additional_pending_filter, extra_filter)
         options = options.model_copy(update={"additional_pending_filter": narrowed})
-    return SourceLeases.open(
-        options, monitored, leases, owner=owner, start_from=start_from, throttle_limits=throttle_limits
-    )
+    return SourceLeases.open(options, monitored, leases, **opening)
 
 
 def build_engine(config: EngineConfig, leases: SourceLeases, publisher: Publisher) -> DrainEngine:
