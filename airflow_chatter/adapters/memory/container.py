@@ -1,9 +1,7 @@
-"""``MemoryDocumentContainer``: the stored state and the port methods of the in-memory container.
+"""``MemoryDocumentContainer``: the port methods of the in-memory container, over its versions (``versions.py``).
 
-Every port method runs through :meth:`MemoryDocumentContainer._run`: count the call, the :meth:`check` hook
-(default: the fault handler, ``container.handler``), apply in a :class:`_Transaction`, commit, the :meth:`after_apply`
-hook. A subclass overrides the hooks to inject its own behaviour.
-"""
+Every port method runs through :meth:`MemoryDocumentContainer._run`: count the call, the :meth:`check` hook (default:
+the fault handler, ``container.handler``), apply in a ``Transaction``, commit, the :meth:`after_apply` hook."""
 
 from __future__ import annotations
 
@@ -12,7 +10,7 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -35,14 +33,16 @@ from airflow_chatter.adapters.memory.query import (
     run_query,
 )
 from airflow_chatter.adapters.memory.ranges import (
-    EPK_SPACE,
     Continuation,
     EpkRange,
     PartitionKeyValue,
     canonical_component,
     even_ranges,
+    merge_ranges,
     overlap,
+    split_range,
 )
+from airflow_chatter.adapters.memory.versions import ItemKey, StoredVersion, Transaction
 from airflow_chatter.clock import Clock, utc_now
 from airflow_chatter.ports import (
     BadRequest,
@@ -66,43 +66,7 @@ from airflow_chatter.ports import (
 )
 
 _T = TypeVar("_T")
-_ItemKey = tuple[str, str]  # (canonical partition-key JSON, id)
 _PUTS = (BatchOperationKind.CREATE, BatchOperationKind.UPSERT, BatchOperationKind.REPLACE)
-
-
-@dataclass(frozen=True)
-class _Stored:
-    """One stored document version. Never mutated: a write stores a new one."""
-
-    document: Document  # the body with _rid, _etag and _ts, without _lsn
-    key: PartitionKeyValue
-    lsn: int
-    expires_at: int | None  # _ts + effective ttl; None when it never expires
-
-    def alive_at(self, now: float) -> bool:
-        # INVARIANT: expired means clock() >= _ts + ttl (test_a_document_is_readable_until_the_instant_ts_plus_ttl);
-        # comparing with > would keep a document readable for one extra instant.
-        return self.expires_at is None or now < self.expires_at
-
-    def copy(self, **extra: Any) -> Document:
-        """A caller's copy: mutating it never changes the container, nor the reverse."""
-        return {**copy.deepcopy(self.document), **extra}
-
-
-@dataclass
-class _Transaction:
-    """The items as one operation (or one batch) sees them. Its writes share one ``_lsn`` and ``_ts``, as a
-    transactional batch's do on the service, and land only on commit: a failed one is dropped, whole."""
-
-    items: dict[_ItemKey, _Stored]
-    lsn: int
-    now: float
-    #: The versions this transaction wrote (``None``: deleted), in write order.
-    writes: dict[_ItemKey, _Stored | None] = field(default_factory=dict)
-
-    def get(self, key: _ItemKey) -> _Stored | None:
-        stored = self.writes[key] if key in self.writes else self.items.get(key)
-        return stored if stored is not None and stored.alive_at(self.now) else None
 
 
 class MemoryDocumentContainer(DocumentContainer):
@@ -135,9 +99,9 @@ class MemoryDocumentContainer(DocumentContainer):
         self._rid = uuid.uuid4().hex[:16]
         self._lock = threading.RLock()
         #: The live versions, in commit order (a commit re-inserts what it writes): so also in ``_lsn`` order.
-        self._items: dict[_ItemKey, _Stored] = {}
+        self._items: dict[ItemKey, StoredVersion] = {}
         self._lsn = 0
-        #: Faults to inject: asked of every call before it applies and after it committed (``faults.fail``).
+        #: Faults to inject: asked of every call before it applies and after it commits (``faults.fail`` builds one).
         self.handler: OperationHandler | None = None
         #: How often each port method was called (including calls that failed), e.g. ``calls["patch"]``.
         self.calls: Counter[str] = Counter()
@@ -158,14 +122,14 @@ class MemoryDocumentContainer(DocumentContainer):
         if error is not None:
             raise error
 
-    def _run(self, call: OperationCall, apply: Callable[[_Transaction], _T]) -> _T:
+    def _run(self, call: OperationCall, apply: Callable[[Transaction], _T]) -> _T:
         """Number and count the call, run the hooks and ``apply`` in one transaction, and commit it if ``apply``
         returns. ``call`` comes numbered 0: the number is taken under the lock."""
         with self._lock:
             self.calls[call.operation] += 1
             call = replace(call, number=self.calls[call.operation])
             self.check(call)
-            transaction = _Transaction(self._items, self._lsn + 1, self._now())
+            transaction = Transaction(self._items, self._lsn + 1, self._now())
             result = apply(transaction)
             for key, stored in transaction.writes.items():
                 self._items.pop(key, None)  # re-insert, so iteration order stays commit order
@@ -285,13 +249,7 @@ class MemoryDocumentContainer(DocumentContainer):
         Afterwards reading the parent raises ``FeedRangeGone``; the parent's continuations resume on either child.
         """
         with self._lock:
-            parent = EpkRange.parse(feed_range)
-            if parent not in self._ranges:
-                raise FeedRangeGone(f"{feed_range.token} is not a current feed range")
-            left, right = parent.halves()
-            position = self._ranges.index(parent)
-            self._ranges[position : position + 1] = [left, right]
-            return left.feed_range, right.feed_range
+            return split_range(self._ranges, feed_range)
 
     def halve_feed_range(self, feed_range: FeedRange) -> tuple[FeedRange, FeedRange]:
         """The two halves of a feed range at its EPK midpoint, without splitting it: sub-ranges a reader may hold
@@ -306,15 +264,7 @@ class MemoryDocumentContainer(DocumentContainer):
         resume there), as the SDK serves a sub-range of a physical partition; ``read_feed_ranges`` lists the merge.
         """
         with self._lock:
-            first, second = sorted((EpkRange.parse(left), EpkRange.parse(right)))
-            if first not in self._ranges or second not in self._ranges:
-                raise FeedRangeGone("only two current feed ranges can merge")
-            position = self._ranges.index(first)
-            if position + 1 >= len(self._ranges) or self._ranges[position + 1] != second:
-                raise BadRequest("only adjacent feed ranges can merge")
-            merged = EpkRange(first.low, second.high)
-            self._ranges[position : position + 2] = [merged]
-            return merged.feed_range
+            return merge_ranges(self._ranges, left, right)
 
     def feed_range_of(self, partition_key: PartitionKey) -> FeedRange:
         """Return the current feed range that holds a (full) partition key."""
@@ -355,30 +305,30 @@ class MemoryDocumentContainer(DocumentContainer):
         return body
 
     def _write(
-        self, transaction: _Transaction, body: Document, key: PartitionKeyValue, previous: _Stored | None
+        self, transaction: Transaction, body: Document, key: PartitionKeyValue, previous: StoredVersion | None
     ) -> Document:
         """Store a checked body as the new version of its item and return the caller's copy of it."""
         body["_rid"] = previous.document["_rid"] if previous is not None else uuid.uuid4().hex[:16]
         body["_etag"] = f'"{uuid.uuid4()}"'
         ts = body["_ts"] = int(transaction.now)
-        stored = _Stored(body, key, transaction.lsn, expiry(ts, body.get("ttl"), self._default_ttl))
+        stored = StoredVersion(body, key, transaction.lsn, expiry(ts, body.get("ttl"), self._default_ttl))
         transaction.writes[(key.json, str(body["id"]))] = stored
         return stored.copy()
 
-    def _existing(self, transaction: _Transaction, item_id: str, partition_key: PartitionKey) -> _Stored:
+    def _existing(self, transaction: Transaction, item_id: str, partition_key: PartitionKey) -> StoredVersion:
         stored = transaction.get((self._key(partition_key).json, str(item_id)))
         if stored is None:
             raise NotFound(f"no document {item_id!r} in partition {partition_key!r}")
         return stored
 
     @staticmethod
-    def _check_etag(stored: _Stored, if_match: str | None) -> None:
+    def _check_etag(stored: StoredVersion, if_match: str | None) -> None:
         if if_match is not None and stored.document["_etag"] != if_match:
             raise PreconditionFailed(f"ETag {if_match} is stale for {stored.document['id']!r}")
 
     def _put(
         self,
-        transaction: _Transaction,
+        transaction: Transaction,
         kind: BatchOperationKind,
         document: Document,
         partition_key: PartitionKey,
@@ -403,7 +353,7 @@ class MemoryDocumentContainer(DocumentContainer):
         return self._write(transaction, body, key, previous), previous is None
 
     def _delete(
-        self, transaction: _Transaction, item_id: str, partition_key: PartitionKey, if_match: str | None
+        self, transaction: Transaction, item_id: str, partition_key: PartitionKey, if_match: str | None
     ) -> None:
         stored = self._existing(transaction, item_id, partition_key)
         self._check_etag(stored, if_match)
@@ -411,7 +361,7 @@ class MemoryDocumentContainer(DocumentContainer):
 
     def _patch(
         self,
-        transaction: _Transaction,
+        transaction: Transaction,
         item_id: str,
         partition_key: PartitionKey,
         operations: Sequence[PatchOperation],
@@ -432,7 +382,7 @@ class MemoryDocumentContainer(DocumentContainer):
     # -- batch ----------------------------------------------------------------------------------------------
 
     def _batch(
-        self, transaction: _Transaction, partition_key: PartitionKey, operations: Sequence[BatchOperation]
+        self, transaction: Transaction, partition_key: PartitionKey, operations: Sequence[BatchOperation]
     ) -> list[BatchOperationResult]:
         if not 1 <= len(operations) <= MAX_BATCH_OPERATIONS:
             raise BadRequest(f"a batch takes 1 to {MAX_BATCH_OPERATIONS} operations, not {len(operations)}")
@@ -455,7 +405,7 @@ class MemoryDocumentContainer(DocumentContainer):
         return results
 
     def _batch_operation(
-        self, transaction: _Transaction, partition_key: PartitionKey, operation: BatchOperation
+        self, transaction: Transaction, partition_key: PartitionKey, operation: BatchOperation
     ) -> BatchOperationResult:
         kind, if_match = operation.kind, operation.if_match
         if kind in _PUTS:
@@ -478,7 +428,7 @@ class MemoryDocumentContainer(DocumentContainer):
 
     def _query(
         self,
-        transaction: _Transaction,
+        transaction: Transaction,
         sql: str,
         parameters: Mapping[str, Any] | None,
         partition_key: PartitionKey | None,
@@ -496,7 +446,7 @@ class MemoryDocumentContainer(DocumentContainer):
 
     def _change_feed(
         self,
-        transaction: _Transaction,
+        transaction: Transaction,
         feed_range: FeedRange,
         continuation: str | None,
         start: ChangeFeedStart | datetime,
@@ -510,7 +460,7 @@ class MemoryDocumentContainer(DocumentContainer):
             # re-read the ranges and carry its continuation onto the children.
             raise FeedRangeGone(f"feed range {feed_range.token} is gone (split); re-read the feed ranges")
         after_lsn, since_ts = self._position(requested, continuation, start)
-        page: list[_Stored] = []
+        page: list[StoredVersion] = []
         for stored in self._items.values():  # in _lsn order
             if page and len(page) >= max_item_count and stored.lsn != page[-1].lsn:
                 break  # a full page, and never a batch split across two
@@ -546,5 +496,4 @@ def _id_of(document: Any) -> str | None:
     return str(document["id"]) if isinstance(document, dict) and "id" in document else None
 
 
-#: ``EPK_SPACE`` and ``OperationCall`` are re-exported: tests import them from this module.
-__all__ = ["EPK_SPACE", "MemoryDocumentContainer", "OperationCall"]
+__all__ = ["MemoryDocumentContainer"]

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_chatter.ports import BadRequest, FeedRange
+from airflow_chatter.ports import BadRequest, FeedRange, FeedRangeGone
 
 #: The EPK space: partition keys hash to ``[0, EPK_SPACE)``; feed ranges are half-open intervals of it.
 EPK_SPACE = 1 << 60
@@ -131,3 +131,27 @@ class Continuation:
             return cls(str(body["container"]), feed_range, int(body["lsn"]))
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             raise BadRequest(f"not a change-feed continuation of the in-memory container: {token!r}") from error
+
+
+def split_range(ranges: list[EpkRange], feed_range: FeedRange) -> tuple[FeedRange, FeedRange]:
+    """Replace a current range of ``ranges`` by its two halves, as a partition split does."""
+    parent = EpkRange.parse(feed_range)
+    if parent not in ranges:
+        raise FeedRangeGone(f"{feed_range.token} is not a current feed range")
+    left, right = parent.halves()
+    position = ranges.index(parent)
+    ranges[position : position + 1] = [left, right]
+    return left.feed_range, right.feed_range
+
+
+def merge_ranges(ranges: list[EpkRange], left: FeedRange, right: FeedRange) -> FeedRange:
+    """Replace two adjacent current ranges of ``ranges`` by their union, as a partition merge does."""
+    first, second = sorted((EpkRange.parse(left), EpkRange.parse(right)))
+    if first not in ranges or second not in ranges:
+        raise FeedRangeGone("only two current feed ranges can merge")
+    position = ranges.index(first)
+    if position + 1 >= len(ranges) or ranges[position + 1] != second:
+        raise BadRequest("only adjacent feed ranges can merge")
+    merged = EpkRange(first.low, second.high)
+    ranges[position : position + 2] = [merged]
+    return merged.feed_range

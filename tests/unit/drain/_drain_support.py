@@ -132,8 +132,8 @@ def ids(documents: Iterable[Document]) -> list[str]:
 # goes through the few functions below, so the tests read in port terms.
 # ------------------------------------------------------------------------------------------------
 
-from airflow_chatter.adapters.memory.container import MemoryDocumentContainer, OperationCall
-from airflow_chatter.adapters.memory.faults import fail
+from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
+from airflow_chatter.adapters.memory.faults import OperationCall, fail
 from airflow_chatter.drain.engine import DrainEngine, DrainSummary
 from airflow_chatter.drain.options import SourceOptions
 from airflow_chatter.ports import BatchFailed, ContainerError, FeedRange

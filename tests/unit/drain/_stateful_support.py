@@ -11,7 +11,8 @@ from typing import Any
 
 from hypothesis import HealthCheck, settings
 
-from airflow_chatter.adapters.memory.container import EPK_SPACE, MemoryDocumentContainer
+from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
+from airflow_chatter.adapters.memory.ranges import EPK_SPACE
 from airflow_chatter.ports import FeedRange, OutgoingMessage, PublishOutcome
 from airflow_chatter.testing.fakes import FakePublisher
 

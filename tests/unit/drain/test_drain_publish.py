@@ -12,8 +12,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from airflow_chatter.adapters.memory.container import OperationCall
-from airflow_chatter.adapters.memory.faults import fail
+from airflow_chatter.adapters.memory.faults import OperationCall, fail
 from airflow_chatter.drain.telemetry import DOCUMENTS, UNDELIVERABLE
 from airflow_chatter.outbox.document import UNDELIVERABLE as UNDELIVERABLE_STATUS
 from airflow_chatter.ports import BatchOperation, BatchOperationKind, PublishError, ServiceUnavailable
