@@ -18,7 +18,8 @@ from azure.cosmos._change_feed.change_feed_state import ChangeFeedStateV2
 from azure.cosmos._change_feed.feed_range_internal import FeedRangeInternalEpk
 from azure.cosmos._routing.routing_range import Range
 
-from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer, _narrow_continuation
+from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer
+from airflow_chatter.adapters.cosmos.continuations import narrow_continuation
 from airflow_chatter.ports import BadRequest, FeedRange
 
 _LINK = "dbs/db/colls/orders"
@@ -77,7 +78,7 @@ def test_f04_a_parent_token_resumed_on_a_child_reads_the_child_only_from_the_par
     # The cause: handed to the SDK as it is, the parent's token reads the whole partition, whatever range was asked.
     assert _HEADERS.StartEpkString not in _request_headers(parent)
 
-    child = _narrow_continuation(parent, _feed_range("", "20"))
+    child = narrow_continuation(parent, _feed_range("", "20"))
 
     assert _positions(child) == [("", "20", '"42"')], "the child's bounds, the parent's position"
     headers = _request_headers(child)
@@ -89,7 +90,7 @@ def test_f04_a_parent_token_resumed_on_a_child_reads_the_child_only_from_the_par
 def test_f04_each_position_of_a_composite_token_is_cut_to_the_child_and_those_outside_it_dropped() -> None:
     token = _composite(("", "FF"), [("", "20", '"10"'), ("20", "80", '"11"'), ("80", "FF", '"12"')])
 
-    child = _narrow_continuation(token, _feed_range("18", "30"))
+    child = narrow_continuation(token, _feed_range("18", "30"))
 
     assert _positions(child) == [("18", "20", '"10"'), ("20", "30", '"11"')]
     assert _parsed(child)._continuation.feed_range.get_normalized_range() == Range("18", "30", True, False)
@@ -99,14 +100,14 @@ def test_f04_positions_wider_than_the_lease_range_are_cut_back_to_it() -> None:
     # What the SDK writes when the partition under a sub-range position split: the children's whole ranges.
     token = _composite(("", "20"), [("", "10", '"7"'), ("10", "40", '"7"')])
 
-    narrowed = _narrow_continuation(token, _feed_range("", "20"))
+    narrowed = narrow_continuation(token, _feed_range("", "20"))
 
     assert _positions(narrowed) == [("", "10", '"7"'), ("10", "20", '"7"')]
 
 
 def test_a_token_for_exactly_the_requested_range_is_passed_on_unchanged() -> None:
     token = _sdk_token("", "20")
-    assert _narrow_continuation(token, _feed_range("", "20")) is token
+    assert narrow_continuation(token, _feed_range("", "20")) is token
 
 
 @pytest.mark.parametrize(
@@ -117,13 +118,13 @@ def test_f04_a_token_is_refused_for_a_range_it_does_not_contain(
     token_range: tuple[str, str], requested: tuple[str, str]
 ) -> None:
     with pytest.raises(BadRequest, match="does not contain the requested feed range"):
-        _narrow_continuation(_sdk_token(*token_range), _feed_range(*requested))
+        narrow_continuation(_sdk_token(*token_range), _feed_range(*requested))
 
 
 def test_a_token_without_a_position_inside_the_requested_range_is_refused() -> None:
     token = _composite(("", "FF"), [("", "20", '"10"')])  # malformed: nothing covers ["40", "FF")
     with pytest.raises(BadRequest, match="no position inside"):
-        _narrow_continuation(token, _feed_range("40", "FF"))
+        narrow_continuation(token, _feed_range("40", "FF"))
 
 
 @pytest.mark.parametrize(
@@ -136,7 +137,7 @@ def test_a_token_without_a_position_inside_the_requested_range_is_refused() -> N
     ],
 )
 def test_a_token_this_adapter_cannot_read_is_left_to_the_sdk(token: str) -> None:
-    assert _narrow_continuation(token, _feed_range("", "20")) is token
+    assert narrow_continuation(token, _feed_range("", "20")) is token
 
 
 def _adapter() -> CosmosDocumentContainer:
@@ -151,7 +152,7 @@ def test_f04_the_overlap_across_an_edge_is_the_common_part_as_a_token_the_sdk_re
 
     assert piece == _feed_range("20", "30"), "the same token form as read_feed_ranges lists"
     # A continuation resumed on the piece reads exactly its bounds (see the narrowing tests above).
-    headers = _request_headers(_narrow_continuation(_sdk_token("", "FF"), piece))
+    headers = _request_headers(narrow_continuation(_sdk_token("", "FF"), piece))
     assert (headers[_HEADERS.StartEpkString], headers[_HEADERS.EndEpkString]) == ("20", "30")
 
 
