@@ -2,6 +2,6 @@
 
 from pathlib import Path
 
-from airflow_chatter.airflow.dag_factory import backfill_dag
+from airflow_chatter.airflow.dags.factory import backfill_dag
 
 dag = backfill_dag(Path(__file__).parent)

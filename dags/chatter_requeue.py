@@ -2,6 +2,6 @@
 
 from pathlib import Path
 
-from airflow_chatter.airflow.dag_factory import requeue_dag
+from airflow_chatter.airflow.dags.factory import requeue_dag
 
 dag = requeue_dag(Path(__file__).parent)

@@ -6,6 +6,6 @@ good sources (``chatter_drains.py``) must not be the file that reports a bad ent
 
 from pathlib import Path
 
-from airflow_chatter.airflow.dag_factory import check_sources
+from airflow_chatter.airflow.dags.factory import check_sources
 
 check_sources(Path(__file__).parent)

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from airflow.sdk import DAG, Param
 
-from airflow_chatter.airflow.config import load_sources_isolated
-from airflow_chatter.airflow.dag_factory import START_DATE, sources_file
+from airflow_chatter.airflow.dags.config import load_sources_isolated
+from airflow_chatter.airflow.dags.factory import START_DATE, sources_file
 from airflow_chatter.airflow.operators.receive import ChatterReceiveOperator
 
 SOURCE = "orders"

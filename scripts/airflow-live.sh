@@ -212,7 +212,7 @@ export_settings() {
     export AIRFLOW__CELERY__RESULT_BACKEND="${AIRFLOW_LIVE_CELERY_RESULT_BACKEND:-db+$AIRFLOW__DATABASE__SQL_ALCHEMY_CONN}"
     export AIRFLOW__CELERY__WORKER_CONCURRENCY="${AIRFLOW_LIVE_WORKER_CONCURRENCY:-2}"
     # Several workers on one host: each task instance records CHATTER_WORKER_NAME@<host> as its hostname.
-    export AIRFLOW__CORE__HOSTNAME_CALLABLE=airflow_chatter.airflow.hostname.worker_hostname
+    export AIRFLOW__CORE__HOSTNAME_CALLABLE=airflow_chatter.airflow.plugins.hostname.worker_hostname
   fi
   export AIRFLOW__DATABASE__LOAD_DEFAULT_CONNECTIONS=False
   export AIRFLOW__LOGGING__BASE_LOG_FOLDER="$home/logs"

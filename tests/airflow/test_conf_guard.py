@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from airflow_chatter.airflow.conf_guard import STRICT_CONF, ChatterConfGuard
+from airflow_chatter.airflow.plugins.conf_guard import STRICT_CONF, ChatterConfGuard
 
 
 def _client() -> tuple[TestClient, list[dict[str, Any]]]:
@@ -89,7 +89,7 @@ def test_a_body_that_is_not_json_is_left_to_airflow() -> None:
 
 @pytest.mark.airflow
 def test_the_guard_knows_exactly_the_params_of_the_shipped_manual_dags(airflow_db: object) -> None:
-    from airflow_chatter.airflow.dag_factory import backfill_dag, requeue_dag
+    from airflow_chatter.airflow.dags.factory import backfill_dag, requeue_dag
     from tests.fixtures.airflow import DAGS_FOLDER
 
     for dag in (backfill_dag(DAGS_FOLDER), requeue_dag(DAGS_FOLDER)):
@@ -160,7 +160,7 @@ def test_a_path_that_only_contains_the_trigger_endpoints_words_is_not_guarded(ro
 _REAL_API_SERVER = """
 import json, os, sys
 from pathlib import Path
-from airflow_chatter.airflow.local_env import apply_local_airflow_env, local_airflow_env
+from airflow_chatter.testing.local_env import apply_local_airflow_env, local_airflow_env
 apply_local_airflow_env(local_airflow_env(Path(sys.argv[1]), dags_folder=Path(sys.argv[2])))
 os.environ["AIRFLOW__API__BASE_URL"] = "http://127.0.0.1:1/airflow/"
 from airflow.utils import db

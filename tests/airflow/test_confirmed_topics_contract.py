@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_chatter.airflow.operators.assets import ConfirmedTopics
+from airflow_chatter.airflow.operators.topic_events import ConfirmedTopics
 from airflow_chatter.ports import MessageRejected, Publisher
 from airflow_chatter.testing.contracts.publisher import ILLEGAL_TOPIC, PublisherContract
 from airflow_chatter.testing.fakes import FakePublisher, fail_topic, unreachable

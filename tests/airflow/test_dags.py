@@ -141,7 +141,7 @@ def test_a_broken_entry_leaves_the_other_drains_schedulable_in_the_metadata_db(
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
-    from airflow_chatter.airflow.local_env import BUNDLE_NAME
+    from airflow_chatter.testing.local_env import BUNDLE_NAME
 
     DagBundlesManager().sync_bundles_to_db()
     sources_file({"sources": [valid(), valid(name="payments", monitored_container="payments", schedule="sometimes")]})
@@ -174,7 +174,7 @@ def test_a_file_whose_top_level_is_wrong_fails_every_chatter_dag_file(
 
 
 def test_missing_config_file_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from airflow_chatter.airflow.local_env import SOURCES_FILE_ENV
+    from airflow_chatter.airflow.dags.config import SOURCES_FILE_ENV
 
     monkeypatch.setenv(SOURCES_FILE_ENV, str(tmp_path / "nope.yaml"))
     message = "\n".join(str(e) for e in dagbag().import_errors.values())
@@ -432,10 +432,10 @@ def test_a_failed_drain_fails_the_run_and_the_messages_it_delivered_still_get_th
 ) -> None:
     """The asset events come from one task after the drains (a teardown): it runs although a drain failed, counts
     what that drain delivered before failing (in Kafka all the same), and the run is failed all the same."""
-    from airflow_chatter.airflow import dag_factory
+    from airflow_chatter.airflow.dags import factory
     from tests.airflow._support import PK_PATH, install_world, xcoms
 
-    monkeypatch.setitem(dag_factory.DEFAULT_ARGS, "retries", 0)
+    monkeypatch.setitem(factory.DEFAULT_ARGS, "retries", 0)
     sources_file({"sources": [valid(partition_key_paths=PK_PATH, pool=None, max_batch_size=2)]})
     world = install_world(monkeypatch, feed_ranges=2)
     world.write(tenants=6, per_tenant=2)

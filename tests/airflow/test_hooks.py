@@ -286,7 +286,7 @@ def test_a_sasl_password_on_a_plaintext_connection_is_refused_without_echoing_it
 def test_what_the_kafka_form_saves_for_a_plaintext_broker_is_a_valid_connection(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from airflow_chatter.airflow.provider_info import KAFKA_CONNECTION_TYPE
+    from airflow_chatter.airflow.get_provider_info import KAFKA_CONNECTION_TYPE
 
     # The form pre-fills every field's default and saves a cleared field as null.
     extra = {name: field["schema"].get("default") for name, field in KAFKA_CONNECTION_TYPE["conn-fields"].items()}

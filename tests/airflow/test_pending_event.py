@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from airflow_chatter.airflow.config import SourcesConfigError, parse_sources
+from airflow_chatter.airflow.dags.config import SourcesConfigError, parse_sources
 from airflow_chatter.airflow.operators.drain import ChatterDrainOperator, ChatterListLeasesOperator
 from airflow_chatter.airflow.triggers.pending_event import ChatterPendingOutboxEventTrigger
 from airflow_chatter.errors import ConfigurationError
@@ -126,7 +126,7 @@ def test_the_event_trigger_keeps_watching_after_a_failed_poll_and_fires_for_new_
 def test_on_pending_schedules_the_drain_dag_on_the_sources_asset_with_a_watcher() -> None:
     from airflow.sdk import Asset
 
-    from airflow_chatter.airflow.dag_factory import build_drain_dag
+    from airflow_chatter.airflow.dags.factory import build_drain_dag
 
     dag = build_drain_dag(source(schedule="on_pending", on_pending_poll_seconds=3))
     [asset] = dag.timetable.asset_condition.objects  # type: ignore[attr-defined]

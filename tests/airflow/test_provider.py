@@ -45,7 +45,7 @@ def test_the_kafka_form_offers_sasl_mechanisms_without_a_literal_null() -> None:
 
 
 def test_connection_type_names_are_uri_schemes() -> None:
-    from airflow_chatter.airflow.provider_info import COSMOS_CONNECTION_TYPE, KAFKA_CONNECTION_TYPE
+    from airflow_chatter.airflow.get_provider_info import COSMOS_CONNECTION_TYPE, KAFKA_CONNECTION_TYPE
 
     for connection in (COSMOS_CONNECTION_TYPE, KAFKA_CONNECTION_TYPE):
         assert "_" not in connection["connection-type"], "Airflow warns for every URI of a scheme with '_'"
@@ -62,7 +62,7 @@ def test_the_kafka_form_takes_its_bounds_and_defaults_from_the_settings_model() 
 
 
 def test_every_trigger_module_is_listed() -> None:
-    from airflow_chatter.airflow.provider_info import get_provider_info
+    from airflow_chatter.airflow.get_provider_info import get_provider_info
 
     listed = {m for entry in get_provider_info()["triggers"] for m in entry["python-modules"]}
     shipped = {
@@ -99,7 +99,7 @@ def test_airflow_providers_list_shows_the_provider(airflow_home: Path) -> None:
 def test_every_module_and_hook_named_in_provider_info_imports() -> None:
     import importlib
 
-    from airflow_chatter.airflow.provider_info import get_provider_info
+    from airflow_chatter.airflow.get_provider_info import get_provider_info
 
     info = get_provider_info()
     for group in ("hooks", "operators", "sensors", "triggers"):
@@ -115,7 +115,11 @@ def test_every_module_and_hook_named_in_provider_info_imports() -> None:
 
 def test_provider_info_does_not_import_airflow() -> None:
     result = subprocess.run(
-        [sys.executable, "-c", "import sys, airflow_chatter.airflow.provider_info; print('airflow' in sys.modules)"],
+        [
+            sys.executable,
+            "-c",
+            "import sys, airflow_chatter.airflow.get_provider_info; print('airflow' in sys.modules)",
+        ],
         capture_output=True,
         text=True,
         check=True,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from airflow_chatter.adapters.memory.faults import fail
-from airflow_chatter.airflow.config import SourcesConfigError, parse_sources
+from airflow_chatter.airflow.dags.config import SourcesConfigError, parse_sources
 from airflow_chatter.errors import ConfigurationError
 from airflow_chatter.testing.handlers import first_of
 
@@ -116,7 +116,7 @@ def test_f11_a_bad_429_limit_on_the_connection_is_refused_naming_the_connection_
 
 
 def test_f11_the_429_limits_form_fields_are_declared_for_the_connection_type() -> None:
-    from airflow_chatter.airflow.provider_info import get_provider_info
+    from airflow_chatter.airflow.get_provider_info import get_provider_info
 
     types = {t["connection-type"]: t for t in get_provider_info()["connection-types"]}
     for conn_type in ("chattercosmos",):

@@ -11,8 +11,7 @@ import pytest
 from fastapi import Request
 from fastapi.testclient import TestClient
 
-from airflow_chatter.airflow.conf_guard import STRICT_CONF
-from airflow_chatter.airflow.config import SourceConfig, SourcesFile
+from airflow_chatter.airflow.dags.config import SourceConfig, SourcesFile
 from airflow_chatter.airflow.plugins.api import (
     InvalidQueryError,
     NotAuthorized,
@@ -23,6 +22,7 @@ from airflow_chatter.airflow.plugins.api import (
     encode_continuation,
     valid_page_size,
 )
+from airflow_chatter.airflow.plugins.conf_guard import STRICT_CONF
 from airflow_chatter.drain.engine import DrainEngine
 from airflow_chatter.drain.suspension import SuspensionState
 from airflow_chatter.operations.monitoring import MAX_PAGE_SIZE, RunRecord

@@ -1,5 +1,5 @@
-"""The plugin module (``airflow_chatter.airflow.plugin``): imported by every Airflow process, so it stays light, and
-Airflow discovers its API app and its two pages through the ``airflow.plugins`` entry point."""
+"""The plugin module (``airflow_chatter.airflow.plugins.chatter``): imported by every Airflow process, so it stays
+light, and Airflow discovers its API app and its two pages through the ``airflow.plugins`` entry point."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import json
 import subprocess
 import sys
 
-from airflow_chatter.airflow.plugin import BUNDLE_URL, URL_PREFIX, ChatterPlugin, LazyApp
+from airflow_chatter.airflow.plugins.chatter import BUNDLE_URL, URL_PREFIX, ChatterPlugin, LazyApp
 
 HEAVY = ("fastapi", "starlette", "azure", "kafka", "airflow_chatter.airflow.plugins.api")
 
 
 def test_importing_the_plugin_module_imports_neither_fastapi_nor_azure_nor_kafka() -> None:
     code = (
-        "import sys, json; import airflow_chatter.airflow.plugin; "
+        "import sys, json; import airflow_chatter.airflow.plugins.chatter; "
         f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r} or m in {HEAVY!r})))"
     )
     loaded = json.loads(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)

@@ -2,7 +2,7 @@
 
 One pydantic model serves the Airflow hook (which only maps connection fields onto it), the publisher and the
 consumer, so a value is checked in one place and a default lives in one table (``KAFKA_DEFAULTS``, also read by the
-connection form in ``airflow_chatter.airflow.provider_info``). Why it refuses what it refuses:
+connection form in ``airflow_chatter.airflow.get_provider_info``). Why it refuses what it refuses:
 
 * ``acks`` and ``enable_idempotence`` exist only so that asking for anything weaker than ``"all"`` / ``True`` is
   refused loudly: kafka-python silently *disables* idempotence when another setting conflicts with it (``acks``

@@ -10,9 +10,10 @@ from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
-from airflow_chatter.airflow.operators.assets import TOPICS_KEY, ConfirmedTopics, emit_topic_events
+from airflow_chatter.airflow.assets import TOPICS_KEY, emit_topic_events
+from airflow_chatter.airflow.hooks.values import as_bool, as_datetime, as_float, as_int, as_list, is_unset
 from airflow_chatter.airflow.operators.base import ChatterSourceBaseOperator, task_scope
-from airflow_chatter.airflow.values import as_bool, as_datetime, as_float, as_int, as_list, is_unset
+from airflow_chatter.airflow.operators.topic_events import ConfirmedTopics
 from airflow_chatter.errors import ConfigurationError
 
 if TYPE_CHECKING:

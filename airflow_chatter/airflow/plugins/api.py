@@ -37,7 +37,7 @@ from starlette.concurrency import run_in_threadpool
 
 from airflow_chatter.adapters.fastapi.idempotency import HttpIdempotencyOptions, Idempotency
 from airflow_chatter.adapters.memory.idempotency import MemoryIdempotencyStore
-from airflow_chatter.airflow.config import SourceConfig, SourcesFile
+from airflow_chatter.airflow.dags.config import SourceConfig, SourcesFile
 from airflow_chatter.errors import ChatterError, ConfigurationError
 from airflow_chatter.idempotency.container_store import ContainerIdempotencyStore
 from airflow_chatter.operations.interventions import (

@@ -12,8 +12,7 @@ from typing import Any
 
 from fastapi import HTTPException, Request
 
-from airflow_chatter.airflow.config import SourceConfig, SourcesFile, load_sources
-from airflow_chatter.airflow.local_env import SOURCES_FILE_ENV
+from airflow_chatter.airflow.dags.config import SOURCES_FILE_ENV, SourceConfig, SourcesFile, load_sources
 from airflow_chatter.airflow.plugins.api import Method, NotAuthorized, ParamsRejected, User
 from airflow_chatter.operations.monitoring import RunRecord
 from airflow_chatter.ports import DocumentContainer

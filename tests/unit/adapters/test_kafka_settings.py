@@ -196,7 +196,7 @@ def test_connection_extras_given_as_strings_are_coerced_once() -> None:
 
 def test_one_default_table_serves_the_model_and_the_connection_form() -> None:
     from airflow_chatter.adapters.kafka.settings import KAFKA_DEFAULTS, KafkaSettings
-    from airflow_chatter.airflow.provider_info import KAFKA_CONNECTION_TYPE
+    from airflow_chatter.airflow.get_provider_info import KAFKA_CONNECTION_TYPE
 
     settings = KafkaSettings(bootstrap_servers="k:9092")
     for name, default in KAFKA_DEFAULTS.items():

@@ -18,22 +18,22 @@ from pathlib import Path
 
 from airflow.sdk import DAG, Param
 
-from airflow_chatter.airflow.assets import drain_schedule
-from airflow_chatter.airflow.config import (
+from airflow_chatter.airflow.assets import drain_schedule, topics_alias
+from airflow_chatter.airflow.dags.config import (
+    SOURCES_FILE_ENV,
     BrokenSource,
     LoadedSources,
     SourceConfig,
     SourcesFile,
     load_sources_isolated,
 )
-from airflow_chatter.airflow.local_env import SOURCES_FILE_ENV
-from airflow_chatter.airflow.operators.assets import ChatterTopicEventsOperator, topics_alias
 from airflow_chatter.airflow.operators.drain import (
     ChatterDrainOperator,
     ChatterListLeasesOperator,
     ChatterRequeueUndeliverableOperator,
 )
 from airflow_chatter.airflow.operators.invalid import ChatterInvalidSourceOperator
+from airflow_chatter.airflow.operators.topic_events import ChatterTopicEventsOperator
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,6 @@ from pathlib import Path
 #: The name of the DAG bundle that holds the repository's ``dags/`` folder.
 BUNDLE_NAME = "chatter-dags"
 
-#: The environment variable that names the sources config file the DAG factory reads.
-SOURCES_FILE_ENV = "CHATTER_SOURCES_FILE"
-
 
 def local_airflow_env(home: Path, *, dags_folder: Path) -> dict[str, str]:
     """Return the environment for a local, single-process Airflow rooted at ``home``."""
@@ -51,7 +48,7 @@ def apply_local_airflow_env(env: Mapping[str, str], *, strict: bool = True) -> N
         raise RuntimeError(
             "airflow was imported before the local Airflow settings were applied; "
             "its configuration (AIRFLOW_HOME, database) is already fixed. "
-            "Apply airflow_chatter.airflow.local_env first."
+            "Apply airflow_chatter.testing.local_env first."
         )
     for key, value in env.items():
         os.environ[key] = value

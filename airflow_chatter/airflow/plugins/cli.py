@@ -20,9 +20,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_chatter.airflow.config import SourceConfig, load_sources
+from airflow_chatter.airflow.dags.config import SOURCES_FILE_ENV, SourceConfig, load_sources
 from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
-from airflow_chatter.airflow.local_env import SOURCES_FILE_ENV
 from airflow_chatter.errors import ChatterError
 from airflow_chatter.ports import ContainerError
 
@@ -160,5 +159,5 @@ def _provision(source: str, sources_file: str) -> int:
     return 0
 
 
-if __name__ == "__main__":  # pragma: no cover - python -m airflow_chatter.airflow.cli
+if __name__ == "__main__":  # pragma: no cover - python -m airflow_chatter.airflow.plugins.cli
     sys.exit(main())

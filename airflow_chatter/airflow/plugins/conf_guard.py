@@ -29,7 +29,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-#: The manual DAGs whose trigger forms are the whole of what a run may be given (dag_factory's param names).
+#: The manual DAGs whose trigger forms are the whole of what a run may be given (the DAG factory's param names).
 STRICT_CONF: Mapping[str, tuple[str, ...]] = {
     "chatter_backfill": ("source", "start", "feed_ranges", "document_budget", "dry_run"),
     "chatter_requeue": ("source", "message_ids", "all_undeliverable", "limit", "dry_run"),

@@ -173,7 +173,7 @@ def get_provider_info() -> dict[str, Any]:
             {
                 "integration-name": "Chatter",
                 "python-modules": [
-                    "airflow_chatter.airflow.operators.assets",
+                    "airflow_chatter.airflow.operators.topic_events",
                     "airflow_chatter.airflow.operators.drain",
                     "airflow_chatter.airflow.operators.receive",
                 ],

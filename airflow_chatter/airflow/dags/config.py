@@ -33,11 +33,14 @@ _NAME = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 #: Airflow's cron presets; anything else must look like a 5-field cron expression (checked by Airflow too).
 _PRESETS = {"@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly"}
-#: ``schedule: on_pending``: an event-driven drain (an asset watcher fires when documents are pending; assets.py).
+#: ``schedule: on_pending``: an event-driven drain (an asset watcher fires when documents are pending; assets/).
 ON_PENDING = "on_pending"
 _CONTAINER = re.compile(r"^[^/\\?#]{1,255}$")
 
 DEFAULT_BACKFILL_LEASE_PREFIX = "backfill-"
+
+#: The environment variable that names the sources config file the DAG factory reads.
+SOURCES_FILE_ENV = "CHATTER_SOURCES_FILE"
 
 
 class SourcesConfigError(ConfigurationError):

@@ -1,16 +1,11 @@
-"""Asset events of a drain run: one per Kafka topic its drains delivered to, so downstream DAGs can be scheduled on it.
-
-The topics a drain publishes to are known only at run time (an unmapped destination is its own topic), so the task
-that emits them declares an ``AssetAlias`` as its outlet and adds one ``Asset`` per topic through it; Airflow creates
-the asset on its first event. The asset of topic ``T`` of source ``S`` is ``chatter://S/T``::
-
-    with DAG("consume_orders", schedule=[Asset("chatter://orders/orders.events")], ...): ...
+"""The task that turns a drain run's deliveries into asset events: one per Kafka topic its drains delivered to.
 
 The DAG factories emit them from one ``ChatterTopicEventsOperator`` after the mapped drains, not from each drain:
 Airflow's creation of an alias's asset on its first event is not safe against itself. Two mapped drains that reach a
 new topic at the same moment (measured: 5 ms apart, on two Celery workers) both insert its ``AssetModel``; Postgres
 refuses the second and Airflow's execution API sets that drain's task failed, with no retry, although its drain
-succeeded. One task per run cannot race itself.
+succeeded. One task per run cannot race itself. The assets and their URIs are defined in
+``airflow_chatter.airflow.assets``.
 """
 
 from __future__ import annotations
@@ -21,24 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from airflow_chatter.airflow.assets import TOPICS_KEY, emit_topic_events, topic_asset_uri
 from airflow_chatter.ports import OutgoingMessage, Publisher, PublishOutcome
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
-
-ASSET_SCHEME = "chatter"
-#: The key of a drain's XCom (``return_value``, or ``summary`` of a failed drain) that counts its confirmed messages
-#: per topic.
-TOPICS_KEY = "topics"
-
-
-def topic_asset_uri(source: str, topic: str) -> str:
-    return f"{ASSET_SCHEME}://{source}/{topic}"
-
-
-def topics_alias_name(dag_kind: str) -> str:
-    """The outlet alias of a DAG's ``topic_events`` task: ``chatter-topics-<source name>``, or ``-backfill``."""
-    return f"chatter-topics-{dag_kind}"
 
 
 class ConfirmedTopics(Publisher):
@@ -55,39 +37,6 @@ class ConfirmedTopics(Publisher):
 
     def close(self) -> None:
         self.inner.close()
-
-
-def topics_alias(name: str) -> Any:
-    from airflow.sdk import AssetAlias
-
-    return AssetAlias(topics_alias_name(name))
-
-
-def emit_topic_events(
-    context: Mapping[str, Any] | None,
-    outlets: Sequence[Any],
-    source: str,
-    confirmed: Mapping[str, int],
-    extras: Mapping[str, Mapping[str, Any]] | None = None,
-) -> list[str]:
-    """Add one asset event per topic of ``confirmed`` (topic → confirmed messages, each above 0) through each
-    ``AssetAlias`` among the task's ``outlets`` (``extra``: ``published`` and the topic's entry of ``extras``);
-    return the URIs. Outside a task run (no ``outlet_events`` in the context) nothing is emitted.
-    """
-    from airflow.sdk import Asset, AssetAlias
-
-    events = context.get("outlet_events") if context else None
-    aliases = [outlet for outlet in outlets or () if isinstance(outlet, AssetAlias)]
-    if events is None or not aliases:
-        return []
-    uris = []
-    for topic, count in sorted(confirmed.items()):
-        uri = topic_asset_uri(source, topic)
-        extra = {"published": count, **(extras or {}).get(topic, {})}
-        for alias in aliases:
-            events[alias].add(Asset(uri), extra=extra)
-        uris.append(uri)
-    return uris
 
 
 def _summaries(pulled: Any) -> list[Mapping[str, Any]]:
