@@ -3,7 +3,8 @@
 This module is imported by every Airflow process (api-server, scheduler, workers, dag-processor, triggerer), so it
 imports nothing heavy: the FastAPI app is built by ``LazyApp`` on the first request the api-server routes to it
 (Airflow only ``app.mount("/chatter", ...)``s it), which is also when FastAPI, the Cosmos SDK and the backend are
-imported. ``tests/airflow/test_ui_plugin.py`` checks that importing this module loads neither fastapi, azure nor kafka.
+imported. ``tests/airflow/plugins/test_ui_plugin.py`` checks that importing this module loads neither fastapi, azure
+nor kafka.
 """
 
 from __future__ import annotations

@@ -245,7 +245,7 @@ import httpx
 from airflow.sdk import DAG, get_current_context, task
 
 from airflow_chatter.airflow.hooks.idempotent_http import idempotent_http
-from tests.airflow.test_idempotent_http_hook import RETRY_API, RETRY_STORE
+from tests.airflow.hooks.test_idempotent_http_hook import RETRY_API, RETRY_STORE
 
 with DAG("idempotent_http_retry", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=UTC)):
 

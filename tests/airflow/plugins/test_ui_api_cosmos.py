@@ -15,7 +15,7 @@ from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer
 from airflow_chatter.adapters.cosmos.provision import provision_idempotency_container
 from airflow_chatter.airflow.plugins.api import create_app
 from airflow_chatter.ports import DocumentContainer
-from tests.airflow.test_ui_api import SOURCE, FakeBackend, auth, drained_backend, key
+from tests.airflow.plugins.test_ui_api import SOURCE, FakeBackend, auth, drained_backend, key
 from tests.fixtures.cosmos import ContainerFactory
 
 pytestmark = pytest.mark.cosmos

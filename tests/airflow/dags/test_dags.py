@@ -11,7 +11,7 @@ import pytest
 from airflow_chatter.adapters.memory.faults import fail
 from airflow_chatter.testing.handlers import first_of
 
-DAGS = Path(__file__).resolve().parents[2] / "dags"
+DAGS = Path(__file__).resolve().parents[3] / "dags"
 
 
 def dagbag() -> Any:

@@ -26,7 +26,7 @@ from airflow_chatter.errors import ConfigurationError
 from airflow_chatter.ports import ReceivedMessage
 from tests.airflow._support import xcoms
 
-DAGS = Path(__file__).resolve().parents[2] / "dags"
+DAGS = Path(__file__).resolve().parents[3] / "dags"
 SASL_PASSWORD = "consumer-sasl-password-never-logged"
 
 

@@ -22,7 +22,7 @@ from tests.airflow._support import xcoms
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka, pytest.mark.cosmos]
 
-DAGS = Path(__file__).resolve().parents[2] / "dags"
+DAGS = Path(__file__).resolve().parents[3] / "dags"
 PK_PATH = "/customerId"
 DESTINATION = "orders.events"
 
