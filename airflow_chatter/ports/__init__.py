@@ -7,78 +7,10 @@ errors into them once, at their edge, so the core never imports ``azure.cosmos``
 Nothing here imports Airflow.
 """
 
-from airflow_chatter.ports.container import (
-    BadRequest,
-    BatchFailed,
-    BatchOperation,
-    BatchOperationKind,
-    BatchOperationResult,
-    ChangeFeedPage,
-    ChangeFeedStart,
-    Conflict,
-    ContainerError,
-    ContainerProperties,
-    Document,
-    DocumentContainer,
-    FeedRange,
-    FeedRangeGone,
-    NotFound,
-    PartitionKey,
-    PartitionKeyComponent,
-    PatchOperation,
-    PreconditionFailed,
-    RequestTimeout,
-    ServiceUnavailable,
-    Throttled,
-    epk_bounds,
-    epk_range,
-)
-from airflow_chatter.ports.idempotency import IdempotencyStore
-from airflow_chatter.ports.messaging import (
-    MESSAGE_ID_HEADER,
-    MessageRejected,
-    MessageSource,
-    OutgoingMessage,
-    PublishConfirmation,
-    Publisher,
-    PublishError,
-    PublishOutcome,
-    ReceivedMessage,
-)
+# Every port's names, exported from here: ``from airflow_chatter.ports import DocumentContainer``.
+from airflow_chatter.ports import container, idempotency, messaging
+from airflow_chatter.ports.container import *  # noqa: F403
+from airflow_chatter.ports.idempotency import *  # noqa: F403
+from airflow_chatter.ports.messaging import *  # noqa: F403
 
-__all__ = [
-    "BadRequest",
-    "BatchFailed",
-    "BatchOperation",
-    "BatchOperationKind",
-    "BatchOperationResult",
-    "ChangeFeedPage",
-    "ChangeFeedStart",
-    "Conflict",
-    "ContainerError",
-    "ContainerProperties",
-    "Document",
-    "DocumentContainer",
-    "FeedRange",
-    "FeedRangeGone",
-    "IdempotencyStore",
-    "MESSAGE_ID_HEADER",
-    "MessageRejected",
-    "MessageSource",
-    "NotFound",
-    "OutgoingMessage",
-    "PartitionKey",
-    "PartitionKeyComponent",
-    "PatchOperation",
-    "PreconditionFailed",
-    "PublishConfirmation",
-    "PublishError",
-    "PublishOutcome",
-    "Publisher",
-    "ReceivedMessage",
-    "RequestTimeout",
-    "ServiceUnavailable",
-    "Throttled",
-    "epk_bounds",
-    "epk_range",
-]
+__all__ = [*container.__all__, *messaging.__all__, *idempotency.__all__]

@@ -368,3 +368,31 @@ class DocumentContainer(abc.ABC):
         continuation of a range that contains ``feed_range`` resumes on it from the same position (how a split's
         children and a merge's parts carry on, F-04); ``BadRequest`` if its range does not contain ``feed_range``.
         """
+
+
+__all__ = [
+    "BadRequest",
+    "BatchFailed",
+    "BatchOperation",
+    "BatchOperationKind",
+    "BatchOperationResult",
+    "ChangeFeedPage",
+    "ChangeFeedStart",
+    "Conflict",
+    "ContainerError",
+    "ContainerProperties",
+    "Document",
+    "DocumentContainer",
+    "FeedRange",
+    "FeedRangeGone",
+    "NotFound",
+    "PartitionKey",
+    "PartitionKeyComponent",
+    "PatchOperation",
+    "PreconditionFailed",
+    "RequestTimeout",
+    "ServiceUnavailable",
+    "Throttled",
+    "epk_bounds",
+    "epk_range",
+]

@@ -47,3 +47,8 @@ class IdempotencyStore(abc.ABC):
         validate_scope(scope)
         validate_key(key)
         validate_token(token_field, token)
+
+
+__all__ = [
+    "IdempotencyStore",
+]

@@ -134,3 +134,16 @@ class Publisher(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""
+
+
+__all__ = [
+    "MESSAGE_ID_HEADER",
+    "MessageRejected",
+    "MessageSource",
+    "OutgoingMessage",
+    "PublishConfirmation",
+    "Publisher",
+    "PublishError",
+    "PublishOutcome",
+    "ReceivedMessage",
+]
