@@ -291,7 +291,7 @@ def measure_bare_relay(bootstrap: str, container: DocumentContainer, n: int, top
     suspension gate, summary, per-document outcome, fail-closed bookkeeping or threads. The drain's rate over this
     one is what the engine's structure costs; this one over raw is what the required work costs.
     """
-    record_lag = DrainTelemetry().lag_recorder
+    record_lag = DrainTelemetry().record_lag
     partition_key_of = partition_key_recoverer(("/tenantId",))
     feed = container.read_feed_ranges()[0]
     publisher = KafkaPublisher(producer_settings(bootstrap))

@@ -14,7 +14,7 @@ unchanged (the mapping copies them from the context).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
@@ -116,11 +116,6 @@ class DrainTelemetry:
     def record_lag(self, seconds: float) -> None:
         """MET-01: one value per admitted document that carries an integer ``_ts``."""
         self._lag.record(seconds)
-
-    @property
-    def lag_recorder(self) -> Callable[[float], None]:
-        """``record_lag`` as the instrument's own call: what the drain calls once per admitted document."""
-        return self._lag.record
 
     def record_document(self, outcome: str, count: int = 1) -> None:
         """MET-02: ``admitted`` after publish returns, ``dropped`` on a null resolve, ``skipped``.
