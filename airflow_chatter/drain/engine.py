@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Unpack
 
 from airflow_chatter.drain.budget import DrainBudget
+from airflow_chatter.drain.follow import Follow
 from airflow_chatter.drain.identity import SourceRegistry
 from airflow_chatter.drain.leases import ACTIVE, SPLIT, Lease, LeaseHeldError
 from airflow_chatter.drain.options import SourceOptions
@@ -183,8 +184,9 @@ class DrainEngine:
         *,
         max_documents: int | None = None,
         max_seconds: float | None = None,
+        follow: Follow | None = None,
     ) -> DrainSummary:
-        """Drain one lease (by id or feed range) for at most ``max_documents`` / ``max_seconds``.
+        """Drain one lease (by id or feed range) for at most ``max_documents`` / ``max_seconds``; see follow.py.
 
         Never raises for a drain failure: the summary carries the original error (F-06), and
         ``raise_for_error()`` re-raises it. A lease held by another live drain is left alone and
@@ -206,7 +208,7 @@ class DrainEngine:
             self._telemetry.record_failure(self.source_identity, lease_id, exc)
             return DrainSummary.of(self._charged(tally), exc)
         tally.lease_token = current.token
-        holder = _LeaseHolder(current)
+        holder = _LeaseHolder(current, follow or Follow.none())
         error: BaseException | None = None
         try:
             self._drain_pages(holder, tally, budget)
@@ -243,7 +245,8 @@ class DrainEngine:
             self._feed.discard()  # a page read ahead and not consumed is dropped, its request finished (read_ahead.py)
 
     def _drain_feed(self, holder: _LeaseHolder, tally: DrainCounts, budget: DrainBudget) -> None:
-        while not budget.exhausted(tally.documents):
+        while not budget.exhausted(tally.documents) and not (follow := holder.follow).stop_requested():
+            follow.mark_units(self.request_units)
             if self.store.needs_renewal(holder.lease):
                 holder.lease = self.store.renew(holder.lease)
             lease = holder.lease
@@ -262,16 +265,24 @@ class DrainEngine:
             decision = self._gate.consult(lease.suspension)
             if not decision.permitted:
                 tally.refused_batches += 1
+                if follow.suspended(lease.suspension, budget, self._clock()):
+                    continue  # following: wait for the probe window, publishing nothing
                 raise DrainSuspendedError(lease.token, self.source_identity, lease_id=lease.id)
             if decision.probe:
                 holder.lease = self.store.save_suspension(lease, decision.state)
             if len(page.documents) >= request.max_item_count and not budget.exhausted(tally.documents):
                 # F-10 (batched): behind a full page, the next is read while this one is published and stamped.
                 self._feed.prefetch(self._feed_request(lease, page.continuation, budget, tally))
+            follow.before_publish(self.store, holder.lease, tally, bool(page.documents))  # a stolen lease, here
             receipt = self._drain_page(holder, page.documents, tally)
             suspension = holder.lease.suspension
             if receipt is not None:
                 suspension = self._gate.present(lease.token, suspension, receipt, lease_id=lease.id)
+            if not page.documents and suspension == holder.lease.suspension:
+                following = follow.caught_up(self.store, holder.lease, page.continuation, tally, budget)
+                if following is not None:
+                    holder.lease = following
+                    continue
             # F-04: only now, with every document of the page confirmed, may the continuation move.
             holder.lease = self.store.checkpoint(holder.lease, page.continuation, suspension)
             if not page.documents:
@@ -432,6 +443,7 @@ class _LeaseHolder:
     """The lease as last written by this drain (every write returns a new ETag)."""
 
     lease: Lease
+    follow: Follow
     released: bool = False
 
 

@@ -39,6 +39,12 @@ MAX_BATCH_SIZE = 1000
 DEFAULT_STAMP_CONCURRENCY = 8
 MAX_STAMP_CONCURRENCY = 64
 
+#: Follow mode (drain/follow.py): how often a caught-up following drain reads its feed range again, by default and
+#: within which bounds (under 50 ms is a busy loop; over a minute is what a schedule is for).
+DEFAULT_FOLLOW_POLL_SECONDS = 0.25
+MIN_FOLLOW_POLL_SECONDS = 0.05
+MAX_FOLLOW_POLL_SECONDS = 60.0
+
 #: A delivered document must purge itself, within what Cosmos's 32-bit ``ttl`` holds (CFG-01).
 DeliveredTtlSeconds = Annotated[int, Field(strict=True, gt=0, le=MAX_TTL_SECONDS)]
 _Seconds = Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)]
@@ -144,6 +150,11 @@ class SourceFields(BaseModel):
     max_request_units_per_second: _Seconds | None = None
     max_throttle_retries: Annotated[int, Field(strict=True, ge=0)] | None = None
     max_throttle_wait_seconds: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)] | None = None
+    # Follow mode: keep the lease once caught up and poll the feed range every follow_poll_seconds.
+    follow: Annotated[bool, Field(strict=True)] = False
+    follow_poll_seconds: Annotated[
+        float, Field(strict=True, ge=MIN_FOLLOW_POLL_SECONDS, le=MAX_FOLLOW_POLL_SECONDS, allow_inf_nan=False)
+    ] = DEFAULT_FOLLOW_POLL_SECONDS
 
     @field_validator("name")
     @classmethod
@@ -200,6 +211,9 @@ class SourceOptions(SourceFields, _Value):
     stops at that page with nothing lost. ``None`` (the default) for either takes the Cosmos connection's extra of
     the same name, else 9 retries and 30 s (``DrainEngine.open(throttle_limits=...)``): a source's value wins.
 
+    Follow mode (drain/follow.py): ``follow`` (default false) keeps a caught-up drain on its lease, reading its feed
+    range again every ``follow_poll_seconds`` (default 0.25, 0.05..60) until its bounds, a stop or a lost lease.
+
     A bad option raises ``ConfigurationError`` naming it and its value.
     """
 
@@ -223,11 +237,14 @@ class SourceOptions(SourceFields, _Value):
 
 
 __all__ = [
+    "DEFAULT_FOLLOW_POLL_SECONDS",
     "DEFAULT_STAMP_CONCURRENCY",
+    "MAX_FOLLOW_POLL_SECONDS",
     "MAX_BATCH_SIZE",
     "MAX_STAMP_CONCURRENCY",
     "MAX_TTL_SECONDS",
     "MIN_BATCH_SIZE",
+    "MIN_FOLLOW_POLL_SECONDS",
     "STATUS_PATCH_PATH",
     "TTL_PATCH_PATH",
     "DeliveredTtlSeconds",

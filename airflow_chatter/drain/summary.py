@@ -47,6 +47,12 @@ class DrainCounts:
     #: 429s answered to this drain's requests (each retried after its retry-after, or the limit reached).
     throttled: int = 0
     throttle_limit_reached: bool = False
+    #: Follow mode (follow.py): change-feed polls after the drain caught up, those that found nothing, what the
+    #: empty ones cost in RU (feed reads and lease renewals), and when the last poll ran (ISO UTC).
+    polls: int = 0
+    empty_polls: int = 0
+    empty_poll_request_units: float = 0.0
+    last_poll_at: str | None = None
 
     def lag(self, seconds: float) -> None:
         if self.max_lag_seconds is None or seconds > self.max_lag_seconds:

@@ -162,3 +162,18 @@ def test_cfg_08_options_are_independent_values() -> None:
     assert first.max_batch_size == 100 and second.max_batch_size == 10
     with pytest.raises(AttributeError):
         first.max_batch_size = 5  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("value", [0, 0.01, 61.0, "0.5", True, float("nan")])
+def test_cfg_follow_poll_seconds_out_of_bounds_is_refused_naming_the_field(value: object) -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        SourceOptions("orders", "/tenantId", follow=True, follow_poll_seconds=value)
+    assert "follow_poll_seconds" in str(raised.value)
+
+
+def test_cfg_follow_defaults_off_with_a_poll_well_under_a_second() -> None:
+    options = SourceOptions("orders", "/tenantId")
+    assert options.follow is False
+    assert 0 < options.follow_poll_seconds < 1
+    with pytest.raises(ConfigurationError, match="follow"):
+        SourceOptions("orders", "/tenantId", follow="yes")

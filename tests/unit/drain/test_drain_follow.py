@@ -1,0 +1,172 @@
+"""Follow mode (drain/follow.py): a caught-up drain keeps its lease and polls; every short-drain rule still holds.
+
+Each test scripts what happens while the drain waits between polls (writes arriving, a lease stolen, a split, a stop
+request) through the ``Follow``'s injected sleep, so nothing here depends on wall-clock timing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from airflow_chatter.drain.follow import FOLLOW_FIELD, Follow, StopRequest
+from airflow_chatter.drain.leases import LeaseLostError
+from airflow_chatter.drain.suspension import SuspensionState
+from airflow_chatter.ports import FeedRange
+
+from ._drain_support import Rig, outbox_doc, split
+
+
+@dataclass
+class Script:
+    """A fake time for ``Follow``: each sleep advances it (and the rig's clock); ``at_poll[n]`` runs at the n-th wait.
+
+    A wait is what follows a change-feed read; its first slice runs the step, so the next read sees what it wrote.
+    """
+
+    rig: Rig
+    at_poll: dict[int, Callable[[], None]] = field(default_factory=dict)
+    now: float = 0.0
+    waits: int = 0
+    _reads: int = 0
+
+    def sleep(self, seconds: float) -> None:
+        reads = self.rig.monitored.calls["read_change_feed"]
+        if reads != self._reads:  # a new wait, after a read
+            self._reads = reads
+            self.waits += 1
+            step = self.at_poll.get(self.waits)
+            if step is not None:
+                step()
+        self.now += seconds
+        self.rig.clock.advance(seconds)
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def follow(self, stop: Callable[[], bool] = lambda: False) -> Follow:
+        return Follow(0.25, should_stop=stop, sleep=self.sleep, monotonic=self.monotonic)
+
+
+def _published(rig: Rig) -> list[str]:
+    return [dict(m.headers)["message-id"].decode() for m in rig.publisher.sent]
+
+
+def _lease_id(rig: Rig) -> str:
+    return rig.engine().ensure_leases()[0].id
+
+
+def test_follow_publishes_writes_arriving_after_catch_up_and_ends_at_max_documents() -> None:
+    rig = Rig()
+    rig.seed(outbox_doc("msg-0"))
+    script = Script(rig, {2: lambda: rig.seed(outbox_doc("msg-1")), 4: lambda: rig.seed(outbox_doc("msg-2"))})
+    engine = rig.engine()
+    summary = engine.drain_lease(_lease_id(rig), max_documents=5, follow=script.follow())
+    summary.raise_for_error()
+    assert _published(rig) == ["msg-0", "msg-1", "msg-2"]
+    assert summary.delivered == 3
+    assert summary.empty_polls >= 3 and summary.polls > summary.empty_polls  # polls that found pages count too
+    assert summary.last_poll_at is not None
+    lease = rig.lease(engine)
+    assert lease.owner is None  # released: the next run takes over at once
+    assert lease.document[FOLLOW_FIELD]["published"] >= 1  # live counts on the lease document, for a UI
+
+
+def test_follow_ends_at_max_seconds_with_the_lease_released() -> None:
+    rig = Rig()
+    rig.seed(outbox_doc("msg-0"))
+    engine = rig.engine()
+    summary = engine.drain_lease(_lease_id(rig), max_seconds=0.3, follow=Follow(0.05))
+    summary.raise_for_error()
+    assert _published(rig) == ["msg-0"]
+    assert summary.empty_polls >= 1
+    assert rig.lease(engine).owner is None
+
+
+def test_follow_stops_at_a_page_boundary_on_request_and_the_next_run_takes_over() -> None:
+    rig = Rig()
+    stop = StopRequest()
+    script = Script(rig, {2: lambda: rig.seed(*(outbox_doc(f"msg-{i}") for i in range(3))), 3: stop.request})
+    engine = rig.engine()
+    summary = engine.drain_lease(_lease_id(rig), follow=script.follow(stop))
+    summary.raise_for_error()
+    assert _published(rig) == ["msg-0", "msg-1", "msg-2"]
+    assert rig.lease(engine).owner is None
+    rig.seed(outbox_doc("msg-3"))
+    after = rig.engine(owner="drain-b").drain_all()
+    assert [s.lease_held_by for s in after] == [None]
+    assert _published(rig) == ["msg-0", "msg-1", "msg-2", "msg-3"]  # nothing lost, nothing published twice
+
+
+def test_f04_a_lease_stolen_while_following_is_noticed_before_the_next_publish() -> None:
+    rig = Rig()
+    rig.seed(outbox_doc("msg-0"))
+    engine = rig.engine()
+    lease_id = _lease_id(rig)
+
+    def steal() -> None:
+        stolen = dict(rig.leases.read(lease_id, lease_id))
+        stolen["owner"] = "drain-b"
+        system = {"_etag", "_ts", "_rid", "_self", "_attachments", "_lsn"}
+        rig.leases.replace(lease_id, lease_id, {k: v for k, v in stolen.items() if k not in system})
+        rig.seed(outbox_doc("msg-1"))
+
+    summary = engine.drain_lease(lease_id, follow=Script(rig, {2: steal}).follow())
+    assert isinstance(summary.error, LeaseLostError)
+    assert _published(rig) == ["msg-0"]  # msg-1 is the new owner's to publish
+    assert rig.lease(engine).owner == "drain-b"
+
+
+def test_sus_04_a_suspended_lease_while_following_publishes_nothing_until_its_probe() -> None:
+    rig = Rig()
+    engine = rig.engine()
+    lease_id = _lease_id(rig)
+    engine.store.save_suspension(engine.store.get(lease_id), SuspensionState(5, True, rig.clock(), False))
+    rig.seed(outbox_doc("msg-0"))
+    suspended_at = rig.clock()
+    stop = StopRequest()
+    script = Script(rig)
+    seen: list[tuple[timedelta, int]] = []
+
+    def sleep(seconds: float) -> None:
+        seen.append((rig.clock() - suspended_at, len(rig.publisher.sent)))
+        if rig.publisher.sent:
+            stop.request()
+        script.sleep(seconds)
+
+    follow = Follow(0.25, should_stop=stop, sleep=sleep, monotonic=script.monotonic)
+    summary = engine.drain_lease(lease_id, follow=follow)
+    summary.raise_for_error()
+    assert _published(rig) == ["msg-0"]  # the probe batch went out, once
+    assert seen and all(sent == 0 for elapsed, sent in seen if elapsed < timedelta(seconds=60))
+    assert summary.refused_batches >= 1
+    # no busy loop: waiting out the window is a handful of page reads, not one per slice
+    assert rig.monitored.calls["read_change_feed"] < 12
+    assert not rig.lease(engine).suspension.suspended  # the probe's receipt closed it
+    assert rig.lease(engine).owner is None
+
+
+def test_f04_a_split_while_following_hands_over_to_the_children_and_delivers_everything_once() -> None:
+    rig = Rig()
+    rig.seed(*(outbox_doc(f"msg-{i}", tenant=f"t{i}") for i in range(4)))
+    engine = rig.engine()
+    lease_id = _lease_id(rig)
+
+    def split_and_write() -> None:
+        split(rig.monitored, FeedRange(engine.store.get(lease_id).feed_range.token))
+        rig.seed(*(outbox_doc(f"msg-{i}", tenant=f"t{i}") for i in range(4, 10)))
+
+    summary = engine.drain_lease(lease_id, follow=Script(rig, {2: split_and_write}).follow())
+    summary.raise_for_error()
+    assert len(summary.split_into) == 2
+    for child in summary.split_into:
+        rig.engine().drain_lease(child).raise_for_error()
+    assert sorted(_published(rig)) == sorted(f"msg-{i}" for i in range(10))  # each once
+
+
+def test_a_short_drain_counts_no_polls() -> None:
+    rig = Rig()
+    rig.seed(outbox_doc("msg-0"))
+    summary = rig.drain()
+    assert (summary.polls, summary.empty_polls, summary.last_poll_at) == (0, 0, None)
