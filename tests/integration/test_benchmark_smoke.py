@@ -103,3 +103,17 @@ def test_receiver_benchmark_runs_and_prints_its_ratio(kafka_bootstrap: str, cosm
     )
     assert re.search(r"round 1: receiver +[\d,]+ msg/s +no inbox +[\d,]+ msg/s +ratio \d+\.\d\d", out), out
     assert re.search(r"receiver ÷ no inbox += \d+\.\d\d", out), out
+
+
+def test_follow_benchmark_runs_and_prints_every_figure(kafka_bootstrap: str, cosmos_endpoint: Any) -> None:
+    """benchmarks/follow_latency.py stays runnable (not timed: no figure is compared with its target here)."""
+    if not cosmos_endpoint.is_emulator:
+        pytest.skip("the follow benchmark drives the project emulator's latency switch")
+    out = run_benchmark(
+        "follow_latency",
+        *("--writes", "20", "--idle-seconds", "2"),
+        env=services_env(kafka_bootstrap, cosmos_endpoint),
+    )
+    for label in ("(a) follow, no added latency", "(b) follow, 5 ms per request"):
+        assert re.search(rf"{re.escape(label)} +writes=20 .*p50=[\d.]+ s +p99=[\d.]+ s", out), out
+    assert re.search(r"RU per idle hour ≈ [\d,]+", out), out

@@ -126,6 +126,10 @@ class ChatterDrainOperator(ChatterSourceBaseOperator):
     :param since: (templated) only publish documents modified at or after this ISO timestamp: a ``_ts``
         filter over what the lease reads. A backfill from a point in time does not use it: its leases start
         there (``ChatterListLeasesOperator(since=...)``), so older changes are not read at all.
+
+    A source with ``follow: true`` keeps the lease once caught up and polls every ``follow_poll_seconds`` until
+    ``max_seconds`` / ``max_documents`` (drain/follow.py). SIGTERM (Airflow calls ``on_kill``) asks it to stop at the
+    next page boundary: the page in hand is published and checkpointed, the lease released, the task succeeds.
     """
 
     template_fields: Sequence[str] = (
@@ -154,9 +158,16 @@ class ChatterDrainOperator(ChatterSourceBaseOperator):
         self.max_seconds = max_seconds
         self.exclusive_with_scheduled = exclusive_with_scheduled
         self.since = since
+        self._stop: Any = None  # the running drain's StopRequest (on_kill sets it)
+
+    def on_kill(self) -> None:
+        """SIGTERM: stop the drain at its next page boundary. Only sets a flag: this runs in a signal handler."""
+        if self._stop is not None:
+            self._stop.request()
 
     @task_scope
     def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_chatter.drain.follow import Follow, StopRequest
         from airflow_chatter.operations.backfill import BACKFILL_HOLD_MARGIN_SECONDS, exclusive_with
 
         config = self.config
@@ -167,6 +178,12 @@ class ChatterDrainOperator(ChatterSourceBaseOperator):
         max_seconds = as_float(config.max_seconds if is_unset(self.max_seconds) else self.max_seconds, "max_seconds")
         if not isinstance(self.lease_id, str) or not self.lease_id:
             raise ConfigurationError("lease_id", self.lease_id, "must be a lease id")
+        self._stop = StopRequest()
+        follow = (
+            Follow(config.follow_poll_seconds, should_stop=self._stop)
+            if config.follow
+            else Follow(should_stop=self._stop)
+        )
         publisher = ConfirmedTopics(self.publisher())
         try:
             engine = self.engine(context, publisher, since=as_datetime(self.since, "since"))
@@ -185,7 +202,9 @@ class ChatterDrainOperator(ChatterSourceBaseOperator):
                 else nullcontext()
             )
             with engine, guard:
-                summary = engine.drain_lease(self.lease_id, max_documents=max_documents, max_seconds=max_seconds)
+                summary = engine.drain_lease(
+                    self.lease_id, max_documents=max_documents, max_seconds=max_seconds, follow=follow
+                )
         finally:
             publisher.close()
         if summary.lease_token is None:

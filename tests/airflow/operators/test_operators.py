@@ -468,3 +468,36 @@ def test_a_run_conf_key_that_is_no_parameter_is_named_and_fails_before_any_read(
     assert list_leases(allowed_conf=["dry_run", "source"]).execute(
         context={"dag_run": SimpleNamespace(conf={"dry_run": True})}  # type: ignore[typeddict-item]
     )
+
+
+def test_a_following_drain_stops_at_the_page_boundary_on_kill_and_releases_its_lease(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    world = install_world(monkeypatch)
+    world.write(tenants=1, per_tenant=5)
+    [lease_id] = list_leases().execute(context={})
+    task = drain(lease_id, source=source(follow=True, follow_poll_seconds=0.05))
+    send = world.publisher.send_batch
+
+    def send_then_sigterm(messages: Any) -> Any:
+        task.on_kill()  # what Airflow's SIGTERM handler calls, mid-page
+        return send(messages)
+
+    monkeypatch.setattr(world.publisher, "send_batch", send_then_sigterm)
+    summary = task.execute(context={})
+    assert summary["published"] == 5 and summary["delivered"] == 5, "the page in hand is finished"
+    assert summary["empty_polls"] == 0, "stopped at that page boundary instead of following"
+    [lease] = list(world.leases.query("SELECT * FROM c"))
+    assert lease["owner"] is None, "released, so the next run takes over at once"
+    assert world.statuses() == {"delivered": 5}
+
+
+def test_a_following_drain_polls_until_its_seconds_run_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = install_world(monkeypatch)
+    world.write(tenants=1, per_tenant=2)
+    [lease_id] = list_leases().execute(context={})
+    summary = drain(lease_id, source=source(follow=True, follow_poll_seconds=0.05), max_seconds="0.5").execute(
+        context={}
+    )
+    assert summary["delivered"] == 2
+    assert summary["empty_polls"] >= 1 and summary["last_poll_at"] is not None
