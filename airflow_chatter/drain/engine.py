@@ -265,7 +265,7 @@ class DrainEngine:
             decision = self._gate.consult(lease.suspension)
             if not decision.permitted:
                 tally.refused_batches += 1
-                if follow.suspended(lease.suspension, budget, self._clock()):
+                if follow.suspended(lease, budget, self._clock()):
                     continue  # following: wait for the probe window, publishing nothing
                 raise DrainSuspendedError(lease.token, self.source_identity, lease_id=lease.id)
             if decision.probe:

@@ -109,8 +109,9 @@ class Follow:
         if store.needs_renewal(lease):
             lease = store.checkpoint(lease, continuation, lease.suspension)
         assert self.poll_seconds is not None
-        if not self._wait(self.poll_seconds, budget):
-            return None
+        # A stop or the budget ending the wait is seen by the engine's loop; the lease returned is the one last
+        # written (its continuation, advanced in memory, is written with the release).
+        self._wait(min(self.poll_seconds, _renewal_margin(lease, store.now())), budget)
         self._idle = True
         return lease
 
@@ -133,16 +134,17 @@ class Follow:
         if current is None or current.etag != lease.etag:
             raise LeaseLostError(lease.id, "publishing a page it read while following")
 
-    def suspended(self, state: SuspensionState, budget: DrainBudget, now: datetime) -> bool:
-        """A suspended lease refused the page: sleep toward its probe (renewing on the way); ``False``: stop.
+    def suspended(self, lease: Lease, budget: DrainBudget, now: datetime) -> bool:
+        """A suspended lease refused the page: sleep toward its probe; ``False``: stop (a short drain, or asked to).
 
-        Sleeps at most a third of the way to the probe per call so the engine's loop renews the lease in time.
+        Sleeps at most half of what is left of the lease per call, so the engine's loop renews it in time.
         """
+        state: SuspensionState = lease.suspension
         if not self.following or state.armed_at is None:
             return False
         due = max(0.0, (state.armed_at + WINDOW - now).total_seconds())
         self._idle = True
-        return self._wait(min(due, 20.0) + _SLICE_SECONDS, budget)
+        return self._wait(min(due + _SLICE_SECONDS, _renewal_margin(lease, now)), budget)
 
     def _wait(self, seconds: float, budget: DrainBudget) -> bool:
         """Sleep ``seconds`` in slices, bounded by the budget; ``False`` if a stop came or the time ran out."""
@@ -152,6 +154,13 @@ class Follow:
                 return False
             self.sleep(min(_SLICE_SECONDS, left))
         return not self.stop_requested() and not budget.exhausted(0)
+
+
+def _renewal_margin(lease: Lease, now: datetime) -> float:
+    """Seconds a wait may take and still leave the lease renewable: half of what is left of it (at least a slice)."""
+    if lease.expires_at is None:
+        return _SLICE_SECONDS
+    return max(_SLICE_SECONDS, (lease.expires_at - now).total_seconds() / 2)
 
 
 def _with_counts(lease: Lease, tally: DrainCounts) -> Lease:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from airflow_chatter.adapters.memory.faults import OperationCall
 from airflow_chatter.drain.follow import FOLLOW_FIELD, Follow, StopRequest
 from airflow_chatter.drain.leases import LeaseLostError
 from airflow_chatter.drain.suspension import SuspensionState
@@ -170,3 +171,27 @@ def test_a_short_drain_counts_no_polls() -> None:
     rig.seed(outbox_doc("msg-0"))
     summary = rig.drain()
     assert (summary.polls, summary.empty_polls, summary.last_poll_at) == (0, 0, None)
+
+
+def test_f04_a_stop_during_the_wait_after_a_renewal_releases_the_renewed_lease() -> None:
+    rig = Rig()
+    stop = StopRequest()
+    rig.seed(outbox_doc("msg-0"))
+    engine = rig.engine(lease_duration_seconds=0.2)
+
+    def slow_read(call: OperationCall) -> None:
+        if call.operation == "read_change_feed" and not call.applied:
+            rig.clock.advance(0.15)  # a slow read: the lease needs renewing again by the time it was empty
+
+    rig.monitored.handler = slow_read
+
+    def stop_after_a_write() -> None:
+        rig.seed(outbox_doc("msg-1"))
+        stop.request()
+
+    summary = engine.drain_lease(_lease_id(rig), follow=Script(rig, {3: stop_after_a_write}).follow(stop))
+    summary.raise_for_error()  # not LeaseLostError: the lease renewed during the poll is the one released
+    assert rig.lease(engine).owner is None
+    assert _published(rig) == ["msg-0"]
+    rig.engine(owner="drain-b").drain_all()
+    assert _published(rig) == ["msg-0", "msg-1"]
