@@ -182,3 +182,21 @@ def test_f11_test_connection_refuses_a_bad_429_limit_naming_the_extra(monkeypatc
         ok, message = ChatterCosmosHook(conn).test_connection()
     assert not ok and "extra max_throttle_wait_seconds='soon'" in message, message
     assert not client.called, "refused before any network I/O"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"follow_poll_seconds": 0}, {"follow_poll_seconds": "fast"}, {"follow_poll_seconds": 120}, {"follow": "yes"}],
+)
+def test_cfg_a_bad_follow_setting_is_refused_by_the_sources_parser_naming_it(change: dict[str, Any]) -> None:
+    (field,) = change
+    with pytest.raises(SourcesConfigError, match=rf"sources\[0\] \(orders\)\.{field}"):
+        parse_sources({"sources": [valid(**change)]}, path="chatter_sources.yaml")
+
+
+def test_follow_settings_reach_the_source_options() -> None:
+    config = parse_sources({"sources": [valid(schedule="@continuous", follow=True, follow_poll_seconds=1)]})
+    options = config.get("orders").to_options()
+    assert (options.follow, options.follow_poll_seconds) == (True, 1.0)
+    defaults = parse_sources({"sources": [valid()]}).get("orders").to_options()
+    assert defaults.follow is False and defaults.follow_poll_seconds == 0.25
