@@ -29,15 +29,17 @@ from collections.abc import Callable, Coroutine
 from importlib import resources
 from typing import Any, Literal, Protocol
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
+from fastapi.security import APIKeyCookie, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from airflow_chatter.adapters.fastapi.idempotency import HttpIdempotencyOptions, Idempotency
 from airflow_chatter.adapters.memory.idempotency import MemoryIdempotencyStore
-from airflow_chatter.airflow.dags.config import SourceConfig, SourcesFile
+from airflow_chatter.airflow.dags.config import BrokenSource, LoadedSources, SourceConfig, SourcesConfigError
 from airflow_chatter.errors import ChatterError, ConfigurationError
 from airflow_chatter.idempotency.container_store import ContainerIdempotencyStore
 from airflow_chatter.operations.interventions import (
@@ -88,10 +90,11 @@ class User:
 class Backend(Protocol):
     async def authenticate(self, request: Request) -> User: ...
     def authorized(self, user: User, method: Method, dag_id: str, *, run: bool = False) -> bool: ...
-    def sources(self) -> SourcesFile: ...
+    def sources(self) -> LoadedSources: ...
     def containers(self, source: SourceConfig) -> tuple[DocumentContainer, DocumentContainer]: ...
     def idempotency_container(self, source: SourceConfig) -> DocumentContainer: ...
     def runs(self, dag_id: str, limit: int) -> list[RunRecord]: ...
+    def run(self, dag_id: str, run_id: str) -> RunRecord | None: ...
     def trigger(self, dag_id: str, conf: dict[str, Any], user: User, note: str) -> dict[str, Any]: ...
     def telemetry(self) -> dict[str, Any]: ...
 
@@ -153,7 +156,9 @@ def decode_continuation(token: str | None) -> str | None:
 
 class SelectedDocument(BaseModel):
     id: str = Field(min_length=1, max_length=1023, description="The outbox item id.")
-    etag: str | None = Field(None, max_length=200, description="The ETag the page showed; the requeue is conditional.")
+    etag: str = Field(
+        min_length=1, max_length=200, description="The ETag the page showed (required): the requeue is conditional."
+    )
 
 
 class RequeueBody(BaseModel):
@@ -161,7 +166,11 @@ class RequeueBody(BaseModel):
 
 
 class ReleaseBody(BaseModel):
-    etag: str | None = Field(None, max_length=200, description="The lease ETag the page showed.")
+    etag: str = Field(
+        min_length=1,
+        max_length=200,
+        description="The lease ETag the page showed (required): the release is conditional.",
+    )
 
 
 class BackfillBody(BaseModel):
@@ -181,11 +190,64 @@ class BackfillBody(BaseModel):
 # ------------------------------------------------------------------------------------------------
 
 
-def _problem(status: int, detail: str, field: str | None = None) -> JSONResponse:
+class Problem(BaseModel):
+    """Every error answer of the API: what is wrong and, when one field is to blame, its name."""
+
+    detail: str
+    field: str | None = None
+    errors: list[dict[str, Any]] | None = Field(None, description="A 422's every problem (loc, msg, type).")
+
+
+#: Longest piece of a caller's input an error answer echoes back.
+MAX_ECHO = 200
+
+#: The error answers every ``/api`` endpoint may give, declared in the OpenAPI schema.
+READ_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": Problem, "description": "A bad query parameter, named in `field`."},
+    401: {"model": Problem, "description": "Not authenticated."},
+    403: {"model": Problem, "description": "No permission on the source's DAG."},
+    404: {"model": Problem, "description": "No such source (or it is broken: `field` names the problem)."},
+    422: {"model": Problem, "description": "The request does not validate; `field` names the first problem."},
+}
+ACTION_ERRORS: dict[int | str, dict[str, Any]] = {
+    **READ_ERRORS,
+    400: {"model": Problem, "description": "A missing or malformed Idempotency-Key, or params Airflow refused."},
+    409: {"model": Problem, "description": "Changed since shown, or a request with this key still in progress."},
+    413: {"model": Problem, "description": "The request body is too large for the idempotency guard."},
+    422: {"model": Problem, "description": "The body does not validate, or the Idempotency-Key was used with another."},
+    503: {"model": Problem, "description": "The source's idempotency container cannot keep keys."},
+}
+
+
+def _echo(value: Any) -> Any:
+    """A caller's input as an error may echo it: strings cut to ``MAX_ECHO`` characters, containers dropped."""
+    if isinstance(value, str):
+        return value if len(value) <= MAX_ECHO else value[:MAX_ECHO] + "…"
+    return value if isinstance(value, int | float | bool) or value is None else None
+
+
+def _problem(
+    status: int,
+    detail: str,
+    field: str | None = None,
+    headers: dict[str, str] | None = None,
+    errors: list[dict[str, Any]] | None = None,
+) -> JSONResponse:
     body: dict[str, Any] = {"detail": detail}
     if field is not None:
         body["field"] = field
-    return JSONResponse(body, status_code=status)
+    if errors is not None:
+        body["errors"] = errors
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _broken(entry: BrokenSource) -> dict[str, Any]:
+    """A broken sources entry as the API lists it: its name, DAG id and each problem as ``field``/``message``."""
+    problems = []
+    for problem in entry.problems:
+        where, sep, message = problem.partition(": ")
+        problems.append({"field": where, "message": message} if sep else {"field": None, "message": problem})
+    return {"index": entry.index, "name": entry.name, "dag_id": entry.dag_id, "problems": problems}
 
 
 #: What the API says when a source's UI actions keep their keys in memory.
@@ -256,11 +318,27 @@ class _Api:
         info = self.idempotency(source)
         return "cosmos" if info.shared_across_workers else "memory (single api-server worker only)"
 
-    def source(self, name: str) -> SourceConfig:
+    def loaded(self) -> LoadedSources:
+        """The sources file, entry by entry; a file nothing of which can be trusted answers 503 naming it."""
         try:
-            return self.backend.sources().get(name)
-        except ConfigurationError as error:
-            raise HTTPException(404, {"field": "source", "message": str(error)}) from None
+            return self.backend.sources()
+        except SourcesConfigError as error:
+            raise HTTPException(503, {"field": "sources", "message": str(error)}) from None
+
+    def source(self, name: str) -> SourceConfig:
+        """A valid source by name; 404 naming ``source``, or, for a broken entry, its first problem's field."""
+        loaded = self.loaded()
+        if loaded.config is not None:
+            try:
+                return loaded.config.get(name)
+            except ConfigurationError:
+                pass
+        for entry in loaded.broken:
+            if entry.name == name:
+                first = _broken(entry)["problems"][0]
+                message = f"source {name} is broken in {loaded.path}: " + "; ".join(entry.problems)
+                raise HTTPException(404, {"field": first["field"] or "source", "message": message})
+        raise HTTPException(404, {"field": "source", "message": f"source={_echo(name)!r}: no such source"})
 
     async def check(self, request: Request, method: Method) -> tuple[User, SourceConfig | None]:
         """Authenticate, then authorise ``method`` on the source's drain DAG (``NotAuthorized`` / 404)."""
@@ -288,6 +366,7 @@ def create_app(
     """
     api = _Api(backend, idempotency_store, backfill_dag_id)
     app = FastAPI(
+        responses=READ_ERRORS,
         title="airflow-chatter",
         description="Monitoring and operating the outbox drains: leases, Drain Suspensions, undeliverable "
         "documents; requeue, backfill, lease release. Authenticate as for Airflow's REST API (Bearer token "
@@ -302,6 +381,19 @@ def create_app(
     @app.exception_handler(InvalidQueryError)
     async def _bad_query(request: Request, error: InvalidQueryError) -> JSONResponse:
         return _problem(400, str(error), error.option)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+        """FastAPI's 422 in the API's one shape, the input it echoes cut short (never a 20,000-character body)."""
+        errors = [
+            {"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type"), "input": _echo(e.get("input"))}
+            for e in error.errors()
+        ]
+        first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
+        # The field's name: the location without "body"/"query"/"path" and list indexes ("documents.0.etag" -> etag).
+        names = [str(part) for part in first["loc"][1:] if not isinstance(part, int)] or [str(p) for p in first["loc"]]
+        field = names[-1] if names else None
+        return _problem(422, f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}", field, errors=errors)
 
     class ActionRoute(APIRoute):
         """Authenticate and authorise (edit) first, then the idempotency guard, then FastAPI's handler."""
@@ -321,12 +413,40 @@ def create_app(
                     detail = error.detail if isinstance(error.detail, dict) else {"message": error.detail}
                     return _problem(error.status_code, str(detail.get("message")), detail.get("field"))
                 request.state.chatter_user = user
-                return await guard.handle(request, original)
+                response = await guard.handle(request, original)
+                if response.headers.get("content-type", "").startswith("application/problem+json"):
+                    return _reshaped(response)
+                return response
 
             return handler
 
-    reader = APIRouter(prefix="/api")
-    actions = APIRouter(prefix="/api", route_class=ActionRoute)
+    def _reshaped(response: Response) -> JSONResponse:
+        """The idempotency guard's refusal (RFC 9457) in the API's one shape, naming the header it is about."""
+        body = json.loads(bytes(response.body))
+        field = "body" if response.status_code == 413 else "Idempotency-Key"
+        kept = {k: v for k, v in response.headers.items() if k.lower() == "retry-after"}
+        return _problem(response.status_code, str(body.get("detail")), field, headers=kept or None)
+
+    # Declared for the OpenAPI schema (and its security); ``api.check`` authenticates, so neither refuses itself.
+    bearer = HTTPBearer(auto_error=False, description="An Airflow token from POST /auth/token.")
+    cookie = APIKeyCookie(name="_token", auto_error=False, description="The Airflow UI's token cookie.")
+
+    def idempotency_key(
+        key: str = Header(  # noqa: B008
+            alias="Idempotency-Key",
+            description='A quoted string (RFC 8941), e.g. "3f1c…": the same key replays the first answer.',
+        ),
+    ) -> str:
+        return key
+
+    security = [Depends(bearer), Depends(cookie)]
+    reader = APIRouter(prefix="/api", dependencies=security, responses=READ_ERRORS)
+    actions = APIRouter(
+        prefix="/api",
+        route_class=ActionRoute,
+        dependencies=[*security, Depends(idempotency_key)],
+        responses=ACTION_ERRORS,
+    )
 
     async def read_access(request: Request) -> User:
         user, _ = await api.check(request, "GET")
@@ -341,7 +461,8 @@ def create_app(
     @reader.get("/sources", summary="The configured sources the caller may read, with their at-a-glance state")
     def list_sources(user: User = Depends(read_access)) -> dict[str, Any]:  # noqa: B008
         rows = []
-        for source in backend.sources().sources:
+        loaded = api.loaded()
+        for source in loaded.config.sources if loaded.config is not None else ():
             if not backend.authorized(user, "GET", source.dag_id):
                 continue
             monitored, leases = backend.containers(source)
@@ -355,7 +476,14 @@ def create_app(
                     "undeliverable": count_undeliverable(monitored),
                 }
             )
-        return {"sources": rows, "backfill_dag_id": api.backfill_dag_id}
+        # A broken entry is listed (name, field, message) to whoever may read its DAG; one with no usable name
+        # (so no DAG) to every reader: the other sources are shown as usual either way.
+        broken = [
+            _broken(entry)
+            for entry in loaded.broken
+            if entry.dag_id is None or backend.authorized(user, "GET", entry.dag_id)
+        ]
+        return {"sources": rows, "broken": broken, "backfill_dag_id": api.backfill_dag_id}
 
     @reader.get("/sources/{source}", summary="One source: leases, Drain Suspensions, recent runs, totals")
     def overview(
@@ -369,6 +497,7 @@ def create_app(
         view = source_overview(config.name, config.dag_id, store, monitored, backend.runs(config.dag_id, runs))
         return {
             **dataclasses.asdict(view),
+            "backfill_runs": [dataclasses.asdict(r) for r in backfill_runs(user, config, runs)],
             "attention": view.attention,
             # The instruments are recorded in the workers' task processes; the api-server has only the summaries.
             "totals_from": "run summaries",
@@ -397,13 +526,46 @@ def create_app(
             "continuation": encode_continuation(page.continuation) if page.continuation is not None else None,
         }
 
-    @reader.get("/sources/{source}/runs/{run_id}", summary="The drain summaries of one run of the source's DAG")
+    def backfill_runs(user: User, config: SourceConfig, limit: int) -> list[RunRecord]:
+        """The source's latest backfill runs (the backfill DAG's, whose conf names it), for a backfill reader."""
+        if not backend.authorized(user, "GET", api.backfill_dag_id):
+            return []
+        return [r for r in backend.runs(api.backfill_dag_id, MAX_RUNS) if r.source == config.name][:limit]
+
+    def find_run(user: User, config: SourceConfig, run_id: str) -> RunRecord:
+        """A run of the source's drain DAG, or a backfill run of the source, by id however old (404 naming run_id)."""
+        record = backend.run(config.dag_id, run_id)
+        if record is None and backend.authorized(user, "GET", api.backfill_dag_id):
+            record = backend.run(api.backfill_dag_id, run_id)
+            record = record if record is not None and record.source == config.name else None
+        if record is None:
+            message = f"run_id={_echo(run_id)!r} is no run of {config.dag_id} nor a backfill run of {config.name}"
+            raise HTTPException(404, {"field": "run_id", "message": message})
+        return record
+
+    @reader.get("/sources/{source}/runs/{run_id}", summary="The drain summaries of one run (drain or backfill)")
     def run(source: str, run_id: str, user: User = Depends(read_access)) -> dict[str, Any]:  # noqa: B008
         config = api.source(source)
-        for record in backend.runs(config.dag_id, MAX_RUNS):
-            if record.run_id == run_id:
-                return dataclasses.asdict(record)
-        raise HTTPException(404, {"field": "run_id", "message": f"run_id={run_id!r} is not a recent run"})
+        return {"source": config.name, **dataclasses.asdict(find_run(user, config, run_id))}
+
+    @reader.get("/dags/{dag_id}/runs/{run_id}", summary="One run of a drain or the backfill DAG, with its source")
+    def dag_run(dag_id: str, run_id: str, user: User = Depends(read_access)) -> dict[str, Any]:  # noqa: B008
+        """What a DAG run's Outbox tab shows: the source it drained (a backfill run's from its conf) and its
+        summaries; 404 naming ``dag_id`` for a DAG that drains no outbox."""
+        if not backend.authorized(user, "GET", dag_id):
+            raise NotAuthorized(403, f"{user.name} may not read DAG {dag_id}")
+        loaded = api.loaded()
+        sources = loaded.config.sources if loaded.config is not None else []
+        if dag_id == api.backfill_dag_id:
+            record = backend.run(dag_id, run_id)
+            if record is None:
+                raise HTTPException(404, {"field": "run_id", "message": f"run_id={_echo(run_id)!r}: no such run"})
+            return {"source": record.source, "dag_id": dag_id, "backfill": True, **dataclasses.asdict(record)}
+        for config in sources:
+            if config.dag_id == dag_id:
+                record = find_run(user, config, run_id)
+                return {**dataclasses.asdict(record), "source": config.name, "dag_id": dag_id, "backfill": False}
+        raise HTTPException(404, {"field": "dag_id", "message": f"dag_id={_echo(dag_id)!r} drains no outbox"})
 
     # -- acting ------------------------------------------------------------------------------------------------
 
@@ -415,11 +577,12 @@ def create_app(
         paths = config.to_options().partition_key_paths
         result = requeue_selected(monitored, paths, [Selected(d.id, d.etag) for d in body.documents])
         log.info(
-            "UI requeue by %s on source %s: requeued %s, changed meanwhile %s, not found %s",
+            "UI requeue by %s on source %s: requeued %s, changed meanwhile %s, already pending %s, not found %s",
             user.name,
             config.name,
             list(result.requeued),
             list(result.changed_meanwhile),
+            list(result.already_pending),
             list(result.not_found),
         )
         return {"source": config.name, "by": user.name, **result.to_dict(), "idempotency": api.store_kind(config)}
