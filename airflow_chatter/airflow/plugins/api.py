@@ -20,8 +20,6 @@ token around the core's keyset position (the last item id shown).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
 import json
 import logging
@@ -34,16 +32,30 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from fastapi.security import APIKeyCookie, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from airflow_chatter.adapters.fastapi.idempotency import HttpIdempotencyOptions, Idempotency
 from airflow_chatter.adapters.memory.idempotency import MemoryIdempotencyStore
-from airflow_chatter.airflow.dags.config import BrokenSource, LoadedSources, SourceConfig, SourcesConfigError
+from airflow_chatter.airflow.dags.config import LoadedSources, SourceConfig, SourcesConfigError
+from airflow_chatter.airflow.plugins.api_shapes import (
+    ACTION_ERRORS,
+    READ_ERRORS,
+    BackfillBody,
+    InvalidQueryError,
+    ReleaseBody,
+    RequeueBody,
+    broken_entry,
+    decode_continuation,
+    echo,
+    encode_continuation,
+    problem,
+    search_text,
+    valid_page_size,
+    validation_problem,
+)
 from airflow_chatter.errors import ChatterError, ConfigurationError
 from airflow_chatter.idempotency.container_store import ContainerIdempotencyStore
 from airflow_chatter.operations.interventions import (
-    MAX_REQUEUE,
     LeaseChangedError,
     Selected,
     release_lease,
@@ -100,154 +112,8 @@ class Backend(Protocol):
 
 
 # ------------------------------------------------------------------------------------------------
-# Paging.
-# ------------------------------------------------------------------------------------------------
-
-
-class InvalidQueryError(ConfigurationError):
-    """A bad list request (page size, continuation, search text); names the field, and the API answers 400."""
-
-
-def valid_page_size(value: object, *, default: int = 25, cap: int = MAX_PAGE_SIZE) -> int:
-    """A list request's page size: an integer from 1 to ``cap``; ``InvalidQueryError`` naming ``page_size``."""
-    if value is None or value == "":
-        return default
-    try:
-        number = int(str(value))
-    except ValueError:
-        raise InvalidQueryError("page_size", value, "must be an integer") from None
-    if not 1 <= number <= cap:
-        raise InvalidQueryError("page_size", value, f"must be between 1 and {cap}")
-    return number
-
-
-def search_text(value: str | None) -> str | None:
-    """A MessageId prefix to search for, 1-1023 characters; ``InvalidQueryError`` naming ``message_id``."""
-    if value is not None and (not value.strip() or len(value) > 1023):
-        raise InvalidQueryError("message_id", value, "must be 1-1023 characters")
-    return value
-
-
-def encode_continuation(after_id: str) -> str:
-    """An opaque continuation for the next page: the last item id shown, base64url JSON."""
-    raw = json.dumps({"v": 1, "after": after_id}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-
-
-def decode_continuation(token: str | None) -> str | None:
-    """The item id a continuation resumes after; ``InvalidQueryError`` naming ``continuation`` if malformed."""
-    if token is None or token == "":
-        return None
-    try:
-        padded = token + "=" * (-len(token) % 4)
-        data = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
-    except (ValueError, binascii.Error, UnicodeError):
-        raise InvalidQueryError("continuation", token, "is not a continuation this API returned") from None
-    after = data.get("after") if isinstance(data, dict) else None
-    if not isinstance(data, dict) or data.get("v") != 1 or not isinstance(after, str) or not after:
-        raise InvalidQueryError("continuation", token, "is not a continuation this API returned")
-    return after
-
-
-# ------------------------------------------------------------------------------------------------
-# Request bodies.
-# ------------------------------------------------------------------------------------------------
-
-
-class SelectedDocument(BaseModel):
-    id: str = Field(min_length=1, max_length=1023, description="The outbox item id.")
-    etag: str = Field(
-        min_length=1, max_length=200, description="The ETag the page showed (required): the requeue is conditional."
-    )
-
-
-class RequeueBody(BaseModel):
-    documents: list[SelectedDocument] = Field(min_length=1, max_length=MAX_REQUEUE)
-
-
-class ReleaseBody(BaseModel):
-    etag: str = Field(
-        min_length=1,
-        max_length=200,
-        description="The lease ETag the page showed (required): the release is conditional.",
-    )
-
-
-class BackfillBody(BaseModel):
-    """The ``chatter_backfill`` DAG's params (validated by Airflow against the DAG's ``Param`` schema): ``start`` is
-    ``beginning``, ``resume`` or a UTC timestamp; a dry run unless ``dry_run`` is false, as the DAG's own default."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    start: str = "beginning"
-    feed_ranges: list[str] = Field(default_factory=list, max_length=100)
-    document_budget: int = 10000
-    dry_run: bool = True
-
-
-# ------------------------------------------------------------------------------------------------
 # The app.
 # ------------------------------------------------------------------------------------------------
-
-
-class Problem(BaseModel):
-    """Every error answer of the API: what is wrong and, when one field is to blame, its name."""
-
-    detail: str
-    field: str | None = None
-    errors: list[dict[str, Any]] | None = Field(None, description="A 422's every problem (loc, msg, type).")
-
-
-#: Longest piece of a caller's input an error answer echoes back.
-MAX_ECHO = 200
-
-#: The error answers every ``/api`` endpoint may give, declared in the OpenAPI schema.
-READ_ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"model": Problem, "description": "A bad query parameter, named in `field`."},
-    401: {"model": Problem, "description": "Not authenticated."},
-    403: {"model": Problem, "description": "No permission on the source's DAG."},
-    404: {"model": Problem, "description": "No such source (or it is broken: `field` names the problem)."},
-    422: {"model": Problem, "description": "The request does not validate; `field` names the first problem."},
-}
-ACTION_ERRORS: dict[int | str, dict[str, Any]] = {
-    **READ_ERRORS,
-    400: {"model": Problem, "description": "A missing or malformed Idempotency-Key, or params Airflow refused."},
-    409: {"model": Problem, "description": "Changed since shown, or a request with this key still in progress."},
-    413: {"model": Problem, "description": "The request body is too large for the idempotency guard."},
-    422: {"model": Problem, "description": "The body does not validate, or the Idempotency-Key was used with another."},
-    503: {"model": Problem, "description": "The source's idempotency container cannot keep keys."},
-}
-
-
-def _echo(value: Any) -> Any:
-    """A caller's input as an error may echo it: strings cut to ``MAX_ECHO`` characters, containers dropped."""
-    if isinstance(value, str):
-        return value if len(value) <= MAX_ECHO else value[:MAX_ECHO] + "…"
-    return value if isinstance(value, int | float | bool) or value is None else None
-
-
-def _problem(
-    status: int,
-    detail: str,
-    field: str | None = None,
-    headers: dict[str, str] | None = None,
-    errors: list[dict[str, Any]] | None = None,
-) -> JSONResponse:
-    body: dict[str, Any] = {"detail": detail}
-    if field is not None:
-        body["field"] = field
-    if errors is not None:
-        body["errors"] = errors
-    return JSONResponse(body, status_code=status, headers=headers)
-
-
-def _broken(entry: BrokenSource) -> dict[str, Any]:
-    """A broken sources entry as the API lists it: its name, DAG id and each problem as ``field``/``message``."""
-    problems = []
-    for problem in entry.problems:
-        where, sep, message = problem.partition(": ")
-        problems.append({"field": where, "message": message} if sep else {"field": None, "message": problem})
-    return {"index": entry.index, "name": entry.name, "dag_id": entry.dag_id, "problems": problems}
 
 
 #: What the API says when a source's UI actions keep their keys in memory.
@@ -335,10 +201,10 @@ class _Api:
                 pass
         for entry in loaded.broken:
             if entry.name == name:
-                first = _broken(entry)["problems"][0]
+                first = broken_entry(entry)["problems"][0]
                 message = f"source {name} is broken in {loaded.path}: " + "; ".join(entry.problems)
                 raise HTTPException(404, {"field": first["field"] or "source", "message": message})
-        raise HTTPException(404, {"field": "source", "message": f"source={_echo(name)!r}: no such source"})
+        raise HTTPException(404, {"field": "source", "message": f"source={echo(name)!r}: no such source"})
 
     async def check(self, request: Request, method: Method) -> tuple[User, SourceConfig | None]:
         """Authenticate, then authorise ``method`` on the source's drain DAG (``NotAuthorized`` / 404)."""
@@ -376,24 +242,15 @@ def create_app(
 
     @app.exception_handler(NotAuthorized)
     async def _denied(request: Request, error: NotAuthorized) -> JSONResponse:
-        return _problem(error.status, error.detail)
+        return problem(error.status, error.detail)
 
     @app.exception_handler(InvalidQueryError)
     async def _bad_query(request: Request, error: InvalidQueryError) -> JSONResponse:
-        return _problem(400, str(error), error.option)
+        return problem(400, str(error), error.option)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
-        """FastAPI's 422 in the API's one shape, the input it echoes cut short (never a 20,000-character body)."""
-        errors = [
-            {"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type"), "input": _echo(e.get("input"))}
-            for e in error.errors()
-        ]
-        first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
-        # The field's name: the location without "body"/"query"/"path" and list indexes ("documents.0.etag" -> etag).
-        names = [str(part) for part in first["loc"][1:] if not isinstance(part, int)] or [str(p) for p in first["loc"]]
-        field = names[-1] if names else None
-        return _problem(422, f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}", field, errors=errors)
+        return validation_problem(error.errors())
 
     class ActionRoute(APIRoute):
         """Authenticate and authorise (edit) first, then the idempotency guard, then FastAPI's handler."""
@@ -405,13 +262,13 @@ def create_app(
                 try:
                     user, source = await api.check(request, "PUT")
                     if source is None:  # every action route has a {source}
-                        return _problem(404, "no source in the path", "source")
+                        return problem(404, "no source in the path", "source")
                     guard = await run_in_threadpool(api.guard, source)
                 except NotAuthorized as error:
-                    return _problem(error.status, error.detail)
+                    return problem(error.status, error.detail)
                 except HTTPException as error:
                     detail = error.detail if isinstance(error.detail, dict) else {"message": error.detail}
-                    return _problem(error.status_code, str(detail.get("message")), detail.get("field"))
+                    return problem(error.status_code, str(detail.get("message")), detail.get("field"))
                 request.state.chatter_user = user
                 response = await guard.handle(request, original)
                 if response.headers.get("content-type", "").startswith("application/problem+json"):
@@ -425,7 +282,7 @@ def create_app(
         body = json.loads(bytes(response.body))
         field = "body" if response.status_code == 413 else "Idempotency-Key"
         kept = {k: v for k, v in response.headers.items() if k.lower() == "retry-after"}
-        return _problem(response.status_code, str(body.get("detail")), field, headers=kept or None)
+        return problem(response.status_code, str(body.get("detail")), field, headers=kept or None)
 
     # Declared for the OpenAPI schema (and its security); ``api.check`` authenticates, so neither refuses itself.
     bearer = HTTPBearer(auto_error=False, description="An Airflow token from POST /auth/token.")
@@ -479,7 +336,7 @@ def create_app(
         # A broken entry is listed (name, field, message) to whoever may read its DAG; one with no usable name
         # (so no DAG) to every reader: the other sources are shown as usual either way.
         broken = [
-            _broken(entry)
+            broken_entry(entry)
             for entry in loaded.broken
             if entry.dag_id is None or backend.authorized(user, "GET", entry.dag_id)
         ]
@@ -539,7 +396,7 @@ def create_app(
             record = backend.run(api.backfill_dag_id, run_id)
             record = record if record is not None and record.source == config.name else None
         if record is None:
-            message = f"run_id={_echo(run_id)!r} is no run of {config.dag_id} nor a backfill run of {config.name}"
+            message = f"run_id={echo(run_id)!r} is no run of {config.dag_id} nor a backfill run of {config.name}"
             raise HTTPException(404, {"field": "run_id", "message": message})
         return record
 
@@ -559,13 +416,13 @@ def create_app(
         if dag_id == api.backfill_dag_id:
             record = backend.run(dag_id, run_id)
             if record is None:
-                raise HTTPException(404, {"field": "run_id", "message": f"run_id={_echo(run_id)!r}: no such run"})
+                raise HTTPException(404, {"field": "run_id", "message": f"run_id={echo(run_id)!r}: no such run"})
             return {"source": record.source, "dag_id": dag_id, "backfill": True, **dataclasses.asdict(record)}
         for config in sources:
             if config.dag_id == dag_id:
                 record = find_run(user, config, run_id)
                 return {**dataclasses.asdict(record), "source": config.name, "dag_id": dag_id, "backfill": False}
-        raise HTTPException(404, {"field": "dag_id", "message": f"dag_id={_echo(dag_id)!r} drains no outbox"})
+        raise HTTPException(404, {"field": "dag_id", "message": f"dag_id={echo(dag_id)!r} drains no outbox"})
 
     # -- acting ------------------------------------------------------------------------------------------------
 
@@ -628,8 +485,8 @@ def create_app(
     async def _http(request: Request, error: HTTPException) -> JSONResponse:
         detail = error.detail
         if isinstance(detail, dict):
-            return _problem(error.status_code, str(detail.get("message")), detail.get("field"))
-        return _problem(error.status_code, str(detail))
+            return problem(error.status_code, str(detail.get("message")), detail.get("field"))
+        return problem(error.status_code, str(detail))
 
     @app.get("/static/" + BUNDLE, include_in_schema=False)
     def bundle() -> Response:

@@ -67,7 +67,9 @@ def test_backfill_dag_offers_a_typed_form(sources_file: Any) -> None:
     assert params.get_param("document_budget").schema["type"] == "integer"
     assert params.get_param("dry_run").schema["type"] == "boolean"
     assert "null" in params.get_param("feed_ranges").schema["type"], "the form must not mark feed_ranges required"
-    assert params.validate()["dry_run"] is True, "a run nobody filled in is a dry run"
+    assert params.get_param("source").has_value is False, "no default: an empty conf is refused naming source"
+    params.update({"source": "orders"})
+    assert params.validate()["dry_run"] is True, "a run that names only its source is a dry run"
     assert dag.is_paused_upon_creation is False, "a manual DAG that starts paused leaves every trigger queued"
 
 
@@ -202,7 +204,7 @@ def test_backfill_params_refuse_bad_input_naming_the_field(sources_file: Any, co
     params = copy.deepcopy(dagbag().dags["chatter_backfill"].params)
     [field] = conf
     with pytest.raises(ParamValidationError, match=f"Invalid input for param {field}"):  # the server's 400
-        params.update(conf)
+        params.update({"source": "orders", **conf})
         params.validate()
 
 
@@ -210,7 +212,7 @@ def test_backfill_params_refuse_bad_input_naming_the_field(sources_file: Any, co
 def test_backfill_start_takes_beginning_resume_or_a_utc_timestamp(sources_file: Any, start: str) -> None:
     sources_file({"sources": [valid()]})
     params = copy.deepcopy(dagbag().dags["chatter_backfill"].params)
-    params.update({"start": start})
+    params.update({"source": "orders", "start": start})
     assert params.validate()["start"] == start
 
 
@@ -258,18 +260,31 @@ def test_a_bad_backfill_conf_is_refused_when_the_run_is_created(
 
     world, dag = _backfill_world(sources_file, monkeypatch)
     with pytest.raises(ParamValidationError, match=f"Invalid input for param {field}"):
-        dag.test(run_conf=conf)
+        dag.test(run_conf={"source": "orders", **conf})
     assert world.statuses() == {"pending": 6} and world.publisher.sent == [], "no task ran"
 
 
 @pytest.mark.airflow
-def test_a_backfill_triggered_without_conf_is_a_dry_run(
+def test_a_backfill_triggered_without_conf_is_refused_naming_the_source(
+    airflow_db: Any, sources_file: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An empty conf used to dry-run the first source and succeed: a request that named nothing did something."""
+    from airflow.sdk.exceptions import ParamValidationError
+
+    world, dag = _backfill_world(sources_file, monkeypatch)
+    with pytest.raises(ParamValidationError, match="Invalid input for param source"):
+        dag.test()
+    assert world.statuses() == {"pending": 6} and list(world.leases.query("SELECT * FROM c")) == [], "no task ran"
+
+
+@pytest.mark.airflow
+def test_a_backfill_naming_its_source_is_a_dry_run_by_default(
     airflow_db: Any, sources_file: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from tests.airflow._support import xcoms
 
     world, dag = _backfill_world(sources_file, monkeypatch)
-    run = dag.test()
+    run = dag.test(run_conf={"source": valid()["name"]})
     assert run.state == "success"
     [plan] = xcoms(run, "list_backfill_leases", key="plan")
     assert plan["pending"] == 6 and plan["reset"] is True
@@ -283,7 +298,7 @@ def test_an_unknown_conf_key_fails_the_first_task_at_once_and_nothing_is_drained
     airflow_db: Any, sources_file: Any, monkeypatch: pytest.MonkeyPatch, conf: dict[str, Any]
 ) -> None:
     world, dag = _backfill_world(sources_file, monkeypatch)
-    run = dag.test(run_conf={**conf, "dry_run": False})
+    run = dag.test(run_conf={"source": "orders", **conf, "dry_run": False})
     assert run.state == "failed"
     states = _task_states(run)
     assert states["list_backfill_leases"] == [("failed", 1)], "failed at once: one try, no retry"

@@ -11,7 +11,8 @@ import yaml
 from fastapi.testclient import TestClient
 
 from airflow_chatter.airflow.dags.config import load_sources_isolated
-from airflow_chatter.airflow.plugins.api import MAX_ECHO, MAX_RUNS, create_app
+from airflow_chatter.airflow.plugins.api import MAX_RUNS, create_app
+from airflow_chatter.airflow.plugins.api_shapes import MAX_ECHO
 from airflow_chatter.operations.monitoring import RunRecord
 from tests.airflow.plugins.test_ui_api import (
     GRANTS,
@@ -190,3 +191,13 @@ def test_the_openapi_schema_declares_the_key_header_the_security_and_the_error_a
     assert {"401", "403"} <= set(read["responses"]) and read["security"]
     etag = schema["components"]["schemas"]["ReleaseBody"]
     assert etag["required"] == ["etag"], "the conditional write is required"
+
+
+def test_a_backfill_from_the_future_is_refused_naming_start_and_no_run_is_created(
+    client: TestClient, backend: FakeBackend
+) -> None:
+    response = client.post(
+        "/api/sources/orders/backfill", json={"start": "2999-01-01T00:00:00Z"}, headers={**auth("admin"), **key("f1")}
+    )
+    assert response.status_code == 422 and response.json()["field"] == "start", response.text
+    assert backend.triggered == [], "refused before a run was created"
