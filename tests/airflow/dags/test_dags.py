@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from airflow.utils.types import DagRunType
 
 from airflow_chatter.adapters.memory.faults import fail
 from airflow_chatter.testing.handlers import first_of
@@ -128,6 +130,25 @@ def test_the_stand_in_task_fails_at_once_naming_the_problem() -> None:
     )
     with pytest.raises(AirflowFailException, match=r"chatter_sources.yaml: sources\[1\] \(payments\).schedule"):
         op.execute(context={})  # type: ignore[arg-type]
+    manual: Any = {"dag_run": SimpleNamespace(run_type=DagRunType.MANUAL)}
+    with pytest.raises(AirflowFailException, match="fix the entry"):
+        op.execute(context=manual)
+
+
+@pytest.mark.parametrize("run_type", ["scheduled", "asset_triggered", "backfill"])
+def test_the_stand_in_task_skips_a_run_in_flight_when_the_entry_broke_instead_of_failing_it(run_type: str) -> None:
+    """A scheduled run started by the real drain DAG gets the stand-in's task when the DAG is re-parsed: failing it
+    reported a failure nobody triggered. It is skipped, and the skip names the problem."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from airflow_chatter.airflow.operators.invalid import ChatterInvalidSourceOperator
+
+    op = ChatterInvalidSourceOperator(
+        task_id="invalid_source_config", path="chatter_sources.yaml", problems=["sources[1] (payments).schedule: x"]
+    )
+    context: Any = {"dag_run": SimpleNamespace(run_type=DagRunType(run_type))}
+    with pytest.raises(AirflowSkipException, match=r"not failing this .* run.*sources\[1\] \(payments\)"):
+        op.execute(context=context)
 
 
 @pytest.mark.airflow
