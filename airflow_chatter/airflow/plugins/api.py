@@ -42,6 +42,8 @@ from airflow_chatter.airflow.plugins.api_shapes import (
     READ_ERRORS,
     BackfillBody,
     InvalidQueryError,
+    NotAuthorized,
+    ParamsRejected,
     ReleaseBody,
     RequeueBody,
     broken_entry,
@@ -66,6 +68,7 @@ from airflow_chatter.operations.monitoring import (
     RunRecord,
     list_undeliverable,
     monitor_store,
+    run_points,
     source_overview,
 )
 from airflow_chatter.operations.outbox_queries import count_undeliverable
@@ -78,19 +81,6 @@ MAX_RUNS = 50
 BUNDLE = "chatter-ui.js"
 
 Method = Literal["GET", "PUT", "POST"]
-
-
-class NotAuthorized(Exception):
-    """Raised by a backend: ``status`` 401 (who are you?) or 403 (not allowed)."""
-
-    def __init__(self, status: int, detail: str) -> None:
-        self.status = status
-        self.detail = detail
-        super().__init__(detail)
-
-
-class ParamsRejected(ChatterError):
-    """Airflow refused the run's params (its own validation); the message says which and why."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -403,7 +393,12 @@ def create_app(
     @reader.get("/sources/{source}/runs/{run_id}", summary="The drain summaries of one run (drain or backfill)")
     def run(source: str, run_id: str, user: User = Depends(read_access)) -> dict[str, Any]:  # noqa: B008
         config = api.source(source)
-        return {"source": config.name, **dataclasses.asdict(find_run(user, config, run_id))}
+        record = find_run(user, config, run_id)
+        return {
+            "source": config.name,
+            **dataclasses.asdict(record),
+            "point": dataclasses.asdict(run_points([record])[0]),
+        }
 
     @reader.get("/dags/{dag_id}/runs/{run_id}", summary="One run of a drain or the backfill DAG, with its source")
     def dag_run(dag_id: str, run_id: str, user: User = Depends(read_access)) -> dict[str, Any]:  # noqa: B008

@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from airflow_chatter.airflow.dags.config import BrokenSource
-from airflow_chatter.errors import ConfigurationError
+from airflow_chatter.errors import ChatterError, ConfigurationError
 from airflow_chatter.operations.interventions import MAX_REQUEUE
 from airflow_chatter.operations.monitoring import MAX_PAGE_SIZE
 
@@ -121,6 +121,19 @@ class BackfillBody(BaseModel):
 # ------------------------------------------------------------------------------------------------
 # Errors.
 # ------------------------------------------------------------------------------------------------
+
+
+class NotAuthorized(Exception):
+    """Raised by a backend: ``status`` 401 (who are you?) or 403 (not allowed)."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        self.status = status
+        self.detail = detail
+        super().__init__(detail)
+
+
+class ParamsRejected(ChatterError):
+    """Airflow refused the run's params (its own validation); the message says which and why."""
 
 
 class Problem(BaseModel):

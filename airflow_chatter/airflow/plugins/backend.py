@@ -18,7 +18,8 @@ from airflow_chatter.airflow.dags.config import (
     SourceConfig,
     load_sources_isolated,
 )
-from airflow_chatter.airflow.plugins.api import Method, NotAuthorized, ParamsRejected, User
+from airflow_chatter.airflow.plugins.api import Method, User
+from airflow_chatter.airflow.plugins.api_shapes import NotAuthorized, ParamsRejected
 from airflow_chatter.operations.monitoring import RunRecord
 from airflow_chatter.ports import DocumentContainer
 

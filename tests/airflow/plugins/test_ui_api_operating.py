@@ -153,6 +153,7 @@ def test_a_run_older_than_the_latest_page_is_found_by_its_id(client: TestClient,
     old = f"scheduled__{MAX_RUNS + 5}"
     response = client.get(f"/api/sources/orders/runs/{old}", headers=auth("viewer"))
     assert response.status_code == 200 and response.json()["run_id"] == old, response.text
+    assert response.json()["point"]["run_id"] == old, "the run's totals, as the page's run line shows them"
     tab = client.get(f"/api/dags/{SOURCE.dag_id}/runs/{old}", headers=auth("viewer"))
     assert tab.status_code == 200 and tab.json()["source"] == "orders" and tab.json()["backfill"] is False
 
