@@ -202,3 +202,20 @@ def test_a_backfill_from_the_future_is_refused_naming_start_and_no_run_is_create
     )
     assert response.status_code == 422 and response.json()["field"] == "start", response.text
     assert backend.triggered == [], "refused before a run was created"
+
+
+def test_the_airflow_backend_reads_the_sources_file_entry_by_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The api-server's backend itself, not the fake: a broken entry used to make it raise for the whole file."""
+    from airflow_chatter.airflow.dags.config import SOURCES_FILE_ENV
+    from airflow_chatter.airflow.plugins.backend import AirflowBackend
+
+    broken = _entry("broken", "c", "l")
+    del broken["database"]
+    path = tmp_path / "chatter_sources.yaml"
+    path.write_text(yaml.safe_dump({"sources": [_entry("orders", "orders", "leases"), broken]}))
+    monkeypatch.setenv(SOURCES_FILE_ENV, str(path))
+    loaded = AirflowBackend().sources()
+    assert loaded.config is not None and [s.name for s in loaded.config.sources] == ["orders"]
+    assert [b.name for b in loaded.broken] == ["broken"]
