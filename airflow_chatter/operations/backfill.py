@@ -1,19 +1,47 @@
-"""The backfill exclusion: a backfill and the scheduled drain never own one feed range at once."""
+"""The backfill exclusion: a backfill and the scheduled drain never own one feed range at once; and the refusal of
+a backfill request that would match nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 
 from airflow_chatter.drain.engine import DrainEngine
 from airflow_chatter.drain.leases import ACTIVE, Lease, LeaseStore
 from airflow_chatter.drain.topology import LeaseTopology
-from airflow_chatter.errors import ChatterError
+from airflow_chatter.errors import ChatterError, ConfigurationError
 from airflow_chatter.ports import DocumentContainer, FeedRange
 
 #: Longest a backfill may hold the scheduled lease of a range beyond its own time budget; after that
 #: the hold expires by itself even if the worker died.
 BACKFILL_HOLD_MARGIN_SECONDS = 60.0
+
+
+def refuse_empty_backfill(
+    *,
+    wanted: Collection[str],
+    tokens: Collection[str],
+    lease_ids: Collection[str],
+    since: datetime | None,
+    now: datetime,
+) -> None:
+    """Refuse, naming the field, a backfill request that would read nothing and still succeed (a dry run too).
+
+    ``since`` after ``now``: leases starting in the future read nothing. A ``wanted`` entry that is neither a feed
+    range token (``tokens``) nor a lease id (``lease_ids``) of the source: a typo would silently drain less.
+    """
+    if since is not None and since > now:
+        raise ConfigurationError(
+            "since",
+            since.isoformat(),
+            f"(the backfill's start) is in the future (now {now.isoformat()}): nothing to read",
+        )
+    unknown = sorted(set(wanted) - set(tokens) - set(lease_ids))
+    if unknown:
+        raise ConfigurationError(
+            "feed_ranges", unknown, f"match no feed range token or lease id of the source (tokens: {sorted(tokens)})"
+        )
 
 
 @contextmanager

@@ -13,6 +13,7 @@ from airflow_chatter.drain.leases import Lease, LeaseStore
 from airflow_chatter.errors import ChatterError
 from airflow_chatter.operations.outbox_queries import select_undeliverable
 from airflow_chatter.operations.requeue import RequeueResult, requeue_undeliverable
+from airflow_chatter.outbox.document import PENDING
 from airflow_chatter.ports import DocumentContainer, NotFound
 
 #: Most documents one requeue request may name.
@@ -21,10 +22,11 @@ MAX_REQUEUE = 100
 
 @dataclass(frozen=True)
 class Selected:
-    """A document the operator selected: its item id and, when the page showed it, the ETag it had then."""
+    """A document the operator selected: its item id and the ETag the page showed (required: the requeue is
+    conditional on it, so a stale page changes nothing)."""
 
     id: str
-    etag: str | None = None
+    etag: str
 
 
 def requeue_selected(
@@ -33,8 +35,8 @@ def requeue_selected(
     """Set the selected undeliverable documents back to pending (the core requeue, ETag-conditional).
 
     A document whose current ETag is not the one the operator saw has changed since the page was drawn: it is
-    left alone and reported in ``changed_meanwhile``; an id that is not (or no longer) undeliverable is reported in
-    ``not_found``.
+    left alone and reported in ``changed_meanwhile``; an id that is pending already (a repeated requeue) in
+    ``already_pending``; any other id that is not undeliverable in ``not_found``.
     """
     if not selection:
         raise ChatterError("select at least one document to requeue")
@@ -43,11 +45,21 @@ def requeue_selected(
     ids = list(dict.fromkeys(item.id for item in selection))
     seen = {item.id: item.etag for item in selection}
     found = select_undeliverable(container, document_ids=ids, limit=len(ids))
-    current = [d for d in found if seen.get(d["id"]) in (None, d.get("_etag"))]
+    current = [d for d in found if seen.get(d["id"]) == d.get("_etag")]
     stale = tuple(d["id"] for d in found if d not in current)
     result = requeue_undeliverable(container, partition_key_paths, current, requested=ids)
-    not_found = tuple(i for i in ids if i not in {d["id"] for d in found})
-    return RequeueResult(result.requeued, result.changed_meanwhile + stale, not_found)
+    missing = [i for i in ids if i not in {d["id"] for d in found}]
+    pending = (
+        {d["id"] for d in select_undeliverable(container, document_ids=missing, limit=len(missing), status=PENDING)}
+        if missing
+        else set()
+    )
+    return RequeueResult(
+        result.requeued,
+        result.changed_meanwhile + stale,
+        tuple(i for i in missing if i not in pending),
+        tuple(i for i in missing if i in pending),
+    )
 
 
 class LeaseChangedError(ChatterError):
@@ -70,7 +82,7 @@ class Released:
         }
 
 
-def release_lease(store: LeaseStore, lease_id: str, *, expected_etag: str | None = None) -> Released:
+def release_lease(store: LeaseStore, lease_id: str, *, expected_etag: str) -> Released:
     """Clear a lease's owner and expiry so the next drain takes it at once, instead of waiting for the expiry.
 
     For a lease whose worker died (a stuck lease). Written through ``LeaseStore`` as the owner it shows
@@ -81,7 +93,7 @@ def release_lease(store: LeaseStore, lease_id: str, *, expected_etag: str | None
         lease = store.get(lease_id)
     except NotFound:
         raise LeaseChangedError(f"Lease {lease_id!r} does not exist") from None
-    if expected_etag is not None and lease.etag != expected_etag:
+    if lease.etag != expected_etag:
         raise LeaseChangedError(f"Lease {lease_id!r} changed since it was shown; reload and try again")
     if lease.owner is None:
         return Released(lease.id, None, None, released=False)

@@ -112,6 +112,8 @@ class RunRecord:
     state: str | None
     started_at: str | None
     summaries: tuple[Mapping[str, Any], ...] = ()
+    #: The source a backfill run drained (its conf ``source``); None for a source's own drain DAG.
+    source: str | None = None
 
 
 @dataclass(frozen=True)

@@ -54,12 +54,14 @@ def select_undeliverable(
     where: str | None = None,
     parameters: Mapping[str, Any] | None = None,
     limit: int = 1000,
+    status: str = UNDELIVERABLE,
 ) -> list[Document]:
-    """Undeliverable outbox documents by id and/or a query condition on ``c`` (at most ``limit``)."""
+    """Undeliverable outbox documents by id and/or a query condition on ``c`` (at most ``limit``); ``status`` picks
+    another status (a requeue tells "already pending" from "not found" with it)."""
     if not document_ids and not where:
         raise ValueError("select undeliverable documents by document_ids or by a where condition")
     sql = f"SELECT * FROM c WHERE {STATUS_WHERE}"
-    params = _with_status(UNDELIVERABLE)
+    params = _with_status(status)
     if document_ids:
         # OR of equalities rather than ARRAY_CONTAINS: every adapter's SQL subset supports it.
         names = [f"@id{i}" for i in range(len(document_ids))]

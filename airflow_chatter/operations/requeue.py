@@ -17,6 +17,8 @@ class RequeueResult:
     requeued: tuple[str, ...]
     changed_meanwhile: tuple[str, ...]
     not_found: tuple[str, ...]
+    #: Asked for, but pending already (requeued before, e.g. a repeated requeue): nothing to do.
+    already_pending: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {k: list(v) for k, v in dataclasses.asdict(self).items()}

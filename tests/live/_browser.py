@@ -22,6 +22,8 @@ import httpx
 from websockets.sync.client import ClientConnection, connect
 
 REPO = Path(__file__).resolve().parents[2]
+#: Longest wait for a started Chromium's DevTools endpoint to list its page.
+DEVTOOLS_START_S = 60.0
 
 
 def chromium_binary() -> str:
@@ -36,7 +38,14 @@ def chromium_binary() -> str:
 
 class Browser:
     def __init__(self, profile: Path, *, width: int = 1440, height: int = 2000) -> None:
+        """Start Chromium and connect to its page, waiting at most ``DEVTOOLS_START_S`` for its DevTools endpoint.
+
+        Whatever fails after the process started (no port file, the endpoint not listening in time, no page, the
+        websocket refused), the process group is killed before the error is raised: a caller whose constructor
+        raised has nothing to ``close``."""
         profile.mkdir(parents=True, exist_ok=True)
+        port_file = profile / "DevToolsActivePort"
+        port_file.unlink(missing_ok=True)  # a reused profile keeps the last browser's (dead) port
         self.process = subprocess.Popen(
             [
                 chromium_binary(),
@@ -55,16 +64,30 @@ class Browser:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        port_file = profile / "DevToolsActivePort"
-        deadline = time.monotonic() + 60
+        try:
+            self._attach(port_file, width, height, time.monotonic() + DEVTOOLS_START_S, DEVTOOLS_START_S)
+        except BaseException:
+            self.close()
+            raise
+
+    def _attach(self, port_file: Path, width: int, height: int, deadline: float, start_s: float) -> None:
         while not port_file.exists() or not port_file.read_text().strip():
             if time.monotonic() > deadline or self.process.poll() is not None:
-                self.close()
-                raise RuntimeError("chromium did not open its DevTools port within 60 s")
+                raise RuntimeError(f"chromium did not open its DevTools port within {start_s:g} s")
             time.sleep(0.2)
         port = int(port_file.read_text().split()[0])
-        targets = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=10).json()
-        page = next(t for t in targets if t.get("type") == "page")
+        # The port file can appear before the endpoint listens: retry until the deadline.
+        while True:
+            try:
+                targets = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=10).json()
+                page = next(t for t in targets if t.get("type") == "page")
+                break
+            except (httpx.HTTPError, ValueError, StopIteration) as error:
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    raise RuntimeError(
+                        f"chromium's DevTools endpoint on port {port} did not list a page within {start_s:g} s: {error}"
+                    ) from None
+                time.sleep(0.2)
         self._connection = connect(page["webSocketDebuggerUrl"], max_size=64 * 1024 * 1024)
         self.ws: ClientConnection = self._connection.__enter__()
         self._ids = itertools.count(1)

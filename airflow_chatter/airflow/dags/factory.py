@@ -117,10 +117,12 @@ def backfill_params(names: list[str]) -> dict[str, Param]:
     """The backfill trigger form; the server validates every field when the run is created (400/422 otherwise).
 
     ``start`` is ``beginning``, ``resume`` or a UTC timestamp, one field, so "from a point in time, but no time" cannot
-    be said. The default is a dry run: a run whose conf the form did not fill in changes nothing.
+    be said. ``source`` has no default, so a run triggered with an empty conf is refused naming it. The default is a
+    dry run. A start in the future and feed ranges the source does not have are refused by the first task.
     """
     return {
-        "source": Param(names[0], type="string", enum=names, description="The source to re-drain."),
+        # No default: a run triggered without conf is refused naming ``source`` instead of dry-running the first.
+        "source": Param(type="string", enum=names, description="The source to re-drain (required)."),
         "start": Param(
             "beginning",
             type="string",

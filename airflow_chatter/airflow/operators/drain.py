@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow_chatter.airflow.assets import TOPICS_KEY, emit_topic_events
@@ -18,6 +19,8 @@ from airflow_chatter.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+    from airflow_chatter.drain.source import SourceLeases
 
 
 class ChatterListLeasesOperator(ChatterSourceBaseOperator):
@@ -59,15 +62,18 @@ class ChatterListLeasesOperator(ChatterSourceBaseOperator):
 
     @task_scope
     def execute(self, context: Context) -> list[str]:
+        from airflow_chatter.operations.backfill import refuse_empty_backfill
         from airflow_chatter.operations.outbox_queries import count_pending
         from airflow_chatter.operations.plans import lease_report, reset_leases
 
         wanted = set(as_list(self.feed_ranges, "feed_ranges"))
         reset = as_bool(self.reset, "reset")
         since = as_datetime(self.since, "since")
+        refuse_empty_backfill(wanted=(), tokens=(), lease_ids=(), since=since, now=datetime.now(UTC))
         if as_bool(self.plan_only, "plan_only"):
             monitored, _ = self.containers()
             ranges = [r.token for r in monitored.read_feed_ranges(force_refresh=True)]
+            self._refuse_unknown_ranges(context, wanted, ranges)  # what the real run refuses, the dry run does too
             plan = {
                 "source": self.config.name,
                 "lease_prefix": self.lease_prefix,
@@ -86,6 +92,7 @@ class ChatterListLeasesOperator(ChatterSourceBaseOperator):
                 "since", self.since, "is refused for the scheduled lease set (its new leases start at the beginning)"
             )
         source = self.source_leases(context, start_from=since)
+        self._refuse_unknown_ranges(context, wanted, [r.token for r in source.monitored.read_feed_ranges()], source)
         if reset:
             if scheduled:
                 raise ConfigurationError(
@@ -95,13 +102,22 @@ class ChatterListLeasesOperator(ChatterSourceBaseOperator):
             self.log.info("Reset %d lease(s) of prefix %r: %s", len(deleted), self.lease_prefix, deleted)
         leases = source.topology.ensure_leases()
         chosen = [lease for lease in leases if not wanted or lease.token in wanted or lease.id in wanted]
-        if wanted and not chosen:
-            raise ConfigurationError("feed_ranges", sorted(wanted), f"match none of {[l.token for l in leases]}")
         if since is not None:
             self.log.info("Leases created now start reading at %s", source.store.start_from)
         for lease in chosen:
             self.log.info("Lease %s", lease_report(lease))
         return [lease.id for lease in chosen]
+
+    def _refuse_unknown_ranges(
+        self, context: Context, wanted: set[str], tokens: list[str], source: SourceLeases | None = None
+    ) -> None:
+        """``feed_ranges`` naming neither a feed range token nor an existing lease id fails before anything is
+        written (a reset included): a typo would otherwise drain less, or nothing, and succeed."""
+        from airflow_chatter.operations.backfill import refuse_empty_backfill
+
+        if wanted and not wanted <= set(tokens):
+            known = [lease.id for lease in (source or self.source_leases(context)).store.list_leases()]
+            refuse_empty_backfill(wanted=wanted, tokens=tokens, lease_ids=known, since=None, now=datetime.now(UTC))
 
 
 class ChatterDrainOperator(ChatterSourceBaseOperator):

@@ -20,8 +20,6 @@ token around the core's keyset position (the last item id shown).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
 import json
 import logging
@@ -29,19 +27,37 @@ from collections.abc import Callable, Coroutine
 from importlib import resources
 from typing import Any, Literal, Protocol
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi.security import APIKeyCookie, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
 from airflow_chatter.adapters.fastapi.idempotency import HttpIdempotencyOptions, Idempotency
 from airflow_chatter.adapters.memory.idempotency import MemoryIdempotencyStore
-from airflow_chatter.airflow.dags.config import SourceConfig, SourcesFile
+from airflow_chatter.airflow.dags.config import LoadedSources, SourceConfig, SourcesConfigError
+from airflow_chatter.airflow.plugins.api_shapes import (
+    ACTION_ERRORS,
+    READ_ERRORS,
+    BackfillBody,
+    InvalidQueryError,
+    NotAuthorized,
+    ParamsRejected,
+    ReleaseBody,
+    RequeueBody,
+    broken_entry,
+    decode_continuation,
+    echo,
+    encode_continuation,
+    problem,
+    search_text,
+    valid_page_size,
+    validation_problem,
+)
 from airflow_chatter.errors import ChatterError, ConfigurationError
 from airflow_chatter.idempotency.container_store import ContainerIdempotencyStore
 from airflow_chatter.operations.interventions import (
-    MAX_REQUEUE,
     LeaseChangedError,
     Selected,
     release_lease,
@@ -52,6 +68,7 @@ from airflow_chatter.operations.monitoring import (
     RunRecord,
     list_undeliverable,
     monitor_store,
+    run_points,
     source_overview,
 )
 from airflow_chatter.operations.outbox_queries import count_undeliverable
@@ -66,19 +83,6 @@ BUNDLE = "chatter-ui.js"
 Method = Literal["GET", "PUT", "POST"]
 
 
-class NotAuthorized(Exception):
-    """Raised by a backend: ``status`` 401 (who are you?) or 403 (not allowed)."""
-
-    def __init__(self, status: int, detail: str) -> None:
-        self.status = status
-        self.detail = detail
-        super().__init__(detail)
-
-
-class ParamsRejected(ChatterError):
-    """Airflow refused the run's params (its own validation); the message says which and why."""
-
-
 @dataclasses.dataclass(frozen=True)
 class User:
     name: str
@@ -88,104 +92,18 @@ class User:
 class Backend(Protocol):
     async def authenticate(self, request: Request) -> User: ...
     def authorized(self, user: User, method: Method, dag_id: str, *, run: bool = False) -> bool: ...
-    def sources(self) -> SourcesFile: ...
+    def sources(self) -> LoadedSources: ...
     def containers(self, source: SourceConfig) -> tuple[DocumentContainer, DocumentContainer]: ...
     def idempotency_container(self, source: SourceConfig) -> DocumentContainer: ...
     def runs(self, dag_id: str, limit: int) -> list[RunRecord]: ...
+    def run(self, dag_id: str, run_id: str) -> RunRecord | None: ...
     def trigger(self, dag_id: str, conf: dict[str, Any], user: User, note: str) -> dict[str, Any]: ...
     def telemetry(self) -> dict[str, Any]: ...
 
 
 # ------------------------------------------------------------------------------------------------
-# Paging.
-# ------------------------------------------------------------------------------------------------
-
-
-class InvalidQueryError(ConfigurationError):
-    """A bad list request (page size, continuation, search text); names the field, and the API answers 400."""
-
-
-def valid_page_size(value: object, *, default: int = 25, cap: int = MAX_PAGE_SIZE) -> int:
-    """A list request's page size: an integer from 1 to ``cap``; ``InvalidQueryError`` naming ``page_size``."""
-    if value is None or value == "":
-        return default
-    try:
-        number = int(str(value))
-    except ValueError:
-        raise InvalidQueryError("page_size", value, "must be an integer") from None
-    if not 1 <= number <= cap:
-        raise InvalidQueryError("page_size", value, f"must be between 1 and {cap}")
-    return number
-
-
-def search_text(value: str | None) -> str | None:
-    """A MessageId prefix to search for, 1-1023 characters; ``InvalidQueryError`` naming ``message_id``."""
-    if value is not None and (not value.strip() or len(value) > 1023):
-        raise InvalidQueryError("message_id", value, "must be 1-1023 characters")
-    return value
-
-
-def encode_continuation(after_id: str) -> str:
-    """An opaque continuation for the next page: the last item id shown, base64url JSON."""
-    raw = json.dumps({"v": 1, "after": after_id}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-
-
-def decode_continuation(token: str | None) -> str | None:
-    """The item id a continuation resumes after; ``InvalidQueryError`` naming ``continuation`` if malformed."""
-    if token is None or token == "":
-        return None
-    try:
-        padded = token + "=" * (-len(token) % 4)
-        data = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
-    except (ValueError, binascii.Error, UnicodeError):
-        raise InvalidQueryError("continuation", token, "is not a continuation this API returned") from None
-    after = data.get("after") if isinstance(data, dict) else None
-    if not isinstance(data, dict) or data.get("v") != 1 or not isinstance(after, str) or not after:
-        raise InvalidQueryError("continuation", token, "is not a continuation this API returned")
-    return after
-
-
-# ------------------------------------------------------------------------------------------------
-# Request bodies.
-# ------------------------------------------------------------------------------------------------
-
-
-class SelectedDocument(BaseModel):
-    id: str = Field(min_length=1, max_length=1023, description="The outbox item id.")
-    etag: str | None = Field(None, max_length=200, description="The ETag the page showed; the requeue is conditional.")
-
-
-class RequeueBody(BaseModel):
-    documents: list[SelectedDocument] = Field(min_length=1, max_length=MAX_REQUEUE)
-
-
-class ReleaseBody(BaseModel):
-    etag: str | None = Field(None, max_length=200, description="The lease ETag the page showed.")
-
-
-class BackfillBody(BaseModel):
-    """The ``chatter_backfill`` DAG's params (validated by Airflow against the DAG's ``Param`` schema): ``start`` is
-    ``beginning``, ``resume`` or a UTC timestamp; a dry run unless ``dry_run`` is false, as the DAG's own default."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    start: str = "beginning"
-    feed_ranges: list[str] = Field(default_factory=list, max_length=100)
-    document_budget: int = 10000
-    dry_run: bool = True
-
-
-# ------------------------------------------------------------------------------------------------
 # The app.
 # ------------------------------------------------------------------------------------------------
-
-
-def _problem(status: int, detail: str, field: str | None = None) -> JSONResponse:
-    body: dict[str, Any] = {"detail": detail}
-    if field is not None:
-        body["field"] = field
-    return JSONResponse(body, status_code=status)
 
 
 #: What the API says when a source's UI actions keep their keys in memory.
@@ -256,11 +174,27 @@ class _Api:
         info = self.idempotency(source)
         return "cosmos" if info.shared_across_workers else "memory (single api-server worker only)"
 
-    def source(self, name: str) -> SourceConfig:
+    def loaded(self) -> LoadedSources:
+        """The sources file, entry by entry; a file nothing of which can be trusted answers 503 naming it."""
         try:
-            return self.backend.sources().get(name)
-        except ConfigurationError as error:
-            raise HTTPException(404, {"field": "source", "message": str(error)}) from None
+            return self.backend.sources()
+        except SourcesConfigError as error:
+            raise HTTPException(503, {"field": "sources", "message": str(error)}) from None
+
+    def source(self, name: str) -> SourceConfig:
+        """A valid source by name; 404 naming ``source``, or, for a broken entry, its first problem's field."""
+        loaded = self.loaded()
+        if loaded.config is not None:
+            try:
+                return loaded.config.get(name)
+            except ConfigurationError:
+                pass
+        for entry in loaded.broken:
+            if entry.name == name:
+                first = broken_entry(entry)["problems"][0]
+                message = f"source {name} is broken in {loaded.path}: " + "; ".join(entry.problems)
+                raise HTTPException(404, {"field": first["field"] or "source", "message": message})
+        raise HTTPException(404, {"field": "source", "message": f"source={echo(name)!r}: no such source"})
 
     async def check(self, request: Request, method: Method) -> tuple[User, SourceConfig | None]:
         """Authenticate, then authorise ``method`` on the source's drain DAG (``NotAuthorized`` / 404)."""
@@ -288,6 +222,7 @@ def create_app(
     """
     api = _Api(backend, idempotency_store, backfill_dag_id)
     app = FastAPI(
+        responses=READ_ERRORS,
         title="airflow-chatter",
         description="Monitoring and operating the outbox drains: leases, Drain Suspensions, undeliverable "
         "documents; requeue, backfill, lease release. Authenticate as for Airflow's REST API (Bearer token "
@@ -297,11 +232,15 @@ def create_app(
 
     @app.exception_handler(NotAuthorized)
     async def _denied(request: Request, error: NotAuthorized) -> JSONResponse:
-        return _problem(error.status, error.detail)
+        return problem(error.status, error.detail)
 
     @app.exception_handler(InvalidQueryError)
     async def _bad_query(request: Request, error: InvalidQueryError) -> JSONResponse:
-        return _problem(400, str(error), error.option)
+        return problem(400, str(error), error.option)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+        return validation_problem(error.errors())
 
     class ActionRoute(APIRoute):
         """Authenticate and authorise (edit) first, then the idempotency guard, then FastAPI's handler."""
@@ -313,20 +252,48 @@ def create_app(
                 try:
                     user, source = await api.check(request, "PUT")
                     if source is None:  # every action route has a {source}
-                        return _problem(404, "no source in the path", "source")
+                        return problem(404, "no source in the path", "source")
                     guard = await run_in_threadpool(api.guard, source)
                 except NotAuthorized as error:
-                    return _problem(error.status, error.detail)
+                    return problem(error.status, error.detail)
                 except HTTPException as error:
                     detail = error.detail if isinstance(error.detail, dict) else {"message": error.detail}
-                    return _problem(error.status_code, str(detail.get("message")), detail.get("field"))
+                    return problem(error.status_code, str(detail.get("message")), detail.get("field"))
                 request.state.chatter_user = user
-                return await guard.handle(request, original)
+                response = await guard.handle(request, original)
+                if response.headers.get("content-type", "").startswith("application/problem+json"):
+                    return _reshaped(response)
+                return response
 
             return handler
 
-    reader = APIRouter(prefix="/api")
-    actions = APIRouter(prefix="/api", route_class=ActionRoute)
+    def _reshaped(response: Response) -> JSONResponse:
+        """The idempotency guard's refusal (RFC 9457) in the API's one shape, naming the header it is about."""
+        body = json.loads(bytes(response.body))
+        field = "body" if response.status_code == 413 else "Idempotency-Key"
+        kept = {k: v for k, v in response.headers.items() if k.lower() == "retry-after"}
+        return problem(response.status_code, str(body.get("detail")), field, headers=kept or None)
+
+    # Declared for the OpenAPI schema (and its security); ``api.check`` authenticates, so neither refuses itself.
+    bearer = HTTPBearer(auto_error=False, description="An Airflow token from POST /auth/token.")
+    cookie = APIKeyCookie(name="_token", auto_error=False, description="The Airflow UI's token cookie.")
+
+    def idempotency_key(
+        key: str = Header(  # noqa: B008
+            alias="Idempotency-Key",
+            description='A quoted string (RFC 8941), e.g. "3f1c…": the same key replays the first answer.',
+        ),
+    ) -> str:
+        return key
+
+    security = [Depends(bearer), Depends(cookie)]
+    reader = APIRouter(prefix="/api", dependencies=security, responses=READ_ERRORS)
+    actions = APIRouter(
+        prefix="/api",
+        route_class=ActionRoute,
+        dependencies=[*security, Depends(idempotency_key)],
+        responses=ACTION_ERRORS,
+    )
 
     async def read_access(request: Request) -> User:
         user, _ = await api.check(request, "GET")
@@ -341,7 +308,8 @@ def create_app(
     @reader.get("/sources", summary="The configured sources the caller may read, with their at-a-glance state")
     def list_sources(user: User = Depends(read_access)) -> dict[str, Any]:  # noqa: B008
         rows = []
-        for source in backend.sources().sources:
+        loaded = api.loaded()
+        for source in loaded.config.sources if loaded.config is not None else ():
             if not backend.authorized(user, "GET", source.dag_id):
                 continue
             monitored, leases = backend.containers(source)
@@ -355,7 +323,14 @@ def create_app(
                     "undeliverable": count_undeliverable(monitored),
                 }
             )
-        return {"sources": rows, "backfill_dag_id": api.backfill_dag_id}
+        # A broken entry is listed (name, field, message) to whoever may read its DAG; one with no usable name
+        # (so no DAG) to every reader: the other sources are shown as usual either way.
+        broken = [
+            broken_entry(entry)
+            for entry in loaded.broken
+            if entry.dag_id is None or backend.authorized(user, "GET", entry.dag_id)
+        ]
+        return {"sources": rows, "broken": broken, "backfill_dag_id": api.backfill_dag_id}
 
     @reader.get("/sources/{source}", summary="One source: leases, Drain Suspensions, recent runs, totals")
     def overview(
@@ -369,6 +344,7 @@ def create_app(
         view = source_overview(config.name, config.dag_id, store, monitored, backend.runs(config.dag_id, runs))
         return {
             **dataclasses.asdict(view),
+            "backfill_runs": [dataclasses.asdict(r) for r in backfill_runs(user, config, runs)],
             "attention": view.attention,
             # The instruments are recorded in the workers' task processes; the api-server has only the summaries.
             "totals_from": "run summaries",
@@ -397,13 +373,51 @@ def create_app(
             "continuation": encode_continuation(page.continuation) if page.continuation is not None else None,
         }
 
-    @reader.get("/sources/{source}/runs/{run_id}", summary="The drain summaries of one run of the source's DAG")
+    def backfill_runs(user: User, config: SourceConfig, limit: int) -> list[RunRecord]:
+        """The source's latest backfill runs (the backfill DAG's, whose conf names it), for a backfill reader."""
+        if not backend.authorized(user, "GET", api.backfill_dag_id):
+            return []
+        return [r for r in backend.runs(api.backfill_dag_id, MAX_RUNS) if r.source == config.name][:limit]
+
+    def find_run(user: User, config: SourceConfig, run_id: str) -> RunRecord:
+        """A run of the source's drain DAG, or a backfill run of the source, by id however old (404 naming run_id)."""
+        record = backend.run(config.dag_id, run_id)
+        if record is None and backend.authorized(user, "GET", api.backfill_dag_id):
+            record = backend.run(api.backfill_dag_id, run_id)
+            record = record if record is not None and record.source == config.name else None
+        if record is None:
+            message = f"run_id={echo(run_id)!r} is no run of {config.dag_id} nor a backfill run of {config.name}"
+            raise HTTPException(404, {"field": "run_id", "message": message})
+        return record
+
+    @reader.get("/sources/{source}/runs/{run_id}", summary="The drain summaries of one run (drain or backfill)")
     def run(source: str, run_id: str, user: User = Depends(read_access)) -> dict[str, Any]:  # noqa: B008
         config = api.source(source)
-        for record in backend.runs(config.dag_id, MAX_RUNS):
-            if record.run_id == run_id:
-                return dataclasses.asdict(record)
-        raise HTTPException(404, {"field": "run_id", "message": f"run_id={run_id!r} is not a recent run"})
+        record = find_run(user, config, run_id)
+        return {
+            "source": config.name,
+            **dataclasses.asdict(record),
+            "point": dataclasses.asdict(run_points([record])[0]),
+        }
+
+    @reader.get("/dags/{dag_id}/runs/{run_id}", summary="One run of a drain or the backfill DAG, with its source")
+    def dag_run(dag_id: str, run_id: str, user: User = Depends(read_access)) -> dict[str, Any]:  # noqa: B008
+        """What a DAG run's Outbox tab shows: the source it drained (a backfill run's from its conf) and its
+        summaries; 404 naming ``dag_id`` for a DAG that drains no outbox."""
+        if not backend.authorized(user, "GET", dag_id):
+            raise NotAuthorized(403, f"{user.name} may not read DAG {dag_id}")
+        loaded = api.loaded()
+        sources = loaded.config.sources if loaded.config is not None else []
+        if dag_id == api.backfill_dag_id:
+            record = backend.run(dag_id, run_id)
+            if record is None:
+                raise HTTPException(404, {"field": "run_id", "message": f"run_id={echo(run_id)!r}: no such run"})
+            return {"source": record.source, "dag_id": dag_id, "backfill": True, **dataclasses.asdict(record)}
+        for config in sources:
+            if config.dag_id == dag_id:
+                record = find_run(user, config, run_id)
+                return {**dataclasses.asdict(record), "source": config.name, "dag_id": dag_id, "backfill": False}
+        raise HTTPException(404, {"field": "dag_id", "message": f"dag_id={echo(dag_id)!r} drains no outbox"})
 
     # -- acting ------------------------------------------------------------------------------------------------
 
@@ -415,11 +429,12 @@ def create_app(
         paths = config.to_options().partition_key_paths
         result = requeue_selected(monitored, paths, [Selected(d.id, d.etag) for d in body.documents])
         log.info(
-            "UI requeue by %s on source %s: requeued %s, changed meanwhile %s, not found %s",
+            "UI requeue by %s on source %s: requeued %s, changed meanwhile %s, already pending %s, not found %s",
             user.name,
             config.name,
             list(result.requeued),
             list(result.changed_meanwhile),
+            list(result.already_pending),
             list(result.not_found),
         )
         return {"source": config.name, "by": user.name, **result.to_dict(), "idempotency": api.store_kind(config)}
@@ -465,8 +480,8 @@ def create_app(
     async def _http(request: Request, error: HTTPException) -> JSONResponse:
         detail = error.detail
         if isinstance(detail, dict):
-            return _problem(error.status_code, str(detail.get("message")), detail.get("field"))
-        return _problem(error.status_code, str(detail))
+            return problem(error.status_code, str(detail.get("message")), detail.get("field"))
+        return problem(error.status_code, str(detail))
 
     @app.get("/static/" + BUNDLE, include_in_schema=False)
     def bundle() -> Response:

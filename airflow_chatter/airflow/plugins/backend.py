@@ -12,8 +12,14 @@ from typing import Any
 
 from fastapi import HTTPException, Request
 
-from airflow_chatter.airflow.dags.config import SOURCES_FILE_ENV, SourceConfig, SourcesFile, load_sources
-from airflow_chatter.airflow.plugins.api import Method, NotAuthorized, ParamsRejected, User
+from airflow_chatter.airflow.dags.config import (
+    SOURCES_FILE_ENV,
+    LoadedSources,
+    SourceConfig,
+    load_sources_isolated,
+)
+from airflow_chatter.airflow.plugins.api import Method, User
+from airflow_chatter.airflow.plugins.api_shapes import NotAuthorized, ParamsRejected
 from airflow_chatter.operations.monitoring import RunRecord
 from airflow_chatter.ports import DocumentContainer
 
@@ -36,7 +42,7 @@ def sources_path() -> Path:
 class AirflowBackend:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._sources: tuple[float, SourcesFile] | None = None
+        self._sources: tuple[float, LoadedSources] | None = None
         self._containers: dict[tuple[str, str, str, str], tuple[DocumentContainer, DocumentContainer]] = {}
 
     # -- who asks ----------------------------------------------------------------------------------
@@ -69,12 +75,13 @@ class AirflowBackend:
 
     # -- the sources file and the containers ---------------------------------------------------------
 
-    def sources(self) -> SourcesFile:
+    def sources(self) -> LoadedSources:
+        """The sources file entry by entry, as the DAG files parse it: a broken entry is listed, the others load."""
         path = sources_path()
         mtime = path.stat().st_mtime
         with self._lock:
             if self._sources is None or self._sources[0] != mtime:
-                self._sources = (mtime, load_sources(path))
+                self._sources = (mtime, load_sources_isolated(path))
             return self._sources[1]
 
     def containers(self, source: SourceConfig) -> tuple[DocumentContainer, DocumentContainer]:
@@ -104,19 +111,33 @@ class AirflowBackend:
     def runs(self, dag_id: str, limit: int) -> list[RunRecord]:
         """The DAG's newest ``limit`` runs with their drain summaries, read in-process from the metadata DB."""
         from airflow.models.dagrun import DagRun
+        from sqlalchemy import select
+
+        return self._records(
+            select(DagRun).where(DagRun.dag_id == dag_id).order_by(DagRun.run_after.desc()).limit(limit)
+        )
+
+    def run(self, dag_id: str, run_id: str) -> RunRecord | None:
+        """One run by id, however old (a run's Outbox tab), with its drain summaries."""
+        from airflow.models.dagrun import DagRun
+        from sqlalchemy import select
+
+        found = self._records(select(DagRun).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id))
+        return found[0] if found else None
+
+    def _records(self, query: Any) -> list[RunRecord]:
+        """The runs ``query`` selects, each with its drain summaries and (a backfill run's) conf ``source``."""
         from airflow.models.xcom import XComModel
         from airflow.utils.session import create_session
         from sqlalchemy import select
 
         with create_session() as session:
-            runs = session.scalars(
-                select(DagRun).where(DagRun.dag_id == dag_id).order_by(DagRun.run_after.desc()).limit(limit)
-            ).all()
+            runs = session.scalars(query).all()
             if not runs:
                 return []
             rows = session.scalars(
                 select(XComModel).where(
-                    XComModel.dag_id == dag_id,
+                    XComModel.dag_id == runs[0].dag_id,
                     XComModel.run_id.in_([run.run_id for run in runs]),
                     XComModel.task_id.in_(DRAIN_TASKS),
                     XComModel.key.in_(SUMMARY_KEYS),
@@ -134,6 +155,7 @@ class AirflowBackend:
                     state=str(run.state) if run.state is not None else None,
                     started_at=run.start_date.isoformat() if run.start_date else None,
                     summaries=tuple(summaries.get(run.run_id, {})[k] for k in sorted(summaries.get(run.run_id, {}))),
+                    source=_conf_source(run.conf),
                 )
                 for run in runs
             ]
@@ -180,3 +202,9 @@ class AirflowBackend:
         provider = metrics.get_meter_provider()
         kind = f"{type(provider).__module__}.{type(provider).__qualname__}"
         return {"sdk_configured": kind.startswith("opentelemetry.sdk."), "meter_provider": kind}
+
+
+def _conf_source(conf: Any) -> str | None:
+    """The ``source`` a run's conf names (the backfill DAG's param), if it is a string."""
+    value = conf.get("source") if isinstance(conf, dict) else None
+    return value if isinstance(value, str) else None

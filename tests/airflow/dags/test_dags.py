@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from airflow.utils.types import DagRunType
 
 from airflow_chatter.adapters.memory.faults import fail
 from airflow_chatter.testing.handlers import first_of
@@ -67,7 +69,9 @@ def test_backfill_dag_offers_a_typed_form(sources_file: Any) -> None:
     assert params.get_param("document_budget").schema["type"] == "integer"
     assert params.get_param("dry_run").schema["type"] == "boolean"
     assert "null" in params.get_param("feed_ranges").schema["type"], "the form must not mark feed_ranges required"
-    assert params.validate()["dry_run"] is True, "a run nobody filled in is a dry run"
+    assert params.get_param("source").has_value is False, "no default: an empty conf is refused naming source"
+    params.update({"source": "orders"})
+    assert params.validate()["dry_run"] is True, "a run that names only its source is a dry run"
     assert dag.is_paused_upon_creation is False, "a manual DAG that starts paused leaves every trigger queued"
 
 
@@ -126,6 +130,25 @@ def test_the_stand_in_task_fails_at_once_naming_the_problem() -> None:
     )
     with pytest.raises(AirflowFailException, match=r"chatter_sources.yaml: sources\[1\] \(payments\).schedule"):
         op.execute(context={})  # type: ignore[arg-type]
+    manual: Any = {"dag_run": SimpleNamespace(run_type=DagRunType.MANUAL)}
+    with pytest.raises(AirflowFailException, match="fix the entry"):
+        op.execute(context=manual)
+
+
+@pytest.mark.parametrize("run_type", ["scheduled", "asset_triggered", "backfill"])
+def test_the_stand_in_task_skips_a_run_in_flight_when_the_entry_broke_instead_of_failing_it(run_type: str) -> None:
+    """A scheduled run started by the real drain DAG gets the stand-in's task when the DAG is re-parsed: failing it
+    reported a failure nobody triggered. It is skipped, and the skip names the problem."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from airflow_chatter.airflow.operators.invalid import ChatterInvalidSourceOperator
+
+    op = ChatterInvalidSourceOperator(
+        task_id="invalid_source_config", path="chatter_sources.yaml", problems=["sources[1] (payments).schedule: x"]
+    )
+    context: Any = {"dag_run": SimpleNamespace(run_type=DagRunType(run_type))}
+    with pytest.raises(AirflowSkipException, match=r"not failing this .* run.*sources\[1\] \(payments\)"):
+        op.execute(context=context)
 
 
 @pytest.mark.airflow
@@ -202,7 +225,7 @@ def test_backfill_params_refuse_bad_input_naming_the_field(sources_file: Any, co
     params = copy.deepcopy(dagbag().dags["chatter_backfill"].params)
     [field] = conf
     with pytest.raises(ParamValidationError, match=f"Invalid input for param {field}"):  # the server's 400
-        params.update(conf)
+        params.update({"source": "orders", **conf})
         params.validate()
 
 
@@ -210,7 +233,7 @@ def test_backfill_params_refuse_bad_input_naming_the_field(sources_file: Any, co
 def test_backfill_start_takes_beginning_resume_or_a_utc_timestamp(sources_file: Any, start: str) -> None:
     sources_file({"sources": [valid()]})
     params = copy.deepcopy(dagbag().dags["chatter_backfill"].params)
-    params.update({"start": start})
+    params.update({"source": "orders", "start": start})
     assert params.validate()["start"] == start
 
 
@@ -258,18 +281,31 @@ def test_a_bad_backfill_conf_is_refused_when_the_run_is_created(
 
     world, dag = _backfill_world(sources_file, monkeypatch)
     with pytest.raises(ParamValidationError, match=f"Invalid input for param {field}"):
-        dag.test(run_conf=conf)
+        dag.test(run_conf={"source": "orders", **conf})
     assert world.statuses() == {"pending": 6} and world.publisher.sent == [], "no task ran"
 
 
 @pytest.mark.airflow
-def test_a_backfill_triggered_without_conf_is_a_dry_run(
+def test_a_backfill_triggered_without_conf_is_refused_naming_the_source(
+    airflow_db: Any, sources_file: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An empty conf used to dry-run the first source and succeed: a request that named nothing did something."""
+    from airflow.sdk.exceptions import ParamValidationError
+
+    world, dag = _backfill_world(sources_file, monkeypatch)
+    with pytest.raises(ParamValidationError, match="Invalid input for param source"):
+        dag.test()
+    assert world.statuses() == {"pending": 6} and list(world.leases.query("SELECT * FROM c")) == [], "no task ran"
+
+
+@pytest.mark.airflow
+def test_a_backfill_naming_its_source_is_a_dry_run_by_default(
     airflow_db: Any, sources_file: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from tests.airflow._support import xcoms
 
     world, dag = _backfill_world(sources_file, monkeypatch)
-    run = dag.test()
+    run = dag.test(run_conf={"source": valid()["name"]})
     assert run.state == "success"
     [plan] = xcoms(run, "list_backfill_leases", key="plan")
     assert plan["pending"] == 6 and plan["reset"] is True
@@ -283,7 +319,7 @@ def test_an_unknown_conf_key_fails_the_first_task_at_once_and_nothing_is_drained
     airflow_db: Any, sources_file: Any, monkeypatch: pytest.MonkeyPatch, conf: dict[str, Any]
 ) -> None:
     world, dag = _backfill_world(sources_file, monkeypatch)
-    run = dag.test(run_conf={**conf, "dry_run": False})
+    run = dag.test(run_conf={"source": "orders", **conf, "dry_run": False})
     assert run.state == "failed"
     states = _task_states(run)
     assert states["list_backfill_leases"] == [("failed", 1)], "failed at once: one try, no retry"

@@ -11,7 +11,7 @@ import pytest
 from fastapi import Request
 from fastapi.testclient import TestClient
 
-from airflow_chatter.airflow.dags.config import SourceConfig, SourcesFile
+from airflow_chatter.airflow.dags.config import LoadedSources, SourceConfig, SourcesFile
 from airflow_chatter.airflow.plugins.api import (
     InvalidQueryError,
     NotAuthorized,
@@ -62,6 +62,8 @@ class FakeBackend:
     #: The ``orders`` source as configured (a test may name a ``ui_idempotency_container``) and that container.
     orders: SourceConfig = SOURCE
     idempotency: DocumentContainer | None = None
+    #: What ``sources()`` answers when a test gives a sources file as parsed (entry by entry) instead.
+    loaded: LoadedSources | None = None
 
     def __post_init__(self) -> None:
         self.stores = {
@@ -84,8 +86,10 @@ class FakeBackend:
     def authorized(self, user: User, method: str, dag_id: str, *, run: bool = False) -> bool:
         return method in GRANTS[user.name].get(dag_id, set())
 
-    def sources(self) -> SourcesFile:
-        return SourcesFile(sources=[self.orders, OTHER])
+    def sources(self) -> LoadedSources:
+        if self.loaded is not None:
+            return self.loaded
+        return LoadedSources("chatter_sources.yaml", SourcesFile(sources=[self.orders, OTHER]), ())
 
     def containers(self, source: SourceConfig) -> tuple[DocumentContainer, DocumentContainer]:
         return self.stores[source.name]
@@ -97,6 +101,9 @@ class FakeBackend:
 
     def runs(self, dag_id: str, limit: int) -> list[RunRecord]:
         return self.runs_by_dag.get(dag_id, [])[:limit]
+
+    def run(self, dag_id: str, run_id: str) -> RunRecord | None:
+        return next((r for r in self.runs_by_dag.get(dag_id, []) if r.run_id == run_id), None)
 
     def trigger(self, dag_id: str, conf: dict[str, Any], user: User, note: str) -> dict[str, Any]:
         unknown = set(conf) - set(STRICT_CONF[dag_id])
@@ -158,6 +165,11 @@ def key(value: str) -> dict[str, str]:
 def _requeue_body(client: TestClient) -> dict[str, Any]:
     items = client.get("/api/sources/orders/undeliverable", headers=auth("admin")).json()["items"]
     return {"documents": [{"id": i["id"], "etag": i["etag"]} for i in items]}
+
+
+def test_the_run_count_is_capped(client: TestClient) -> None:
+    response = client.get("/api/sources/orders", params={"runs": 51}, headers=auth("viewer"))
+    assert response.status_code == 422 and response.json()["field"] == "runs", response.text
 
 
 @pytest.mark.parametrize(
@@ -244,11 +256,6 @@ def test_a_page_size_out_of_range_is_refused_naming_the_field(size: object) -> N
 def test_a_malformed_continuation_is_refused_naming_the_field(token: str) -> None:
     with pytest.raises(InvalidQueryError, match="continuation="):
         decode_continuation(token)
-
-
-def test_the_run_count_is_capped(client: TestClient) -> None:
-    response = client.get("/api/sources/orders", params={"runs": 51}, headers=auth("viewer"))
-    assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["query", "runs"]
 
 
 def test_a_viewer_cannot_requeue_and_nothing_changes(client: TestClient, backend: FakeBackend) -> None:

@@ -159,9 +159,13 @@ def test_requeue_selected_sets_pending_and_the_next_drain_publishes_them(rig: Ri
     stale = requeue_selected(rig.monitored, rig.paths, [Selected(shown.id, shown.etag)])
     assert stale.changed_meanwhile == (shown.id,) and stale.requeued == (), "the ETag the page showed is stale"
 
-    done = requeue_selected(rig.monitored, rig.paths, [Selected(repaired.id, repaired.etag), Selected("nope")])
+    done = requeue_selected(rig.monitored, rig.paths, [Selected(repaired.id, repaired.etag), Selected("nope", '"x"')])
     assert done.requeued == (repaired.id,) and done.not_found == ("nope",)
     assert rig.current(bad)["status"] == "pending"
+    again = requeue_selected(rig.monitored, rig.paths, [Selected(repaired.id, repaired.etag)])
+    assert again.already_pending == (repaired.id,) and again.not_found == (), (
+        "a repeated requeue says the document is pending already, not that it does not exist"
+    )
     assert rig.drain(engine).published == 1
 
 

@@ -312,9 +312,13 @@ function OpenPanel({ source, backfillDag, runId }) {
   useEffect(() => {
     reload();
   }, [reload]);
+  // This run by its id (however old, a backfill run too), not only among the overview's latest runs.
+  const [run, setRun] = useState(null);
+  useEffect(() => {
+    if (runId) call(`/sources/${source}/runs/${encodeURIComponent(runId)}`).then((r) => setRun(r.point), () => setRun(null));
+  }, [source, runId]);
   if (error) return h(C.Text, { color: "fg.error" }, error);
   if (!view) return h(C.Spinner, { size: "sm" });
-  const run = runId ? view.runs.find((r) => r.run_id === runId) : null;
   return h(
     C.Box,
     { borderWidth: "1px", borderRadius: "md", p: 4, mb: 4, "data-testid": `source-${source}` },
@@ -344,11 +348,18 @@ function ChatterOutbox(props) {
   useEffect(() => {
     call("/sources").then(setSources, (e) => setError(String(e.message || e)));
   }, []);
+  // A run's tab: the source the run drained (a backfill run's from its conf).
+  const [ranFor, setRanFor] = useState(null);
+  const dagId = props && props.dagId;
+  const runId = props && props.runId;
+  useEffect(() => {
+    if (dagId && runId) call(`/dags/${encodeURIComponent(dagId)}/runs/${encodeURIComponent(runId)}`).then((r) => setRanFor(r.source), () => setRanFor(null));
+  }, [dagId, runId]);
   if (error) return h(C.Box, { p: 4 }, h(C.Text, { color: "fg.error" }, error));
   if (!sources) return h(C.Box, { p: 4 }, h(C.Spinner, null));
   const needs = (s) => s.suspended_leases.length > 0 || s.undeliverable > 0;
   const all = [...sources.sources].sort((a, b) => Number(needs(b)) - Number(needs(a)));
-  const shown = props && props.dagId ? all.filter((s) => s.dag_id === props.dagId) : all;
+  const shown = props && props.dagId ? all.filter((s) => s.dag_id === props.dagId || s.name === ranFor) : all;
   const suspended = sources.sources.reduce((n, s) => n + s.suspended_leases.length, 0);
   const undeliverable = sources.sources.reduce((n, s) => n + s.undeliverable, 0);
   return h(

@@ -1,0 +1,210 @@
+"""The plugin API's shapes (``api.py`` mounts them): paging (page size, search text, continuation tokens), the
+actions' request bodies, and the one error answer every endpoint gives, with the 4xx answers the OpenAPI schema
+declares. Kept apart so the app module stays about routes and checks.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from airflow_chatter.airflow.dags.config import BrokenSource
+from airflow_chatter.errors import ChatterError, ConfigurationError
+from airflow_chatter.operations.interventions import MAX_REQUEUE
+from airflow_chatter.operations.monitoring import MAX_PAGE_SIZE
+
+# ------------------------------------------------------------------------------------------------
+# Paging.
+# ------------------------------------------------------------------------------------------------
+
+
+class InvalidQueryError(ConfigurationError):
+    """A bad list request (page size, continuation, search text); names the field, and the API answers 400."""
+
+
+def valid_page_size(value: object, *, default: int = 25, cap: int = MAX_PAGE_SIZE) -> int:
+    """A list request's page size: an integer from 1 to ``cap``; ``InvalidQueryError`` naming ``page_size``."""
+    if value is None or value == "":
+        return default
+    try:
+        number = int(str(value))
+    except ValueError:
+        raise InvalidQueryError("page_size", value, "must be an integer") from None
+    if not 1 <= number <= cap:
+        raise InvalidQueryError("page_size", value, f"must be between 1 and {cap}")
+    return number
+
+
+def search_text(value: str | None) -> str | None:
+    """A MessageId prefix to search for, 1-1023 characters; ``InvalidQueryError`` naming ``message_id``."""
+    if value is not None and (not value.strip() or len(value) > 1023):
+        raise InvalidQueryError("message_id", value, "must be 1-1023 characters")
+    return value
+
+
+def encode_continuation(after_id: str) -> str:
+    """An opaque continuation for the next page: the last item id shown, base64url JSON."""
+    raw = json.dumps({"v": 1, "after": after_id}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def decode_continuation(token: str | None) -> str | None:
+    """The item id a continuation resumes after; ``InvalidQueryError`` naming ``continuation`` if malformed."""
+    if token is None or token == "":
+        return None
+    try:
+        padded = token + "=" * (-len(token) % 4)
+        data = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
+    except (ValueError, binascii.Error, UnicodeError):
+        raise InvalidQueryError("continuation", token, "is not a continuation this API returned") from None
+    after = data.get("after") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or data.get("v") != 1 or not isinstance(after, str) or not after:
+        raise InvalidQueryError("continuation", token, "is not a continuation this API returned")
+    return after
+
+
+# ------------------------------------------------------------------------------------------------
+# Request bodies.
+# ------------------------------------------------------------------------------------------------
+
+
+class SelectedDocument(BaseModel):
+    id: str = Field(min_length=1, max_length=1023, description="The outbox item id.")
+    etag: str = Field(
+        min_length=1, max_length=200, description="The ETag the page showed (required): the requeue is conditional."
+    )
+
+
+class RequeueBody(BaseModel):
+    documents: list[SelectedDocument] = Field(min_length=1, max_length=MAX_REQUEUE)
+
+
+class ReleaseBody(BaseModel):
+    etag: str = Field(
+        min_length=1,
+        max_length=200,
+        description="The lease ETag the page showed (required): the release is conditional.",
+    )
+
+
+class BackfillBody(BaseModel):
+    """The ``chatter_backfill`` DAG's params (validated by Airflow against the DAG's ``Param`` schema): ``start`` is
+    ``beginning``, ``resume`` or a UTC timestamp; a dry run unless ``dry_run`` is false, as the DAG's own default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    start: str = "beginning"
+    feed_ranges: list[str] = Field(default_factory=list, max_length=100)
+    document_budget: int = 10000
+    dry_run: bool = True
+
+    @field_validator("start")
+    @classmethod
+    def _not_in_the_future(cls, value: str) -> str:
+        """A start in the future reads nothing: refused here (422 naming ``start``), before a run is created."""
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            return value  # beginning, resume, or a bad timestamp the DAG's param schema refuses (400)
+        if moment.tzinfo is not None and moment > datetime.now(UTC):
+            raise ValueError(f"{value} is in the future: a backfill from then would read nothing")
+        return value
+
+
+# ------------------------------------------------------------------------------------------------
+# Errors.
+# ------------------------------------------------------------------------------------------------
+
+
+class NotAuthorized(Exception):
+    """Raised by a backend: ``status`` 401 (who are you?) or 403 (not allowed)."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        self.status = status
+        self.detail = detail
+        super().__init__(detail)
+
+
+class ParamsRejected(ChatterError):
+    """Airflow refused the run's params (its own validation); the message says which and why."""
+
+
+class Problem(BaseModel):
+    """Every error answer of the API: what is wrong and, when one field is to blame, its name."""
+
+    detail: str
+    field: str | None = None
+    errors: list[dict[str, Any]] | None = Field(None, description="A 422's every problem (loc, msg, type).")
+
+
+#: Longest piece of a caller's input an error answer echoes back.
+MAX_ECHO = 200
+
+#: The error answers every ``/api`` endpoint may give, declared in the OpenAPI schema.
+READ_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": Problem, "description": "A bad query parameter, named in `field`."},
+    401: {"model": Problem, "description": "Not authenticated."},
+    403: {"model": Problem, "description": "No permission on the source's DAG."},
+    404: {"model": Problem, "description": "No such source (or it is broken: `field` names the problem)."},
+    422: {"model": Problem, "description": "The request does not validate; `field` names the first problem."},
+}
+ACTION_ERRORS: dict[int | str, dict[str, Any]] = {
+    **READ_ERRORS,
+    400: {"model": Problem, "description": "A missing or malformed Idempotency-Key, or params Airflow refused."},
+    409: {"model": Problem, "description": "Changed since shown, or a request with this key still in progress."},
+    413: {"model": Problem, "description": "The request body is too large for the idempotency guard."},
+    422: {"model": Problem, "description": "The body does not validate, or the Idempotency-Key was used with another."},
+    503: {"model": Problem, "description": "The source's idempotency container cannot keep keys."},
+}
+
+
+def echo(value: Any) -> Any:
+    """A caller's input as an error may echo it: strings cut to ``MAX_ECHO`` characters, containers dropped."""
+    if isinstance(value, str):
+        return value if len(value) <= MAX_ECHO else value[:MAX_ECHO] + "…"
+    return value if isinstance(value, int | float | bool) or value is None else None
+
+
+def problem(
+    status: int,
+    detail: str,
+    field: str | None = None,
+    headers: dict[str, str] | None = None,
+    errors: list[dict[str, Any]] | None = None,
+) -> JSONResponse:
+    body: dict[str, Any] = {"detail": detail}
+    if field is not None:
+        body["field"] = field
+    if errors is not None:
+        body["errors"] = errors
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def broken_entry(entry: BrokenSource) -> dict[str, Any]:
+    """A broken sources entry as the API lists it: its name, DAG id and each problem as ``field``/``message``."""
+    problems = []
+    for problem in entry.problems:
+        where, sep, message = problem.partition(": ")
+        problems.append({"field": where, "message": message} if sep else {"field": None, "message": problem})
+    return {"index": entry.index, "name": entry.name, "dag_id": entry.dag_id, "problems": problems}
+
+
+def validation_problem(raw: Sequence[Any]) -> JSONResponse:
+    """FastAPI's 422 (its ``errors()``) in the API's one shape, the input it echoes cut short (never a
+    20,000-character body); ``field`` is the first problem's name without "body"/"query" and list indexes."""
+    errors = [
+        {"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type"), "input": echo(e.get("input"))}
+        for e in raw
+    ]
+    first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
+    names = [str(part) for part in first["loc"][1:] if not isinstance(part, int)] or [str(p) for p in first["loc"]]
+    return problem(
+        422, f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}", names[-1] if names else None, errors=errors
+    )

@@ -1,0 +1,221 @@
+"""What an operator and a tester hit in the plugin's API (issue 28): a broken sources entry, actions without an
+ETag, a repeated requeue, runs older than the latest page and backfill runs, error shapes and the OpenAPI schema."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fastapi.testclient import TestClient
+
+from airflow_chatter.airflow.dags.config import load_sources_isolated
+from airflow_chatter.airflow.plugins.api import MAX_RUNS, create_app
+from airflow_chatter.airflow.plugins.api_shapes import MAX_ECHO
+from airflow_chatter.operations.monitoring import RunRecord
+from tests.airflow.plugins.test_ui_api import (
+    GRANTS,
+    OTHER,
+    SOURCE,
+    FakeBackend,
+    _requeue_body,
+    auth,
+    drained_backend,
+    key,
+)
+
+REQUEUE = "/api/sources/orders/undeliverable/requeue"
+
+
+@pytest.fixture
+def backend() -> FakeBackend:
+    return drained_backend()
+
+
+@pytest.fixture
+def client(backend: FakeBackend) -> TestClient:
+    return TestClient(create_app(backend))
+
+
+def _entry(name: str, container: str, leases: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "database": "db",
+        "monitored_container": container,
+        "lease_container": leases,
+        "partition_key_paths": "/tenantId",
+    }
+
+
+def test_a_broken_entry_is_listed_as_broken_and_the_valid_sources_still_answer(
+    backend: FakeBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One broken entry must not blank the page: the API parses the file entry by entry, as the DAG files do."""
+    broken = _entry("broken", "c", "l")
+    del broken["database"]
+    path = tmp_path / "chatter_sources.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {"sources": [_entry("orders", "orders", "leases"), broken, _entry("billing", "billing", "leases-b")]}
+        )
+    )
+    backend.loaded = load_sources_isolated(path)
+    monkeypatch.setitem(GRANTS["viewer"], "chatter_drain_broken", {"GET"})
+    app = TestClient(create_app(backend))
+
+    listed = app.get("/api/sources", headers=auth("viewer"))
+    assert listed.status_code == 200, listed.text
+    assert [s["name"] for s in listed.json()["sources"]] == [SOURCE.name, OTHER.name], "every valid source is shown"
+    (entry,) = listed.json()["broken"]
+    assert entry["name"] == "broken" and entry["dag_id"] == "chatter_drain_broken"
+    assert entry["problems"] == [{"field": "sources[1] (broken).database", "message": "Field required"}], entry
+    assert app.get("/api/sources/orders", headers=auth("viewer")).status_code == 200, "a healthy source answers"
+    one = app.get("/api/sources/broken", headers=auth("viewer"))
+    assert one.status_code == 404 and one.json()["field"] == "sources[1] (broken).database", one.text
+
+
+def test_a_broken_entry_is_hidden_from_who_may_not_read_its_dag(backend: FakeBackend, tmp_path: Path) -> None:
+    broken = _entry("broken", "c", "l")
+    del broken["database"]
+    path = tmp_path / "chatter_sources.yaml"
+    path.write_text(yaml.safe_dump({"sources": [_entry("orders", "orders", "leases"), broken]}))
+    backend.loaded = load_sources_isolated(path)
+    listed = TestClient(create_app(backend)).get("/api/sources", headers=auth("viewer")).json()
+    assert listed["broken"] == [], "the viewer has no permission on chatter_drain_broken"
+
+
+def test_a_requeue_without_an_etag_is_refused_naming_etag_and_changes_nothing(client: TestClient) -> None:
+    body = _requeue_body(client)
+    del body["documents"][0]["etag"]
+    response = client.post(REQUEUE, json=body, headers={**auth("admin"), **key("e1")})
+    assert response.status_code == 422 and response.json()["field"] == "etag", response.text
+    assert client.get("/api/sources/orders", headers=auth("viewer")).json()["undeliverable_count"] == 2
+
+
+def test_a_release_without_an_etag_is_refused_and_the_running_drain_keeps_its_lease(
+    client: TestClient, backend: FakeBackend
+) -> None:
+    """A ``{}`` release took a lease from a running drain: the ETag is required, not optional."""
+    engine = backend.engine(owner="running-drain")
+    (lease,) = engine.store.list_leases()
+    engine.store.acquire(lease.id)
+    response = client.post(
+        f"/api/sources/orders/leases/{lease.id}/release", json={}, headers={**auth("admin"), **key("e2")}
+    )
+    assert response.status_code == 422 and response.json()["field"] == "etag", response.text
+    assert engine.store.get(lease.id).owner == "running-drain", "nothing was released"
+
+
+def test_a_repeated_requeue_says_the_documents_are_pending_already(client: TestClient) -> None:
+    body = _requeue_body(client)
+    first = client.post(REQUEUE, json=body, headers={**auth("admin"), **key("q1")})
+    again = client.post(REQUEUE, json=body, headers={**auth("admin"), **key("q2")})
+    assert first.status_code == again.status_code == 200
+    ids = sorted(d["id"] for d in body["documents"])
+    assert sorted(again.json()["already_pending"]) == ids and again.json()["not_found"] == [], again.text
+
+
+def test_a_422_echoes_a_long_input_only_cut_short(client: TestClient) -> None:
+    response = client.post(
+        REQUEUE, json={"documents": [{"id": "x" * 20_000, "etag": '"e"'}]}, headers={**auth("admin"), **key("q3")}
+    )
+    assert response.status_code == 422 and response.json()["field"] == "id", response.text
+    assert len(response.text) < 4 * MAX_ECHO, "the 20,000-character id is not echoed back"
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [({}, 400), ({"Idempotency-Key": "not-quoted"}, 400)],
+)
+def test_idempotency_refusals_have_the_apis_one_shape_naming_the_header(
+    client: TestClient, headers: dict[str, str], status: int
+) -> None:
+    response = client.post(REQUEUE, json=_requeue_body(client), headers={**auth("admin"), **headers})
+    assert response.status_code == status and response.json()["field"] == "Idempotency-Key", response.text
+    assert response.headers["content-type"].startswith("application/json")
+
+
+def test_idempotency_key_reused_with_another_body_names_the_header(client: TestClient) -> None:
+    body = _requeue_body(client)
+    client.post(REQUEUE, json=body, headers={**auth("admin"), **key("same")})
+    body["documents"] = body["documents"][:1]
+    reused = client.post(REQUEUE, json=body, headers={**auth("admin"), **key("same")})
+    assert reused.status_code == 422 and reused.json()["field"] == "Idempotency-Key", reused.text
+
+
+def _record(run_id: str, run_type: str = "scheduled", source: str | None = None) -> RunRecord:
+    return RunRecord(run_id, run_type, "success", None, (), source)
+
+
+def test_a_run_older_than_the_latest_page_is_found_by_its_id(client: TestClient, backend: FakeBackend) -> None:
+    backend.runs_by_dag[SOURCE.dag_id] = [_record(f"scheduled__{n}") for n in range(MAX_RUNS + 10)]
+    old = f"scheduled__{MAX_RUNS + 5}"
+    response = client.get(f"/api/sources/orders/runs/{old}", headers=auth("viewer"))
+    assert response.status_code == 200 and response.json()["run_id"] == old, response.text
+    assert response.json()["point"]["run_id"] == old, "the run's totals, as the page's run line shows them"
+    tab = client.get(f"/api/dags/{SOURCE.dag_id}/runs/{old}", headers=auth("viewer"))
+    assert tab.status_code == 200 and tab.json()["source"] == "orders" and tab.json()["backfill"] is False
+
+
+def test_backfill_runs_are_shown_for_their_source_and_in_their_runs_tab(
+    client: TestClient, backend: FakeBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(GRANTS["viewer"], "chatter_backfill", {"GET"})
+    backend.runs_by_dag["chatter_backfill"] = [
+        _record("manual__b2", "manual", source="billing"),
+        _record("manual__b1", "manual", source="orders"),
+    ]
+    tab = client.get("/api/dags/chatter_backfill/runs/manual__b1", headers=auth("viewer"))
+    assert tab.status_code == 200 and tab.json()["source"] == "orders" and tab.json()["backfill"] is True, tab.text
+    view = client.get("/api/sources/orders", headers=auth("viewer")).json()
+    assert [r["run_id"] for r in view["backfill_runs"]] == ["manual__b1"], "only the orders backfill"
+    assert client.get("/api/sources/orders/runs/manual__b1", headers=auth("viewer")).status_code == 200
+    other = client.get("/api/sources/orders/runs/manual__b2", headers=auth("viewer"))
+    assert other.status_code == 404 and other.json()["field"] == "run_id", "billing's backfill is not orders'"
+    unknown = client.get("/api/dags/some_other_dag/runs/x", headers=auth("admin"))
+    assert unknown.status_code in (403, 404)
+
+
+def test_the_openapi_schema_declares_the_key_header_the_security_and_the_error_answers(client: TestClient) -> None:
+    schema = client.get("/openapi.json").json()
+    op = schema["paths"]["/api/sources/{source}/undeliverable/requeue"]["post"]
+    (header,) = [p for p in op["parameters"] if p["in"] == "header"]
+    assert header["name"] == "Idempotency-Key" and header["required"] is True
+    schemes = schema["components"]["securitySchemes"]
+    assert {"HTTPBearer", "APIKeyCookie"} <= set(schemes) and op["security"], "both ways to authenticate"
+    for status in ("400", "401", "403", "404", "409", "422"):
+        assert op["responses"][status]["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/Problem"
+        }, status
+    read = schema["paths"]["/api/sources"]["get"]
+    assert {"401", "403"} <= set(read["responses"]) and read["security"]
+    etag = schema["components"]["schemas"]["ReleaseBody"]
+    assert etag["required"] == ["etag"], "the conditional write is required"
+
+
+def test_a_backfill_from_the_future_is_refused_naming_start_and_no_run_is_created(
+    client: TestClient, backend: FakeBackend
+) -> None:
+    response = client.post(
+        "/api/sources/orders/backfill", json={"start": "2999-01-01T00:00:00Z"}, headers={**auth("admin"), **key("f1")}
+    )
+    assert response.status_code == 422 and response.json()["field"] == "start", response.text
+    assert backend.triggered == [], "refused before a run was created"
+
+
+def test_the_airflow_backend_reads_the_sources_file_entry_by_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The api-server's backend itself, not the fake: a broken entry used to make it raise for the whole file."""
+    from airflow_chatter.airflow.dags.config import SOURCES_FILE_ENV
+    from airflow_chatter.airflow.plugins.backend import AirflowBackend
+
+    broken = _entry("broken", "c", "l")
+    del broken["database"]
+    path = tmp_path / "chatter_sources.yaml"
+    path.write_text(yaml.safe_dump({"sources": [_entry("orders", "orders", "leases"), broken]}))
+    monkeypatch.setenv(SOURCES_FILE_ENV, str(path))
+    loaded = AirflowBackend().sources()
+    assert loaded.config is not None and [s.name for s in loaded.config.sources] == ["orders"]
+    assert [b.name for b in loaded.broken] == ["broken"]
