@@ -134,6 +134,39 @@ class RunPoint:
     failed_leases: int
 
 
+#: What the run totals count: one summary per drain task, its last try (Airflow keeps a task's XCom of its last try).
+TOTALS_COVER = "the last try of each drain task of the runs shown"
+
+
+@dataclass(frozen=True)
+class FailureCounts:
+    """Two counts of Confirmation Failures the page shows, side by side, so a difference is explained, not hidden.
+
+    ``in_runs`` sums the run summaries (the last try of each drain task of the runs shown); ``on_leases`` sums the
+    leases' consecutive failures, which every try adds to (and a success resets). A run retried three times counted
+    one try's failures on the page while its lease counted all of them: ``why_they_differ`` says so.
+    """
+
+    in_runs: int
+    on_leases: int
+    totals_cover: str
+    why_they_differ: str | None
+
+
+def failure_counts(totals_: Mapping[str, float], leases: Sequence[LeaseView]) -> FailureCounts:
+    """The two counts and, when they differ, which of the counts' scopes explains it."""
+    in_runs = int(totals_.get("confirmation_failures", 0))
+    on_leases = sum(view.suspension.consecutive_failures for view in leases)
+    why = None
+    if in_runs != on_leases:
+        why = (
+            f"the run totals ({in_runs}) count {TOTALS_COVER}: earlier tries of a retried task, and runs older than "
+            f"those shown, are not in them; the leases ({on_leases}) count every try's consecutive Confirmation "
+            "Failures since their last successful page, and a success resets them"
+        )
+    return FailureCounts(in_runs=in_runs, on_leases=on_leases, totals_cover=TOTALS_COVER, why_they_differ=why)
+
+
 @dataclass(frozen=True)
 class SourceOverview:
     source: str
@@ -143,6 +176,8 @@ class SourceOverview:
     undeliverable_count: int
     runs: tuple[RunPoint, ...]
     totals: dict[str, float] = field(default_factory=dict)
+    #: The run totals' Confirmation Failures beside the leases' own count, and why they differ when they do.
+    failure_counts: FailureCounts | None = None
 
     @property
     def attention(self) -> bool:
@@ -372,6 +407,7 @@ def source_overview(
 ) -> SourceOverview:
     """Everything the page shows for one source; ``runs`` are its drain DAG's recent runs, newest first."""
     leases = lease_views(store, monitored, runs, now=now, estimate=estimate)
+    run_totals = totals(runs)
     return SourceOverview(
         source=name,
         dag_id=dag_id,
@@ -379,7 +415,8 @@ def source_overview(
         suspensions=tuple(view.suspension for view in leases if view.suspension.suspended),
         undeliverable_count=count_undeliverable(monitored),
         runs=tuple(run_points(runs)),
-        totals=totals(runs),
+        totals=run_totals,
+        failure_counts=failure_counts(run_totals, leases),
     )
 
 

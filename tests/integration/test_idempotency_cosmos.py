@@ -92,3 +92,16 @@ def test_idm_c01_provisioning_refuses_an_existing_container_that_differs_naming_
         "its TTL is off (no defaultTtl), expected defaultTtl -1",
     )
     assert existing.id in str(caught.value)
+
+
+def test_a_store_on_a_missing_container_says_which_container_and_database(cosmos_database: DatabaseProxy) -> None:
+    """The emulator answers a missing container with ``404 {"message":""}``: the error must still name the
+    container and its database (issue 28, finding 12), not just "404 … no message"."""
+    from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer
+    from airflow_chatter.ports import NotFound
+
+    missing = f"no-such-{uuid.uuid4().hex[:8]}"
+    store = ContainerIdempotencyStore(CosmosDocumentContainer(cosmos_database.get_container_client(missing)))
+    with pytest.raises(NotFound) as raised:
+        store.reserve("scope", "key-1", "fp-1")
+    assert f"container '{missing}'" in str(raised.value) and f"database '{cosmos_database.id}'" in str(raised.value)

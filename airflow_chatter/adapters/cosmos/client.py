@@ -6,17 +6,28 @@ settings become a client, and what a user is told when the account, database or 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 from urllib.parse import urlparse
 
 from azure.cosmos import ContainerProxy, CosmosClient, exceptions
-from azure.cosmos.documents import SSLConfiguration
+from azure.cosmos._retry_options import RetryOptions
+from azure.cosmos.documents import ConnectionPolicy, SSLConfiguration
 
 from airflow_chatter.adapters.cosmos.errors import translated_errors
 from airflow_chatter.adapters.cosmos.transport import EnvironmentOnceTransport
 from airflow_chatter.errors import ConfigurationError
 
-__all__ = ["check_tls_verification", "make_cosmos_client", "open_container"]
+__all__ = ["SDK_HTTP_LOGGER", "check_tls_verification", "make_cosmos_client", "open_container"]
+
+#: The logger every client built here hands the SDK's HTTP logging policy: WARNING unless someone lowers it, so
+#: the SDK's per-request URL-and-headers lines (INFO) stay out of every process by default (the trigger, the
+#: api-server's plugin, the CLI, tasks), whatever the root logger's level. ``cosmos_http_logging: true`` lowers it
+#: for a task (``airflow/hooks/sdk_logging.py``).
+SDK_HTTP_LOGGER = "airflow_chatter.cosmos.sdk_http"
+_sdk_http_logger = logging.getLogger(SDK_HTTP_LOGGER)
+if _sdk_http_logger.level == logging.NOTSET:
+    _sdk_http_logger.setLevel(logging.WARNING)
 
 #: Host names azure-cosmos does not verify TLS for unless a CA is given (``_synchronized_request``).
 _UNVERIFIED_HOSTS = frozenset({"localhost", "127.0.0.1"})
@@ -51,8 +62,19 @@ def make_cosmos_client(endpoint: str, key: Any, *, verify: bool | str = True, **
 
     Requests go through :class:`~airflow_chatter.adapters.cosmos.transport.EnvironmentOnceTransport` (proxies and CA
     bundle from the environment, read once per host instead of on every request) unless ``transport`` is given.
+
+    The SDK retries no 429 (F-11): its own throttle retries (9, up to 30 s per request, by default) were invisible
+    to the drain, so ``throttled``, ``max_throttle_retries`` and ``max_throttle_wait_seconds`` missed every 429 it
+    absorbed. Every 429 now reaches the caller as ``Throttled`` (with the server's retry-after); the drain retries
+    it within its limits and counts it. A ``connection_policy`` or ``retry_throttle_total`` given keeps the caller's.
+    The SDK's HTTP logging goes to :data:`SDK_HTTP_LOGGER` (quiet) unless a ``logger`` is given.
     """
     check_tls_verification(endpoint, verify)
+    if "connection_policy" not in kwargs and "retry_throttle_total" not in kwargs:
+        policy = ConnectionPolicy()
+        policy.RetryOptions = RetryOptions(max_retry_attempt_count=0)
+        kwargs["connection_policy"] = policy
+    kwargs.setdefault("logger", _sdk_http_logger)
     if isinstance(verify, str):
         ssl_config = SSLConfiguration()
         ssl_config.SSLCaCerts = verify

@@ -169,6 +169,13 @@ class CosmosDocumentContainer(DocumentContainer):
                         self._container = self._factory()
         return self._container
 
+    def _where(self) -> str | None:
+        """The container and database requests go to, from the proxy's link (``dbs/{db}/colls/{container}``)."""
+        link = str(getattr(self._container, "container_link", "") or "").split("/")
+        if len(link) >= 4 and link[0] == "dbs" and link[2] == "colls":
+            return f"container {link[3]!r} in database {link[1]!r}"
+        return None
+
     def _paths(self) -> tuple[str, ...]:
         if self._partition_key_paths is None:
             self._partition_key_paths = self.properties().partition_key_paths
@@ -186,7 +193,7 @@ class CosmosDocumentContainer(DocumentContainer):
 
     @override
     def properties(self) -> ContainerProperties:
-        with translated_errors():
+        with translated_errors(self._where):
             container = self.container
             raw = container.read(response_hook=capture())
             endpoint = self._account_endpoint or container.client_connection.url_connection
@@ -207,12 +214,12 @@ class CosmosDocumentContainer(DocumentContainer):
     @override
     def create(self, document: Document, partition_key: PartitionKeyValue) -> Document:
         self._check_partition_key(document, partition_key)
-        with translated_errors():
+        with translated_errors(self._where):
             return dict(self.container.create_item(body=document, response_hook=capture()))
 
     @override
     def read(self, item_id: str, partition_key: PartitionKeyValue) -> Document:
-        with translated_errors():
+        with translated_errors(self._where):
             return dict(
                 self.container.read_item(
                     item=item_id, partition_key=_sdk_partition_key(partition_key), response_hook=capture()
@@ -231,7 +238,7 @@ class CosmosDocumentContainer(DocumentContainer):
         self._check_partition_key(document, partition_key)
         if str(document.get("id")) != item_id:
             raise BadRequest(f"document id {document.get('id')!r} differs from {item_id!r}")
-        with translated_errors():
+        with translated_errors(self._where):
             return dict(
                 self.container.replace_item(
                     item=item_id, body=document, response_hook=capture(), **self._if_match(if_match)
@@ -241,12 +248,12 @@ class CosmosDocumentContainer(DocumentContainer):
     @override
     def upsert(self, document: Document, partition_key: PartitionKeyValue, *, if_match: str | None = None) -> Document:
         self._check_partition_key(document, partition_key)
-        with translated_errors():
+        with translated_errors(self._where):
             return dict(self.container.upsert_item(body=document, response_hook=capture(), **self._if_match(if_match)))
 
     @override
     def delete(self, item_id: str, partition_key: PartitionKeyValue, *, if_match: str | None = None) -> None:
-        with translated_errors():
+        with translated_errors(self._where):
             self.container.delete_item(
                 item=item_id,
                 partition_key=_sdk_partition_key(partition_key),
@@ -267,7 +274,7 @@ class CosmosDocumentContainer(DocumentContainer):
         kwargs = self._if_match(if_match)
         if filter_predicate is not None:
             kwargs["filter_predicate"] = filter_predicate
-        with translated_errors():
+        with translated_errors(self._where):
             return dict(
                 self.container.patch_item(
                     item=item_id,
@@ -294,7 +301,7 @@ class CosmosDocumentContainer(DocumentContainer):
             if operation.body is not None:
                 self._check_partition_key(operation.body, partition_key)
         sdk_operations = [_sdk_batch_operation(op) for op in operations]
-        with translated_errors():
+        with translated_errors(self._where):
             results = self.container.execute_item_batch(
                 batch_operations=sdk_operations,
                 partition_key=_sdk_partition_key(partition_key),
@@ -331,7 +338,7 @@ class CosmosDocumentContainer(DocumentContainer):
 
         def rows() -> Iterator[Document]:
             # Lazy: errors surface while iterating, so translation wraps the iteration too.
-            with translated_errors():
+            with translated_errors(self._where):
                 for row in self.container.query_items(**kwargs):
                     yield dict(row) if isinstance(row, dict) else row
 
@@ -341,13 +348,13 @@ class CosmosDocumentContainer(DocumentContainer):
 
     @override
     def read_feed_ranges(self, *, force_refresh: bool = False) -> list[FeedRange]:
-        with translated_errors():
+        with translated_errors(self._where):
             ranges = list(self.container.read_feed_ranges(force_refresh=force_refresh))
         return [FeedRange(token=json.dumps(r, sort_keys=True)) for r in ranges]
 
     @override
     def is_feed_range_subset(self, parent: FeedRange, child: FeedRange) -> bool:
-        with translated_errors():
+        with translated_errors(self._where):
             return bool(self.container.is_feed_range_subset(json.loads(parent.token), json.loads(child.token)))
 
     @override
@@ -382,7 +389,7 @@ class CosmosDocumentContainer(DocumentContainer):
             return
         if not isinstance(wanted, dict) or "Range" not in wanted:
             return
-        with translated_errors():
+        with translated_errors(self._where):
             current = list(self.container.read_feed_ranges())
             if any(self.container.is_feed_range_subset(r, wanted) for r in current):
                 return
@@ -413,7 +420,7 @@ class CosmosDocumentContainer(DocumentContainer):
                 kwargs["start_time"] = start if start.tzinfo else start.replace(tzinfo=UTC)
             else:
                 kwargs["start_time"] = "Now" if start is ChangeFeedStart.NOW else "Beginning"
-        with translated_errors():
+        with translated_errors(self._where):
             pages = self.container.query_items_change_feed(**kwargs).by_page()
             try:
                 documents = tuple(dict(d) for d in next(pages))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from azure.core.exceptions import (
     AzureError,
@@ -65,18 +65,26 @@ def _retry_after_ms(headers: Mapping[str, str] | None) -> int | None:
     return None
 
 
-def _message(error: HttpResponseError, status: int) -> str:
-    """The SDK's message, or the status in words when it has none (the emulator answers 404 ``{"message":""}``)."""
+def _message(error: HttpResponseError, status: int, where: str | None = None) -> str:
+    """The SDK's message, or the status in words when it has none (the emulator answers 404 ``{"message":""}``).
+
+    ``where`` names the container and database the request went to: a blank 404 is what a missing container or
+    database answers, and "404 with no message" alone left a user guessing which one was meant.
+    """
     text = str(error.message or "").strip()
     said = _STATUS_LINE.sub("", text).strip()  # azure-cosmos prefixes "Status code: 404" to the body
     if said and not _BLANK_BODY.fullmatch(said):
         return text
     reason = getattr(getattr(error, "response", None), "reason", None) or _REASONS.get(status, "error")
-    return f"Cosmos DB answered {status} {reason} with no message"
+    target = f" for {where}" if where else ""
+    hint = " (does the container exist in that database?)" if status == 404 and where else ""
+    return f"Cosmos DB answered {status} {reason} with no message{target}{hint}"
 
 
-def translate_error(error: BaseException) -> ContainerError | None:
-    """Return the port error for an SDK exception, or ``None`` when it is not an SDK error."""
+def translate_error(error: BaseException, where: str | None = None) -> ContainerError | None:
+    """Return the port error for an SDK exception, or ``None`` when it is not an SDK error.
+
+    ``where`` (e.g. "container 'c' in database 'd'") completes a message the service left blank."""
     if isinstance(error, exceptions.CosmosBatchOperationError):
         statuses = [int(r.get("statusCode", 424)) for r in (error.operation_responses or [])]
         status = int(error.status_code or (statuses[error.error_index] if statuses else 500))
@@ -88,7 +96,7 @@ def translate_error(error: BaseException) -> ContainerError | None:
         )
     if isinstance(error, exceptions.CosmosHttpResponseError | HttpResponseError):
         status = int(error.status_code or 500)
-        message = _message(error, status)
+        message = _message(error, status, where)
         if status == 429:
             return Throttled(message, retry_after_ms=_retry_after_ms(getattr(error, "headers", None)))
         cls = _STATUS_ERRORS.get(status)
@@ -104,14 +112,16 @@ def translate_error(error: BaseException) -> ContainerError | None:
 
 
 @contextlib.contextmanager
-def translated_errors() -> Iterator[None]:
-    """Re-raise azure-cosmos / azure-core exceptions as the port's ``ContainerError`` subclasses."""
+def translated_errors(where: Callable[[], str | None] | None = None) -> Iterator[None]:
+    """Re-raise azure-cosmos / azure-core exceptions as the port's ``ContainerError`` subclasses.
+
+    ``where`` is asked, only on an error, which container and database the request went to."""
     try:
         yield
     except ContainerError:
         raise
     except Exception as error:
-        translated = translate_error(error)
+        translated = translate_error(error, where() if where is not None else None)
         if translated is None:
             raise
         raise translated from error

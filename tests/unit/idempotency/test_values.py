@@ -124,3 +124,27 @@ def test_idm_c06_a_reservation_from_the_future_never_asks_for_more_than_the_time
     assert retry_after(T0 + timedelta(minutes=5), T0, OPTIONS.reservation_timeout) == timedelta(seconds=30)
     entry = Entry("fp-1", T0 + timedelta(minutes=5), reservation_id="r")
     assert decide(entry, "fp-1", T0, OPTIONS) == AlreadyInFlight(timedelta(seconds=30))
+
+
+def test_idm_o02_the_defaults_are_a_24_h_ttl_and_a_30_s_reservation_timeout() -> None:
+    options = IdempotencyOptions()
+    assert (options.ttl, options.reservation_timeout) == (timedelta(hours=24), timedelta(seconds=30))
+
+
+def test_idm_c09_stored_headers_round_trip_case_insensitively_and_a_replay_returns_the_stored_fingerprint() -> None:
+    from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
+    from airflow_chatter.idempotency import Reserved
+    from airflow_chatter.idempotency.container_store import ContainerIdempotencyStore
+
+    store = ContainerIdempotencyStore(MemoryDocumentContainer(partition_key_paths=("/scope",)))
+    reserved = store.reserve("actor:1", "order-42", "fp-original")
+    assert isinstance(reserved, Reserved)
+    response = StoredResponse(
+        201, [("Content-Type", "application/json"), ("X-Trace", "a"), ("x-trace", "b")], b"{}", "fp-original"
+    )
+    store.complete("actor:1", "order-42", reserved.reservation_id, response)
+    replay = store.reserve("actor:1", "order-42", "fp-original")
+    assert isinstance(replay, Replay)
+    assert replay.response.header("content-type") == ("application/json",)
+    assert replay.response.header("X-TRACE") == ("a", "b"), "one header, both values, in order"
+    assert replay.response.fingerprint == "fp-original", "the snapshot's own stored fingerprint"

@@ -14,7 +14,15 @@ from airflow_chatter.inbox.errors import ClaimInFlightError, MarkerNotFoundError
 from airflow_chatter.inbox.gate import Inbox, InboxOptions
 from airflow_chatter.inbox.markers import marker_id
 from airflow_chatter.outbox.unit_of_work import UnitOfWork
-from airflow_chatter.ports import Conflict, DocumentContainer, NotFound, PreconditionFailed, ServiceUnavailable
+from airflow_chatter.ports import (
+    Conflict,
+    ContainerError,
+    DocumentContainer,
+    NotFound,
+    PreconditionFailed,
+    ServiceUnavailable,
+    Throttled,
+)
 from airflow_chatter.testing.clock import ManualClock
 from airflow_chatter.testing.contracts.inbox import InboxContract
 from airflow_chatter.testing.handlers import first_of
@@ -56,6 +64,25 @@ def test_inb_05_a_409_then_only_404s_reads_the_budget_waits_between_and_raises()
     with pytest.raises(MarkerNotFoundError, match="not found in 3 read"):
         inbox.begin("msg-1")
     assert (container.calls["read"], waits) == (3, [0.05, 0.05]), "3 reads, 2 waits, none after the last"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [Throttled("429 request rate is large", retry_after_ms=10), ServiceUnavailable("503"), ContainerError("500")],
+    ids=["429", "503", "500"],
+)
+def test_inb_06_a_marker_create_failing_with_429_503_or_500_raises_and_the_handler_does_not_run(
+    error: ContainerError,
+) -> None:
+    container = MemoryDocumentContainer(partition_key_paths=("/idempotencyKey",))
+    container.handler = first_of(container.handler, fail("create", error=error))
+    runs: list[int] = []
+    with pytest.raises(type(error)):
+        Inbox(container).handle("msg-1", lambda: runs.append(1))
+    assert runs == [], "the handler does not run when the claim could not be written"
+    assert container.calls["read"] == 0, "not taken for a duplicate (no read-back as after a 409)"
+    with pytest.raises(NotFound):
+        container.read(marker_id("msg-1"), "msg-1")
 
 
 def test_inb_04c_a_failing_confirm_read_raises_and_the_work_does_not_run() -> None:
@@ -114,3 +141,20 @@ def test_inb_12_of_two_late_comers_racing_for_one_expired_claim_exactly_one_take
 def test_the_inbox_marker_vector_matches_the_contract() -> None:
     assert marker_id("msg-1") == "inbox:bXNnLTE"
     assert marker_id("msg-1", "g") == "inbox:Zw.bXNnLTE"
+
+
+def test_dtw_06_a_send_after_the_unit_of_work_committed_is_refused_never_an_orphan_outbox_write() -> None:
+    """Section F (DTW): there is no broker route beside the outbox, so a late send raises instead of being
+    written on its own outside the committed batch."""
+    from airflow_chatter.outbox.document import OutboxMessage
+    from airflow_chatter.outbox.unit_of_work import UnitOfWorkClosedError
+
+    container = MemoryDocumentContainer(partition_key_paths=("/tenantId",))
+    unit = UnitOfWork(container, "/tenantId", "t1")
+    unit.add_message(OutboxMessage("m-1", "orders", "{}", "application/json", {}))
+    unit.commit()
+    with pytest.raises(UnitOfWorkClosedError, match="already committed"):
+        unit.add_message(OutboxMessage("m-2", "orders", "{}", "application/json", {}))
+    ids = [row["id"] for row in container.query("SELECT * FROM c")]
+    assert len(ids) == 1, f"only the committed message is written: {ids}"
+    assert container.calls["execute_batch"] == 1 and container.calls["create"] == 0

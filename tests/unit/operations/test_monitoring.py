@@ -184,3 +184,30 @@ def test_release_clears_a_stuck_lease_owner_through_the_lease_store_and_keeps_it
     assert released.released and released.previous_owner == "drain-a"
     assert after.owner is None and after.expires_at is None and after.continuation == stuck.continuation
     assert rig.engine(owner="drain-b").drain_all()[0].lease_held_by is None, "another drain takes it at once"
+
+
+def test_a_retried_run_shows_both_failure_counts_and_says_why_they_differ(rig: Rig) -> None:
+    """Issue 28 finding 4: five tries failed, Airflow kept the last try's summary only; the page's total said 1
+    while the lease counted 5. The overview gives both counts and the reason instead of one silent number."""
+    rig.seed(outbox_doc("m1"))
+    fail_operation(rig.monitored, "patch", ServiceUnavailable("stamp down"))
+    engine = rig.engine()
+    tries = [rig.drain(engine).to_dict() for _ in range(5)]
+    store = monitor_store(rig.source(), rig.monitored, rig.leases, clock=rig.clock)
+
+    overview = source_overview("orders", "d", store, rig.monitored, _runs(tries[-1]))  # XCom: the last try only
+
+    counts = overview.failure_counts
+    assert counts is not None
+    assert (counts.in_runs, counts.on_leases) == (overview.totals["confirmation_failures"], 5)
+    assert counts.in_runs < counts.on_leases
+    assert counts.why_they_differ is not None and "earlier tries of a retried task" in counts.why_they_differ
+    assert counts.totals_cover == "the last try of each drain task of the runs shown"
+
+
+def test_agreeing_failure_counts_need_no_explanation(rig: Rig) -> None:
+    rig.seed(outbox_doc("m1"))
+    summary = rig.drain(rig.engine()).to_dict()
+    store = monitor_store(rig.source(), rig.monitored, rig.leases, clock=rig.clock)
+    counts = source_overview("orders", "d", store, rig.monitored, _runs(summary)).failure_counts
+    assert counts is not None and (counts.in_runs, counts.on_leases, counts.why_they_differ) == (0, 0, None)
