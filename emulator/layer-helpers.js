@@ -93,12 +93,15 @@ function queryOver(collection, docs, body, { continuation, maxItemCount }) {
   }
 }
 
-/** The document's EPK, or null for key kinds this layer does not hash (hash V1). */
+/**
+ * The document's EPK, or null for key kinds this layer does not hash (hash V1). The version is `2` as the Python
+ * and Node SDKs send it, or `"V2"` as the Java SDK serialises its PartitionKeyDefinitionVersion enum.
+ */
 function effectivePartitionKey(collectionData, doc) {
   const key = (collectionData || {}).partitionKey || {};
   const values = JSON.parse(canonicalFromDocument(collectionData, doc));
   if (key.kind === "MultiHash") return values.map((v) => epk.hashHex(epk.componentBytes(v))).join("");
-  if ((key.kind || "Hash") === "Hash" && key.version === 2) {
+  if ((key.kind || "Hash") === "Hash" && (key.version === 2 || key.version === "V2")) {
     return epk.hashHex(Buffer.concat(values.map(epk.componentBytes)));
   }
   return null;

@@ -519,6 +519,90 @@ function fixEffectivePartitionKeyRangeScope() {
 }
 
 /**
+ * Fix: a name-addressed container read (`GET dbs/<db>/colls/<coll>`) answers without `x-ms-alt-content-path`.
+ * An account sends the owner's name path there (`dbs/<db>`), and the Java SDK builds the container's alt link from
+ * it (parent path + `/colls/` + id): without it the link is null and every change feed request fails before it is
+ * sent. The Python and Node SDKs take the link from the request path and never needed it.
+ */
+function fixAltContentPath(readCollection, readCollections) {
+  const original = readCollection.default;
+  readCollection.default = async (account, req, res, params) => {
+    const body = await original(account, req, res, params);
+    if (res.statusCode < 300) res.setHeader("x-ms-alt-content-path", `dbs/${params.dbId}`);
+    return body;
+  };
+  const originalList = readCollections.default;
+  readCollections.default = async (account, req, res, params) => {
+    const body = await originalList(account, req, res, params);
+    if (res.statusCode < 300) res.setHeader("x-ms-alt-content-path", `dbs/${params.dbId}`);
+    return body;
+  };
+}
+
+/**
+ * Fix: 1.0.1 answers a query-plan request (`x-ms-cosmos-is-query-plan-request: True`, which the Java SDK sends before
+ * every query in gateway mode) as if it were the query, so the SDK finds no `queryRanges` and throws
+ * `IllegalArgumentException: sortedRanges`. Answer a plan as the gateway does for a query the engine runs as it
+ * stands: no rewrite, no ORDER BY/aggregate/DISTINCT/TOP pipeline, over the whole EPK space (the SDK then fans out
+ * to every partition key range, each answered by the range-scoped query). A query needing a client-side pipeline
+ * is refused (400) rather than answered wrongly.
+ */
+const PIPELINE_QUERY = /\b(ORDER\s+BY|DISTINCT|TOP|GROUP\s+BY|OFFSET)\b|\b(COUNT|SUM|AVG|MIN|MAX)\s*\(/i;
+
+function fixQueryPlan(queryDocuments, json) {
+  const original = queryDocuments.default;
+  queryDocuments.default = async (account, req, res, params) => {
+    if (String(headerOf(req, "x-ms-cosmos-is-query-plan-request") || "").toLowerCase() !== "true") {
+      return original(account, req, res, params);
+    }
+    const body = await json.default(req);
+    if (!body || !body.query) return badRequest(res, "missing query");
+    if (PIPELINE_QUERY.test(body.query)) {
+      return badRequest(res, "the emulator plans only queries without ORDER BY, DISTINCT, TOP, GROUP BY, OFFSET or aggregates");
+    }
+    res.statusCode = 200;
+    return {
+      partitionedQueryExecutionInfoVersion: 2,
+      queryInfo: {
+        distinctType: "None", top: null, offset: null, limit: null, orderBy: [], orderByExpressions: [],
+        groupByExpressions: [], groupByAliases: [], aggregates: [], groupByAliasToAggregateType: {},
+        rewrittenQuery: "", hasSelectValue: false, dCountInfo: null, hasNonStreamingOrderBy: false,
+      },
+      queryRanges: [{ min: "", max: "FF", isMinInclusive: true, isMaxInclusive: false }],
+    };
+  };
+}
+
+/**
+ * Fix: 1.0.1 answers `x-ms-documentdb-populatequerymetrics` with query metrics on every response, change-feed
+ * pages included, and never sends the `x-ms-cosmos-index-utilization` header that accompanies them on an account.
+ * The Java SDK then logs `ERROR IndexUtilizationInfo - Json not correctly formed` for every page (it decodes the
+ * absent header as empty JSON). As on an account: no query metrics on a change-feed read (it is not a query), and
+ * query metrics come with an index-utilization header (base64 JSON, no index used or suggested).
+ */
+const INDEX_UTILIZATION = Buffer.from(JSON.stringify({
+  UtilizedSingleIndexes: [], PotentialSingleIndexes: [], UtilizedCompositeIndexes: [], PotentialCompositeIndexes: [],
+})).toString("base64");
+
+function fixQueryMetricsHeaders(handlerModules) {
+  for (const mod of handlerModules) {
+    const original = mod.default;
+    mod.default = async (account, req, res, params) => {
+      const changeFeed = Boolean(headerOf(req, "a-im"));
+      const setHeader = res.setHeader;
+      res.setHeader = function setHeaderAsAnAccount(name, value) {
+        if (String(name).toLowerCase() === "x-ms-documentdb-query-metrics") {
+          if (changeFeed) return this;
+          setHeader.call(this, "x-ms-cosmos-index-utilization", INDEX_UTILIZATION);
+        }
+        return setHeader.call(this, name, value);
+      };
+      return original(account, req, res, params);
+    };
+  }
+}
+
+/**
  * Not a 1.0.1 defect but the account model's: leave each document request's modelled charge in
  * `req.chatterCharge` for the request listener (account-model.js), which reports it when request charges are on
  * and spends it from the container's provisioned RU/s. Batches set their own (the sum of their operations).
@@ -596,6 +680,7 @@ function installCompatibilityLayer() {
   fixLsnOnEveryWrite(Documents, Items);
   fixPointRead(h("read-document"));
   fixPartitionScopedQuery(h("query-documents"), readItems, json);
+  fixAltContentPath(h("read-collection"), h("read-collections"));
   fixEffectivePartitionKeyRangeScope();
   fixIncrementalChangeFeed(h("read-documents"));
   rangeRouting.servePartitionKeyRanges(h("create-collection"), h("read-partition-key-ranges"), h("read-documents"),
@@ -610,6 +695,9 @@ function installCompatibilityLayer() {
   modelRequestCharges(chargedHandlers.map((name) => [name, h(name)]));
   fixTtlExpiry(["read-document", "read-documents", "query-documents", "batch-documents", "create-document",
     "upsert-document", "replace-document", "delete-document", "patch-document"].map(h));
+  // Outermost: they answer (a plan) or edit headers around whatever the handlers above became.
+  fixQueryPlan(h("query-documents"), json);
+  fixQueryMetricsHeaders([h("read-documents"), h("query-documents")]);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: venv from pinned constraints, Kafka jars, the Cosmos emulator's npm
-# packages (all cached outside the checkout), then pytest. The pytest fixtures start the real Kafka broker and the
+# packages, the other-SDK clients (all cached outside the checkout), then pytest. The pytest fixtures start the real Kafka broker and the
 # emulator on 127.0.0.1 (or use KAFKA_BOOTSTRAP_SERVERS / COSMOS_ENDPOINT+COSMOS_KEY when set) and stop what they
 # started; a trap stops anything a killed run left behind. Exits non-zero on any failure.
 # Extra arguments go to pytest (e.g. scripts/test.sh tests/unit -x).
@@ -12,6 +12,9 @@ t0=$(date +%s)
 scripts/bootstrap.sh
 [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ] || scripts/kafka.sh install
 [ -n "${COSMOS_ENDPOINT:-}" ] || scripts/cosmos-emulator.sh install
+# The Java (Maven) and Node clients of tests/integration/test_emulator_sdks.py; the Java one is skipped, with the
+# reason, when java or mvn is absent.
+scripts/sdk-clients.sh install
 # tests/celery/ needs PostgreSQL and Redis (Debian packages) for scripts/celery-stack.sh.
 [ "${CHATTER_SKIP_CELERY:-}" = 1 ] || scripts/celery-stack.sh install
 echo "test: installs done in $(( $(date +%s) - t0 ))s" >&2

@@ -891,3 +891,12 @@ def test_a_split_can_cut_inside_one_tenant_of_a_hierarchical_key_and_prefix_quer
     assert len(per_child) == 2 and all(big_in), f"tenant 'big' is in both children: {big_in}"
     found = list(container.query_items("SELECT * FROM c", partition_key=["big"]))
     assert sorted(_ids(found)) == sorted(f"n{i}" for i in range(20)), "a prefix query reads both children"
+
+
+# Fix: a container read by name names its owner in x-ms-alt-content-path (the Java SDK builds its link from it).
+def test_a_container_read_names_its_database_in_the_alt_content_path(cosmos_container_factory: ContainerFactory):
+    container = cosmos_container_factory()
+    database = container.container_link.split("/")[1]
+    container.read()
+    headers = container.client_connection.last_response_headers
+    assert headers.get("x-ms-alt-content-path") == f"dbs/{database}"
