@@ -28,12 +28,14 @@ from airflow_chatter.drain.follow import FOLLOW_FIELD, Follow, StopRequest
 from airflow_chatter.drain.leases import SPLIT, LeaseLostError
 from airflow_chatter.drain.options import SourceOptions
 from airflow_chatter.drain.suspension import SuspensionState
+from airflow_chatter.drain.telemetry import EMPTY_POLL_REQUEST_UNITS, EMPTY_POLLS, POLLS
 from airflow_chatter.outbox.document import OutboxMessage
 from airflow_chatter.ports import OutgoingMessage, Publisher, PublishOutcome
 from airflow_chatter.testing.clock import ManualClock
 from airflow_chatter.testing.services import CosmosEndpoint, emulator_admin, emulator_configured
 from tests.fixtures.cosmos import ContainerFactory
 from tests.fixtures.kafka import consume_records
+from tests.unit.drain._drain_support import Metrics
 from tests.unit.drain._follow_script import Script, steal
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cosmos]
@@ -76,11 +78,20 @@ class _Rig:
     topic: str
     publisher: _Recorded
     clock: ManualClock = field(default_factory=lambda: ManualClock(datetime.now(UTC)))
+    metrics: Metrics = field(default_factory=Metrics)
     source: str = field(default_factory=lambda: f"follow-{uuid.uuid4().hex[:8]}")
 
     def engine(self, owner: str = "drain-a") -> DrainEngine:
         options = SourceOptions(self.source, ("/tenantId",), max_batch_size=3)
-        return DrainEngine.open(options, self.monitored, self.leases, self.publisher, clock=self.clock, owner=owner)
+        return DrainEngine.open(
+            options,
+            self.monitored,
+            self.leases,
+            self.publisher,
+            clock=self.clock,
+            owner=owner,
+            telemetry=self.metrics.telemetry(),
+        )
 
     def seed(self, *labels: str) -> set[str]:
         """One pending document per label, spread over the tenants (so over every partition key range)."""
@@ -150,6 +161,12 @@ def test_f04_a_lease_stolen_while_following_is_noticed_before_the_next_publish(
     assert rig.on_kafka(1) == {"msg-0": 1}
     assert rig.lease(lease.id)["owner"] == "drain-b", "the loser wrote nothing over the new owner's lease"
     assert rig.statuses() == {"msg-0": "delivered", "msg-1": "pending"}
+    # The polls (the empty ones, and the one that found msg-1), and what the empty ones cost, as instruments.
+    assert summary.empty_polls >= 2 and summary.polls == summary.empty_polls + 1
+    assert summary.empty_poll_request_units > 0, "an empty change-feed read is charged"
+    assert (rig.metrics.counter(POLLS), rig.metrics.counter(EMPTY_POLLS)) == (summary.polls, summary.empty_polls)
+    units = sum(p.value for p in rig.metrics.points(EMPTY_POLL_REQUEST_UNITS))
+    assert round(units, 2) == summary.empty_poll_request_units
     # The new owner (once the stolen lease is free) publishes msg-1, once.
     steal(rig.leases, lease.id, None)
     rig.engine(owner="drain-b").drain_lease(lease.id).raise_for_error()

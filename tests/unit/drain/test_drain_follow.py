@@ -13,6 +13,7 @@ from airflow_chatter.adapters.memory.faults import OperationCall
 from airflow_chatter.drain.follow import FOLLOW_FIELD, Follow, StopRequest
 from airflow_chatter.drain.leases import LeaseLostError
 from airflow_chatter.drain.suspension import SuspensionState
+from airflow_chatter.drain.telemetry import ATTR_LEASE_TOKEN, EMPTY_POLL_REQUEST_UNITS, EMPTY_POLLS, POLLS
 from airflow_chatter.ports import FeedRange
 
 from ._drain_support import Rig, outbox_doc, split
@@ -142,6 +143,26 @@ def test_a_short_drain_counts_no_polls() -> None:
     rig.seed(outbox_doc("msg-0"))
     summary = rig.drain()
     assert (summary.polls, summary.empty_polls, summary.last_poll_at) == (0, 0, None)
+    assert [rig.metrics.points(name) for name in (POLLS, EMPTY_POLLS, EMPTY_POLL_REQUEST_UNITS)] == [[], [], []]
+
+
+def test_follow_records_its_polls_empty_polls_and_their_request_units_as_the_summary_counts_them() -> None:
+    rig = Rig()
+    rig.seed(outbox_doc("msg-0"))
+    stop = StopRequest()
+    script = _script(rig, {2: lambda: rig.seed(outbox_doc("msg-1")), 5: stop.request})
+    engine = rig.engine()
+    lease = engine.ensure_leases()[0]
+    summary = engine.drain_lease(lease.id, follow=script.follow(stop))
+    summary.raise_for_error()
+    assert _published(rig) == ["msg-0", "msg-1"]
+    assert summary.empty_polls >= 2 and summary.polls == summary.empty_polls + 1  # the poll that found msg-1
+    on_lease = {ATTR_LEASE_TOKEN.replace(".", "__"): lease.token}
+    assert rig.metrics.counter(POLLS, **on_lease) == summary.polls
+    assert rig.metrics.counter(EMPTY_POLLS, **on_lease) == summary.empty_polls
+    # The memory adapter charges no request units (the emulator test charges some): none recorded, as summed.
+    units = rig.metrics.points(EMPTY_POLL_REQUEST_UNITS)
+    assert round(sum(p.value for p in units), 2) == summary.empty_poll_request_units
 
 
 def test_f04_a_stop_during_the_wait_after_a_renewal_releases_the_renewed_lease() -> None:
