@@ -246,7 +246,7 @@ class DrainEngine:
 
     def _drain_feed(self, holder: _LeaseHolder, tally: DrainCounts, budget: DrainBudget) -> None:
         while not budget.exhausted(tally.documents) and not (follow := holder.follow).stop_requested():
-            follow.mark_units(self.request_units)
+            follow.mark_units(self.request_units, self._telemetry)
             if self.store.needs_renewal(holder.lease):
                 holder.lease = self.store.renew(holder.lease)
             lease = holder.lease

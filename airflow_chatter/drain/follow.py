@@ -32,6 +32,7 @@ from airflow_chatter.drain.suspension import WINDOW, SuspensionState
 if TYPE_CHECKING:
     from airflow_chatter.drain.request_units import RequestUnits
     from airflow_chatter.drain.summary import DrainCounts
+    from airflow_chatter.drain.telemetry import DrainTelemetry
 
 #: Longest single sleep: a stop request (a flag set by a signal handler) is seen within this.
 _SLICE_SECONDS = 0.05
@@ -75,6 +76,7 @@ class Follow:
     monotonic: Callable[[], float] = time.monotonic
     _idle: bool = False
     _units: RequestUnits | None = None
+    _telemetry: DrainTelemetry | None = None
     _units_at_poll: float = 0.0
 
     @classmethod
@@ -99,10 +101,7 @@ class Follow:
         """
         if not self.following:
             return None
-        tally.polls += 1
-        tally.empty_polls += 1
-        tally.empty_poll_request_units = round(tally.empty_poll_request_units + self._spent() - self._units_at_poll, 2)
-        tally.last_poll_at = datetime.now(UTC).isoformat()
+        self._poll(tally, lease, empty=True)
         if budget.exhausted(tally.documents) or self.stop_requested():
             return None
         lease = _with_counts(replace(lease, continuation=continuation), tally)
@@ -115,10 +114,22 @@ class Follow:
         self._idle = True
         return lease
 
-    def mark_units(self, units: RequestUnits) -> None:
-        """The drain's meter, read as a poll starts (what an empty poll cost is measured from)."""
+    def mark_units(self, units: RequestUnits, telemetry: DrainTelemetry | None = None) -> None:
+        """The drain's meter, read as a poll starts (what an empty poll cost is measured from), and its instruments."""
         self._units = units
         self._units_at_poll = units.total
+        self._telemetry = telemetry
+
+    def _poll(self, tally: DrainCounts, lease: Lease, *, empty: bool) -> None:
+        """Count one poll, in the summary and the instruments (the one place both are kept)."""
+        tally.polls += 1
+        tally.last_poll_at = datetime.now(UTC).isoformat()
+        spent = round(self._spent() - self._units_at_poll, 2) if empty else 0.0
+        if empty:
+            tally.empty_polls += 1
+            tally.empty_poll_request_units = round(tally.empty_poll_request_units + spent, 2)
+        if self._telemetry is not None:
+            self._telemetry.record_poll(tally.source_identity or "", lease.token, empty=empty, request_units=spent)
 
     def _spent(self) -> float:
         return self._units.total if self._units is not None else 0.0
@@ -128,8 +139,7 @@ class Follow:
         if not self._idle or not documents:
             return
         self._idle = False
-        tally.polls += 1
-        tally.last_poll_at = datetime.now(UTC).isoformat()
+        self._poll(tally, lease, empty=False)
         current = store.find(lease.id)
         if current is None or current.etag != lease.etag:
             raise LeaseLostError(lease.id, "publishing a page it read while following")

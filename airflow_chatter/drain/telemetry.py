@@ -38,6 +38,11 @@ SUSPENSIONS = "chatter.messaging.outbox.drain.suspensions"
 REQUEST_UNITS = "chatter.messaging.outbox.drain.request_units"
 THROTTLED = "chatter.messaging.outbox.drain.throttled"
 ATTR_REQUEST_KIND = "chatter.messaging.outbox.request_kind"
+#: Follow mode (drain/follow.py): change-feed polls of a caught-up drain, those that found nothing, and what the
+#: empty ones cost (an idle lease's whole bill).
+POLLS = "chatter.messaging.outbox.drain.follow.polls"
+EMPTY_POLLS = "chatter.messaging.outbox.drain.follow.empty_polls"
+EMPTY_POLL_REQUEST_UNITS = "chatter.messaging.outbox.drain.follow.empty_poll_request_units"
 
 ATTR_OUTCOME = "chatter.messaging.outbox.drain.outcome"
 ATTR_LEASE_TOKEN = "chatter.messaging.outbox.lease_token"
@@ -108,6 +113,17 @@ class DrainTelemetry:
         self._throttled = meter.create_counter(
             THROTTLED, unit="{response}", description="429 (throttled) answers to drain requests."
         )
+        self._polls = meter.create_counter(
+            POLLS, unit="{poll}", description="Change-feed polls of following drains (after a wait)."
+        )
+        self._empty_polls = meter.create_counter(
+            EMPTY_POLLS, unit="{poll}", description="Polls of following drains that found no new page."
+        )
+        self._empty_poll_request_units = meter.create_counter(
+            EMPTY_POLL_REQUEST_UNITS,
+            unit="{request_unit}",
+            description="Request units charged to the empty polls of following drains.",
+        )
         self._tracer_provider = tracer_provider
         self._logger = logger if logger is not None else logging.getLogger(LOGGER_NAME)
 
@@ -132,6 +148,15 @@ class DrainTelemetry:
                 self._request_units.add(charge, {ATTR_REQUEST_KIND: kind})
         if throttled:
             self._throttled.add(throttled)
+
+    def record_poll(self, source_identity: str, lease_token: str, *, empty: bool, request_units: float = 0.0) -> None:
+        """Follow mode: one poll of a caught-up lease; an empty one also counts its request units."""
+        attributes = _lease_attributes(source_identity, lease_token)
+        self._polls.add(1, attributes)
+        if empty:
+            self._empty_polls.add(1, attributes)
+            if request_units:
+                self._empty_poll_request_units.add(request_units, attributes)
 
     def record_batch(self, size: int, source_identity: str, lease_token: str) -> None:
         """MET-03/04: always paired, same attributes, once per batch before any document."""

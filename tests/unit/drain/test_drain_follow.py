@@ -7,47 +7,22 @@ request) through the ``Follow``'s injected sleep, so nothing here depends on wal
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import timedelta
 
 from airflow_chatter.adapters.memory.faults import OperationCall
 from airflow_chatter.drain.follow import FOLLOW_FIELD, Follow, StopRequest
 from airflow_chatter.drain.leases import LeaseLostError
 from airflow_chatter.drain.suspension import SuspensionState
+from airflow_chatter.drain.telemetry import ATTR_LEASE_TOKEN, EMPTY_POLL_REQUEST_UNITS, EMPTY_POLLS, POLLS
 from airflow_chatter.ports import FeedRange
 
 from ._drain_support import Rig, outbox_doc, split
+from ._follow_script import Script, steal
 
 
-@dataclass
-class Script:
-    """A fake time for ``Follow``: each sleep advances it (and the rig's clock); ``at_poll[n]`` runs at the n-th wait.
-
-    A wait is what follows a change-feed read; its first slice runs the step, so the next read sees what it wrote.
-    """
-
-    rig: Rig
-    at_poll: dict[int, Callable[[], None]] = field(default_factory=dict)
-    now: float = 0.0
-    waits: int = 0
-    _reads: int = 0
-
-    def sleep(self, seconds: float) -> None:
-        reads = self.rig.monitored.calls["read_change_feed"]
-        if reads != self._reads:  # a new wait, after a read
-            self._reads = reads
-            self.waits += 1
-            step = self.at_poll.get(self.waits)
-            if step is not None:
-                step()
-        self.now += seconds
-        self.rig.clock.advance(seconds)
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def follow(self, stop: Callable[[], bool] = lambda: False) -> Follow:
-        return Follow(0.25, should_stop=stop, sleep=self.sleep, monotonic=self.monotonic)
+def _script(rig: Rig, at_poll: dict[int, Callable[[], None]] | None = None) -> Script:
+    """A scripted wait over the memory rig: its feed reads counted by the monitored container, its clock advanced."""
+    return Script(lambda: rig.monitored.calls["read_change_feed"], rig.clock.advance, at_poll or {})
 
 
 def _published(rig: Rig) -> list[str]:
@@ -61,7 +36,7 @@ def _lease_id(rig: Rig) -> str:
 def test_follow_publishes_writes_arriving_after_catch_up_and_ends_at_max_documents() -> None:
     rig = Rig()
     rig.seed(outbox_doc("msg-0"))
-    script = Script(rig, {2: lambda: rig.seed(outbox_doc("msg-1")), 4: lambda: rig.seed(outbox_doc("msg-2"))})
+    script = _script(rig, {2: lambda: rig.seed(outbox_doc("msg-1")), 4: lambda: rig.seed(outbox_doc("msg-2"))})
     engine = rig.engine()
     summary = engine.drain_lease(_lease_id(rig), max_documents=5, follow=script.follow())
     summary.raise_for_error()
@@ -88,7 +63,7 @@ def test_follow_ends_at_max_seconds_with_the_lease_released() -> None:
 def test_follow_stops_at_a_page_boundary_on_request_and_the_next_run_takes_over() -> None:
     rig = Rig()
     stop = StopRequest()
-    script = Script(rig, {2: lambda: rig.seed(*(outbox_doc(f"msg-{i}") for i in range(3))), 3: stop.request})
+    script = _script(rig, {2: lambda: rig.seed(*(outbox_doc(f"msg-{i}") for i in range(3))), 3: stop.request})
     engine = rig.engine()
     summary = engine.drain_lease(_lease_id(rig), follow=script.follow(stop))
     summary.raise_for_error()
@@ -106,14 +81,11 @@ def test_f04_a_lease_stolen_while_following_is_noticed_before_the_next_publish()
     engine = rig.engine()
     lease_id = _lease_id(rig)
 
-    def steal() -> None:
-        stolen = dict(rig.leases.read(lease_id, lease_id))
-        stolen["owner"] = "drain-b"
-        system = {"_etag", "_ts", "_rid", "_self", "_attachments", "_lsn"}
-        rig.leases.replace(lease_id, lease_id, {k: v for k, v in stolen.items() if k not in system})
+    def steal_and_write() -> None:
+        steal(rig.leases, lease_id, "drain-b")
         rig.seed(outbox_doc("msg-1"))
 
-    summary = engine.drain_lease(lease_id, follow=Script(rig, {2: steal}).follow())
+    summary = engine.drain_lease(lease_id, follow=_script(rig, {2: steal_and_write}).follow())
     assert isinstance(summary.error, LeaseLostError)
     assert _published(rig) == ["msg-0"]  # msg-1 is the new owner's to publish
     assert rig.lease(engine).owner == "drain-b"
@@ -127,7 +99,7 @@ def test_sus_04_a_suspended_lease_while_following_publishes_nothing_until_its_pr
     rig.seed(outbox_doc("msg-0"))
     suspended_at = rig.clock()
     stop = StopRequest()
-    script = Script(rig)
+    script = _script(rig)
     seen: list[tuple[timedelta, int]] = []
 
     def sleep(seconds: float) -> None:
@@ -158,7 +130,7 @@ def test_f04_a_split_while_following_hands_over_to_the_children_and_delivers_eve
         split(rig.monitored, FeedRange(engine.store.get(lease_id).feed_range.token))
         rig.seed(*(outbox_doc(f"msg-{i}", tenant=f"t{i}") for i in range(4, 10)))
 
-    summary = engine.drain_lease(lease_id, follow=Script(rig, {2: split_and_write}).follow())
+    summary = engine.drain_lease(lease_id, follow=_script(rig, {2: split_and_write}).follow())
     summary.raise_for_error()
     assert len(summary.split_into) == 2
     for child in summary.split_into:
@@ -171,6 +143,26 @@ def test_a_short_drain_counts_no_polls() -> None:
     rig.seed(outbox_doc("msg-0"))
     summary = rig.drain()
     assert (summary.polls, summary.empty_polls, summary.last_poll_at) == (0, 0, None)
+    assert [rig.metrics.points(name) for name in (POLLS, EMPTY_POLLS, EMPTY_POLL_REQUEST_UNITS)] == [[], [], []]
+
+
+def test_follow_records_its_polls_empty_polls_and_their_request_units_as_the_summary_counts_them() -> None:
+    rig = Rig()
+    rig.seed(outbox_doc("msg-0"))
+    stop = StopRequest()
+    script = _script(rig, {2: lambda: rig.seed(outbox_doc("msg-1")), 5: stop.request})
+    engine = rig.engine()
+    lease = engine.ensure_leases()[0]
+    summary = engine.drain_lease(lease.id, follow=script.follow(stop))
+    summary.raise_for_error()
+    assert _published(rig) == ["msg-0", "msg-1"]
+    assert summary.empty_polls >= 2 and summary.polls == summary.empty_polls + 1  # the poll that found msg-1
+    on_lease = {ATTR_LEASE_TOKEN.replace(".", "__"): lease.token}
+    assert rig.metrics.counter(POLLS, **on_lease) == summary.polls
+    assert rig.metrics.counter(EMPTY_POLLS, **on_lease) == summary.empty_polls
+    # The memory adapter charges no request units (the emulator test charges some): none recorded, as summed.
+    units = rig.metrics.points(EMPTY_POLL_REQUEST_UNITS)
+    assert round(sum(p.value for p in units), 2) == summary.empty_poll_request_units
 
 
 def test_f04_a_stop_during_the_wait_after_a_renewal_releases_the_renewed_lease() -> None:
@@ -189,7 +181,7 @@ def test_f04_a_stop_during_the_wait_after_a_renewal_releases_the_renewed_lease()
         rig.seed(outbox_doc("msg-1"))
         stop.request()
 
-    summary = engine.drain_lease(_lease_id(rig), follow=Script(rig, {3: stop_after_a_write}).follow(stop))
+    summary = engine.drain_lease(_lease_id(rig), follow=_script(rig, {3: stop_after_a_write}).follow(stop))
     summary.raise_for_error()  # not LeaseLostError: the lease renewed during the poll is the one released
     assert rig.lease(engine).owner is None
     assert _published(rig) == ["msg-0"]

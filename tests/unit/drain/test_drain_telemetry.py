@@ -1,4 +1,4 @@
-"""The seven instruments (MET-01..09, F-09) and the guarded always-on logs (LOG-01..05)."""
+"""The instruments (MET-01..09, F-09, F-11, follow mode) and the guarded always-on logs (LOG-01..05)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,12 @@ from airflow_chatter.drain.telemetry import (
     BATCH_SIZE_BUCKETS,
     BATCHES,
     DOCUMENTS,
+    EMPTY_POLL_REQUEST_UNITS,
+    EMPTY_POLLS,
     FAILURES,
     LAG,
     LAG_BUCKETS,
+    POLLS,
     SUSPENSIONS,
     UNDELIVERABLE,
     DrainTelemetry,
@@ -43,6 +46,7 @@ def test_met_f09_instruments_have_their_names_units_and_the_airflow_chatter_mete
     # Not reached by one clean drain: a failure and a suspension opening.
     rig.telemetry.record_failure("p", "0", OSError("x"))
     rig.telemetry.record_suspension_opened("p", "0", 5, OSError("x"))
+    rig.telemetry.record_poll("p", "0", empty=True, request_units=1.0)  # only a following drain polls
     found = rig.metrics.collect()
     expected_units = {
         LAG: "s",
@@ -52,6 +56,9 @@ def test_met_f09_instruments_have_their_names_units_and_the_airflow_chatter_mete
         FAILURES: "{failure}",
         UNDELIVERABLE: "{document}",
         SUSPENSIONS: "{suspension}",
+        POLLS: "{poll}",
+        EMPTY_POLLS: "{poll}",
+        EMPTY_POLL_REQUEST_UNITS: "{request_unit}",
     }
     for name, unit in expected_units.items():
         assert found[f"{name}#unit"] == [unit], name
