@@ -44,6 +44,7 @@ from airflow_chatter.errors import (
 )
 from airflow_chatter.outbox.contract import Deliverable, Undeliverable, verify
 from airflow_chatter.outbox.document import MESSAGE_ID_FIELD, is_pending_outbox
+from airflow_chatter.outbox.formats import to_cloudevent
 from airflow_chatter.outbox.mapping import TRACE_HEADERS, to_outgoing_message
 from airflow_chatter.outbox.partition_keys import partition_key_recoverer
 from airflow_chatter.ports import (
@@ -409,7 +410,10 @@ class DrainEngine:
     def _message(self, subject: Subject, key: PartitionKey, headers: Mapping[str, str] | None) -> OutgoingMessage:
         """The record of a published document, with its send span's trace headers (when tracing)."""
         if isinstance(subject, Deliverable):
-            return to_outgoing_message(subject, key, self.source.key_strategy, trace_headers=headers)
+            message = to_outgoing_message(subject, key, self.source.key_strategy, trace_headers=headers)
+            if self.source.message_format == "cloudevents":  # F-13
+                return to_cloudevent(message, subject, self.source_identity, self._clock().timestamp())
+            return message
         resolved = subject.message
         if not headers:
             return resolved

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, f
 from airflow_chatter.drain.stamps import StampMode
 from airflow_chatter.errors import ConfigurationError
 from airflow_chatter.outbox.document import DEFAULT_DELIVERED_TTL_SECONDS, DELIVERED, PENDING, UNDELIVERABLE
+from airflow_chatter.outbox.formats import MessageFormat
 from airflow_chatter.outbox.mapping import KeyStrategy
 from airflow_chatter.outbox.partition_keys import canonicalize_paths
 
@@ -144,6 +145,8 @@ class SourceFields(BaseModel):
     max_request_units_per_second: _Seconds | None = None
     max_throttle_retries: Annotated[int, Field(strict=True, ge=0)] | None = None
     max_throttle_wait_seconds: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)] | None = None
+    # F-13: how a published document looks on Kafka (``airflow_chatter.outbox.formats``).
+    message_format: MessageFormat = "chatter"
 
     @field_validator("name")
     @classmethod
@@ -199,6 +202,9 @@ class SourceOptions(SourceFields, _Value):
     ``max_throttle_retries`` times per request and ``max_throttle_wait_seconds`` in all per drain, then the drain
     stops at that page with nothing lost. ``None`` (the default) for either takes the Cosmos connection's extra of
     the same name, else 9 retries and 30 s (``DrainEngine.open(throttle_limits=...)``): a source's value wins.
+
+    ``message_format`` (F-13) is ``chatter`` (default: F-02's headers) or ``cloudevents`` (the CloudEvents Kafka
+    binding, binary mode); it shapes records built from the document, not what a ``body_resolver`` returns.
 
     A bad option raises ``ConfigurationError`` naming it and its value.
     """
