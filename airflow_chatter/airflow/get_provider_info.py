@@ -186,6 +186,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_chatter.airflow.triggers.pending",
                     "airflow_chatter.airflow.triggers.pending_event",
+                    "airflow_chatter.airflow.triggers.topic_backlog",
                 ],
             }
         ],

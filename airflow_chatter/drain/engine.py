@@ -45,7 +45,8 @@ from airflow_chatter.errors import (
 )
 from airflow_chatter.outbox.contract import Deliverable, Undeliverable, verify
 from airflow_chatter.outbox.document import MESSAGE_ID_FIELD, is_pending_outbox
-from airflow_chatter.outbox.mapping import TRACE_HEADERS, to_outgoing_message
+from airflow_chatter.outbox.formats import to_cloudevent
+from airflow_chatter.outbox.mapping import to_outgoing_message, with_trace_headers
 from airflow_chatter.outbox.partition_keys import partition_key_recoverer
 from airflow_chatter.ports import (
     ChangeFeedStart,
@@ -420,13 +421,11 @@ class DrainEngine:
     def _message(self, subject: Subject, key: PartitionKey, headers: Mapping[str, str] | None) -> OutgoingMessage:
         """The record of a published document, with its send span's trace headers (when tracing)."""
         if isinstance(subject, Deliverable):
-            return to_outgoing_message(subject, key, self.source.key_strategy, trace_headers=headers)
-        resolved = subject.message
-        if not headers:
-            return resolved
-        kept = tuple((k, v) for k, v in resolved.headers if k not in TRACE_HEADERS)
-        added = tuple((k, v.encode("utf-8")) for k, v in headers.items() if k in TRACE_HEADERS)
-        return OutgoingMessage(resolved.topic, resolved.value, resolved.key, kept + added)
+            message = to_outgoing_message(subject, key, self.source.key_strategy, trace_headers=headers)
+            if self.source.message_format == "cloudevents":  # F-13
+                return to_cloudevent(message, subject, self.source_identity, self._clock().timestamp())
+            return message
+        return with_trace_headers(subject.message, headers)
 
     def _record_lag(self, document: Document, tally: DrainCounts) -> None:
         """MET-01: at admission, ``max(0, now - _ts)`` for an integer ``_ts`` in range."""

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, f
 from airflow_chatter.drain.stamps import StampMode
 from airflow_chatter.errors import ConfigurationError
 from airflow_chatter.outbox.document import DEFAULT_DELIVERED_TTL_SECONDS, DELIVERED, PENDING, UNDELIVERABLE
+from airflow_chatter.outbox.formats import MessageFormat
 from airflow_chatter.outbox.mapping import KeyStrategy
 from airflow_chatter.outbox.partition_keys import canonicalize_paths
 
@@ -155,6 +156,8 @@ class SourceFields(BaseModel):
     follow_poll_seconds: Annotated[
         float, Field(strict=True, ge=MIN_FOLLOW_POLL_SECONDS, le=MAX_FOLLOW_POLL_SECONDS, allow_inf_nan=False)
     ] = DEFAULT_FOLLOW_POLL_SECONDS
+    # F-13: how a published document looks on Kafka (``airflow_chatter.outbox.formats``).
+    message_format: MessageFormat = "chatter"
 
     @field_validator("name")
     @classmethod
@@ -213,6 +216,8 @@ class SourceOptions(SourceFields, _Value):
 
     Follow mode (drain/follow.py): ``follow`` (default false) keeps a caught-up drain on its lease, reading its feed
     range again every ``follow_poll_seconds`` (default 0.25, 0.05..60) until its bounds, a stop or a lost lease.
+    ``message_format`` (F-13) is ``chatter`` (default: F-02's headers) or ``cloudevents`` (the CloudEvents Kafka
+    binding, binary mode); it shapes records built from the document, not what a ``body_resolver`` returns.
 
     A bad option raises ``ConfigurationError`` naming it and its value.
     """

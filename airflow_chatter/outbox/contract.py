@@ -40,6 +40,8 @@ class Deliverable:
     content_type: str
     context: Mapping[str, Any]
     infrastructure: str | None
+    #: The document's ``_ts`` (its last write, epoch seconds) when it has an integer one: CloudEvents' ``time``.
+    written_at: int | None = None
 
 
 @dataclass(frozen=True)
@@ -206,6 +208,7 @@ def _verify_each_check(document: object) -> Deliverable | Undeliverable:
         content_type=content_type,
         context=context,
         infrastructure=infrastructure,
+        written_at=ts if isinstance(document, dict) and type(ts := document.get("_ts")) is int else None,
     )
 
 

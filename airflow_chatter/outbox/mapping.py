@@ -90,6 +90,15 @@ def to_outgoing_message(
     return OutgoingMessage(deliverable.destination, deliverable.body.encode("utf-8"), key, tuple(headers))
 
 
+def with_trace_headers(message: OutgoingMessage, headers: Mapping[str, str] | None) -> OutgoingMessage:
+    """``message`` (a resolver's record) with its send span's trace headers in place of any it carried."""
+    if not headers:
+        return message
+    kept = tuple((k, v) for k, v in message.headers if k not in TRACE_HEADERS)
+    added = tuple((k, v.encode("utf-8")) for k, v in headers.items() if k in TRACE_HEADERS)
+    return OutgoingMessage(message.topic, message.value, message.key, kept + added)
+
+
 __all__ = [
     "CONTENT_TYPE_HEADER",
     "KEY_STRATEGIES",
@@ -99,4 +108,5 @@ __all__ = [
     "header_value",
     "record_key",
     "to_outgoing_message",
+    "with_trace_headers",
 ]

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 #: The header a message's identity travels in (F-02): what the drain writes and the inbox deduplicates on (F-07).
 MESSAGE_ID_HEADER = "message-id"
+#: Where a CloudEvents record (binary mode, F-13) carries the same identity.
+CLOUDEVENTS_ID_HEADER = "ce_id"
 
 
 @dataclass(frozen=True)
@@ -45,9 +47,13 @@ class ReceivedMessage:
 
     @property
     def message_id(self) -> str | None:
-        """The ``message-id`` header, strict UTF-8; ``None`` when absent or not UTF-8. The at-least-once consumer
-        hands on only messages where it is non-blank; the receiver decides identity through its identity function."""
+        """The message's identity from its headers: ``message-id`` (F-02), else a CloudEvent's ``ce_id`` (F-13);
+        strict UTF-8, ``None`` when absent or not UTF-8. This is the one place either format's identity is read:
+        the at-least-once consumer hands on only messages where it is non-blank; the receiver decides identity
+        through its identity function, whose default is this."""
         raw = self.header_bytes(MESSAGE_ID_HEADER)
+        if raw is None:
+            raw = self.header_bytes(CLOUDEVENTS_ID_HEADER)
         if raw is None:
             return None
         try:
@@ -137,6 +143,7 @@ class Publisher(abc.ABC):
 
 
 __all__ = [
+    "CLOUDEVENTS_ID_HEADER",
     "MESSAGE_ID_HEADER",
     "MessageRejected",
     "MessageSource",

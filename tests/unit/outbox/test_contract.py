@@ -383,8 +383,9 @@ def test_ctr_01_deliverable_is_an_ordinary_frozen_dataclass() -> None:
         "content_type",
         "context",
         "infrastructure",
+        "written_at",
     ]
-    assert dataclasses.astuple(by_position) == values
+    assert dataclasses.astuple(by_position) == (*values, None), "written_at defaults to None"
     assert dataclasses.replace(by_position, body="c") == Deliverable("m", "d", "c", "t", {"a": 1}, None)
     with pytest.raises(dataclasses.FrozenInstanceError):
         by_position.body = "x"  # type: ignore[misc]
