@@ -55,6 +55,7 @@ from airflow_chatter.operations.monitoring import (
     source_overview,
 )
 from airflow_chatter.operations.outbox_queries import count_undeliverable
+from airflow_chatter.operations.overview import OverviewRow, broken_row, overview_row, sort_rows
 from airflow_chatter.ports import ContainerError, DocumentContainer, IdempotencyStore
 
 log = logging.getLogger("airflow_chatter.ui")
@@ -275,6 +276,27 @@ class _Api:
         return user, source
 
 
+def valid_sources(backend: Backend) -> list[SourceConfig]:
+    """The sources that parse; none while the file is broken as a whole (``broken_entries`` says why)."""
+    try:
+        return list(backend.sources().sources)
+    except ConfigurationError:
+        return []
+
+
+def broken_entries(backend: Backend) -> list[tuple[str, str]]:
+    """The sources entries that do not parse, as ``(name, error)``: the one place the overview learns of them.
+
+    The sources file is parsed all-or-nothing here, so a broken file is one entry named ``sources file``; a per-entry
+    parse (finding 1) replaces this body and the overview then shows each broken entry by its name.
+    """
+    try:
+        backend.sources()
+    except ConfigurationError as error:
+        return [("sources file", str(error))]
+    return []
+
+
 def create_app(
     backend: Backend,
     *,
@@ -374,6 +396,11 @@ def create_app(
             "totals_from": "run summaries",
             "telemetry": backend.telemetry(),
             "idempotency": dataclasses.asdict(api.idempotency(config)),
+            # What the caller may do here: the page hides the actions that would answer 403.
+            "permissions": {
+                "edit": backend.authorized(user, "PUT", config.dag_id),
+                "backfill": backend.authorized(user, "POST", api.backfill_dag_id, run=True),
+            },
         }
 
     @reader.get("/sources/{source}/undeliverable", summary="Undeliverable documents, paged, with their violations")
@@ -404,6 +431,33 @@ def create_app(
             if record.run_id == run_id:
                 return dataclasses.asdict(record)
         raise HTTPException(404, {"field": "run_id", "message": f"run_id={run_id!r} is not a recent run"})
+
+    @reader.get("/overview", summary="One row per source the caller may read, the most severe state first")
+    def overview_table(
+        runs: int = Query(20, ge=1, le=MAX_RUNS, description=f"Recent runs to read (at most {MAX_RUNS})."),
+        user: User = Depends(read_access),  # noqa: B008
+    ) -> dict[str, Any]:
+        rows: list[OverviewRow] = []
+        can: dict[str, dict[str, bool]] = {}
+        for name, error in broken_entries(backend):
+            rows.append(broken_row(name, error))
+        for config in valid_sources(backend):
+            if not backend.authorized(user, "GET", config.dag_id):
+                continue  # a source whose DAG the caller may not read is not shown
+            monitored, leases = backend.containers(config)
+            store = monitor_store(config.to_options(), monitored, leases)
+            view = source_overview(config.name, config.dag_id, store, monitored, backend.runs(config.dag_id, runs))
+            rows.append(overview_row(view, now=store.now()))
+            can[config.name] = {
+                "edit": backend.authorized(user, "PUT", config.dag_id),
+                "backfill": backend.authorized(user, "POST", api.backfill_dag_id, run=True),
+            }
+        return {
+            "rows": [dataclasses.asdict(row) for row in sort_rows(rows)],
+            "permissions": can,
+            "user": user.name,
+            "backfill_dag_id": api.backfill_dag_id,
+        }
 
     # -- acting ------------------------------------------------------------------------------------------------
 
