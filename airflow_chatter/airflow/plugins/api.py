@@ -63,6 +63,12 @@ log = logging.getLogger("airflow_chatter.ui")
 #: Recent runs a source's page reads (their XCom summaries), at most.
 MAX_RUNS = 50
 BUNDLE = "chatter-ui.js"
+#: The navigation icon, inline (the wheel ships only the static *.js): a grey line drawing, legible in both themes.
+ICON_SVG = (
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" fill="none" stroke="#888" stroke-width="2" '
+    'stroke-linecap="round" stroke-linejoin="round"><path d="M4 4h16v10H4z"/><path d="M8 18h8"/>'
+    '<path d="M12 14v4"/><path d="M9 9l3-3 3 3"/></svg>'
+)
 
 Method = Literal["GET", "PUT", "POST"]
 
@@ -527,5 +533,10 @@ def create_app(
         """The page's ES module (code only, no data: public like Airflow's own static files)."""
         text = resources.files("airflow_chatter.airflow.plugins").joinpath("static", BUNDLE).read_text("utf-8")
         return Response(text, media_type="text/javascript", headers={"Cache-Control": "no-cache"})
+
+    @app.get("/static/chatter-icon.svg", include_in_schema=False)
+    def icon() -> Response:
+        """The navigation icon (public, like the bundle)."""
+        return Response(ICON_SVG, media_type="image/svg+xml", headers={"Cache-Control": "max-age=3600"})
 
     return app

@@ -445,3 +445,9 @@ def test_a_broken_sources_file_is_a_broken_config_row(client: TestClient, backen
 def test_the_source_detail_tells_the_page_what_the_caller_may_do(client: TestClient) -> None:
     assert client.get("/api/sources/orders", headers=auth("viewer")).json()["permissions"]["edit"] is False
     assert client.get("/api/sources/orders", headers=auth("admin")).json()["permissions"]["edit"] is True
+
+
+def test_the_navigation_icon_is_served_as_svg(client: TestClient) -> None:
+    response = client.get("/static/chatter-icon.svg")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("image/svg+xml")
+    assert response.text.startswith("<svg")

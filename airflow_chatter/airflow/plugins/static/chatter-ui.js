@@ -61,7 +61,29 @@ function post(path, key, body) {
 }
 
 const short = (text, n = 14) => (text && text.length > n ? `${text.slice(0, 6)}…${text.slice(-6)}` : text || "–");
-const when = (iso) => (iso ? new Date(iso).toLocaleString() : "–");
+// Airflow's UI keeps the user's timezone choice in localStorage ("timezone", JSON or plain; UTC by default) and
+// shows dates as YYYY-MM-DD HH:mm:ss in it: the page does the same, naming the zone.
+function uiTimezone() {
+  let zone = "UTC";
+  try {
+    const raw = globalThis.localStorage && globalThis.localStorage.getItem("timezone");
+    if (raw) zone = raw.startsWith('"') ? JSON.parse(raw) : raw;
+    new Intl.DateTimeFormat("en", { timeZone: zone });
+  } catch (_) {
+    zone = "UTC";
+  }
+  return zone;
+}
+function when(iso) {
+  if (!iso) return "–";
+  const zone = uiTimezone();
+  const parts = Object.fromEntries(
+    new Intl.DateTimeFormat("en-CA", { timeZone: zone, year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" })
+      .formatToParts(new Date(iso))
+      .map((p) => [p.type, p.value]),
+  );
+  return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute}:${parts.second}${zone === "UTC" ? " UTC" : ""}`;
+}
 // A feed range token is JSON with the range's EPK bounds: show them as [min, max).
 function range(token) {
   try {
@@ -141,7 +163,7 @@ function Leases({ source, view, reload }) {
       h(Cell, null, seconds(lease.continuation_age_seconds)),
       h(Cell, null, last ? `${lease.last_drain_run}: published ${last.published}, delivered ${last.delivered}, undeliverable ${last.undeliverable}${last.error_type ? `, ${last.error_type}` : ""}` : "–"),
       h(Cell, { "data-testid": "lease-pending" }, pending),
-      h(Cell, null, lease.owner ? h(C.Button, { size: "xs", variant: "outline", loading: state.busy, onClick: async () => (await release(lease)) && reload() }, "Release") : null),
+      h(Cell, null, lease.owner && view.permissions && view.permissions.edit ? h(C.Button, { size: "xs", variant: "outline", loading: state.busy, onClick: async () => (await release(lease)) && reload() }, "Release") : null),
     );
   });
   return h(
@@ -166,7 +188,7 @@ function Suspensions({ view }) {
   return h(Section, { title: "Drain Suspensions" }, h(DataTable, { columns: ["Lease", "Consecutive failures", "Window end", "Last fault"], rows, testid: "suspensions", empty: "No lease is suspended." }));
 }
 
-function Undeliverable({ source, reload }) {
+function Undeliverable({ source, reload, canEdit }) {
   const [search, setSearch] = useState("");
   const [pages, setPages] = useState([null]);
   const [page, setPage] = useState(null);
@@ -210,9 +232,9 @@ function Undeliverable({ source, reload }) {
       C.HStack,
       { mb: 2, gap: 2 },
       h(C.Input, { size: "sm", maxW: "xs", placeholder: "Search by message id", value: search, onChange: (e) => { setSearch(e.target.value); setPages([null]); } }),
-      h(C.Button, { size: "sm", colorPalette: "blue", disabled: !chosen.length, loading: state.busy, onClick: async () => { if (await requeue(chosen)) { setSelected({}); load(); reload(); } } }, `Requeue selected (${chosen.length})`),
-      h(C.Button, { size: "sm", variant: "outline", disabled: pages.length < 2, onClick: () => setPages(pages.slice(0, -1)) }, "Previous"),
-      h(C.Button, { size: "sm", variant: "outline", disabled: !(page && page.continuation), onClick: () => setPages([...pages, page.continuation]) }, "Next"),
+      canEdit === false ? null : h(C.Button, { size: "sm", colorPalette: "blue", disabled: !chosen.length, _disabled: { opacity: 0.4, cursor: "not-allowed" }, loading: state.busy, onClick: async () => { if (await requeue(chosen)) { setSelected({}); load(); reload(); } } }, `Requeue selected (${chosen.length})`),
+      h(C.Button, { size: "sm", variant: "outline", disabled: pages.length < 2, _disabled: { opacity: 0.4, cursor: "not-allowed" }, onClick: () => setPages(pages.slice(0, -1)) }, "Previous"),
+      h(C.Button, { size: "sm", variant: "outline", disabled: !(page && page.continuation), _disabled: { opacity: 0.4, cursor: "not-allowed" }, onClick: () => setPages([...pages, page.continuation]) }, "Next"),
     ),
     error ? h(C.Text, { color: "fg.error", fontSize: "sm" }, error) : null,
     state.error ? h(C.Text, { color: "fg.error", fontSize: "sm" }, state.error) : null,
@@ -284,6 +306,38 @@ function Backfill({ source, backfillDag }) {
 }
 
 // A source that needs no attention starts folded to its header line, so the ones that do stand out.
+
+const STATE_COLOR = { suspended: "red", "broken config": "red", failing: "orange", undeliverable: "orange", lagging: "yellow", healthy: "green" };
+
+// The top of the page: one row per source, the worst first (the API sorts; the state is the core's rule).
+function Overview({ data, onOpen }) {
+  const columns = ["Source", "State", "Leases", "Pending", "Lag", "Undeliverable", "Last drain", "Published (1 h)", "RU / delivered"];
+  return h(
+    C.Table.Root,
+    { size: "sm", variant: "outline", mb: 4, "data-testid": "chatter-overview" },
+    h(C.Table.Header, null, h(C.Table.Row, null, columns.map((c) => h(C.Table.ColumnHeader, { key: c, px: 2 }, c)))),
+    h(
+      C.Table.Body,
+      null,
+      data.rows.map((r) =>
+        h(
+          C.Table.Row,
+          { key: r.source, "data-testid": `overview-${r.source}`, "data-state": r.state, cursor: r.dag_id ? "pointer" : "default", onClick: () => r.dag_id && onOpen(r.source) },
+          h(Cell, { fontWeight: "semibold" }, r.source, r.live ? h(C.Badge, { ml: 2, colorPalette: "blue" }, "live") : null),
+          h(Cell, { title: r.error || r.reasons.join("; ") }, h(C.Badge, { colorPalette: STATE_COLOR[r.state] || "gray" }, r.state), r.error ? h(C.Text, { fontSize: "xs", color: "fg.error" }, r.error) : null),
+          h(Cell, null, `${r.leases}`, r.suspended_leases ? h(C.Badge, { ml: 1, colorPalette: "red", as: "a", href: `#chatter-${r.source}-suspensions` }, `${r.suspended_leases} suspended`) : null),
+          h(Cell, null, r.pending === null ? "–" : `${r.pending}${r.pending_bounded ? "+" : ""}`),
+          h(Cell, null, seconds(r.lag_seconds)),
+          h(Cell, null, r.undeliverable ? h(C.Badge, { colorPalette: "orange", as: "a", href: `#chatter-${r.source}-undeliverable` }, `${r.undeliverable}`) : r.undeliverable === null ? "–" : "0"),
+          h(Cell, null, r.last_drain_at ? `${when(r.last_drain_at)} (${r.last_drain_state || "?"})` : "–"),
+          h(Cell, null, `${r.published_last_hour}`),
+          h(Cell, null, r.request_units_per_delivered === null ? "–" : `${r.request_units_per_delivered}`),
+        ),
+      ),
+    ),
+  );
+}
+
 function SourcePanel({ source, backfillDag, runId, quiet }) {
   const [open, setOpen] = useState(!quiet);
   if (!open)
@@ -315,6 +369,7 @@ function OpenPanel({ source, backfillDag, runId }) {
   if (error) return h(C.Text, { color: "fg.error" }, error);
   if (!view) return h(C.Spinner, { size: "sm" });
   const run = runId ? view.runs.find((r) => r.run_id === runId) : null;
+  const can = view.permissions || { edit: false, backfill: false };
   return h(
     C.Box,
     { borderWidth: "1px", borderRadius: "md", p: 4, mb: 4, "data-testid": `source-${source}` },
@@ -330,20 +385,26 @@ function OpenPanel({ source, backfillDag, runId }) {
     view.idempotency && view.idempotency.warning ? h(C.Text, { mt: 1, fontSize: "xs", color: "fg.warning", "data-testid": "idempotency-warning" }, `Actions: ${view.idempotency.warning}.`) : null,
     run ? h(C.Text, { mt: 2, fontSize: "sm", "data-testid": "this-run" }, `This run: published ${run.published}, delivered ${run.delivered}, undeliverable ${run.undeliverable}, refused batches ${run.refused_batches}.`) : null,
     h(Leases, { source, view, reload }),
-    h(Suspensions, { view }),
-    h(Undeliverable, { source, reload }),
+    h(C.Box, { id: `chatter-${source}-suspensions` }, h(Suspensions, { view })),
+    h(C.Box, { id: `chatter-${source}-undeliverable` }, h(Undeliverable, { source, reload, canEdit: can.edit })),
     h(Runs, { view }),
     h(Totals, { view }),
-    h(Backfill, { source, backfillDag }),
+    can.backfill ? h(Backfill, { source, backfillDag }) : h(C.Text, { fontSize: "xs", color: "fg.muted", "data-testid": "read-only" }, "Read-only: you may not edit this DAG or trigger a backfill."),
   );
 }
 
 function ChatterOutbox(props) {
   const [sources, setSources] = useState(null);
+  const [overview, setOverview] = useState(null);
   const [error, setError] = useState(null);
   useEffect(() => {
     call("/sources").then(setSources, (e) => setError(String(e.message || e)));
+    if (!(props && props.dagId)) call("/overview").then(setOverview, (e) => setError(String(e.message || e)));
   }, []);
+  const open = (name) => {
+    const el = document.getElementById(`chatter-${name}`);
+    if (el) el.scrollIntoView({ behavior: "smooth", block: "start" });
+  };
   if (error) return h(C.Box, { p: 4 }, h(C.Text, { color: "fg.error" }, error));
   if (!sources) return h(C.Box, { p: 4 }, h(C.Spinner, null));
   const needs = (s) => s.suspended_leases.length > 0 || s.undeliverable > 0;
@@ -355,6 +416,7 @@ function ChatterOutbox(props) {
     C.Box,
     { p: 4, "data-testid": "chatter-page" },
     h(C.Heading, { size: "lg", mb: 2 }, "Outbox drains"),
+    overview ? h(Overview, { data: overview, onOpen: open }) : null,
     props && props.dagId
       ? null
       : h(
@@ -364,7 +426,7 @@ function ChatterOutbox(props) {
           h(C.Badge, { size: "lg", colorPalette: undeliverable ? "orange" : "green" }, undeliverable ? `${undeliverable} undeliverable document(s)` : "No undeliverable document"),
         ),
     shown.length
-      ? shown.map((s) => h(SourcePanel, { key: s.name, source: s.name, backfillDag: sources.backfill_dag_id, runId: props && props.runId, quiet: !needs(s) && !(props && props.dagId) }))
+      ? shown.map((s) => h(C.Box, { key: s.name, id: `chatter-${s.name}` }, h(SourcePanel, { source: s.name, backfillDag: sources.backfill_dag_id, runId: props && props.runId, quiet: !needs(s) && !(props && props.dagId) })))
       : h(C.Text, null, props && props.dagId ? "This DAG is not an outbox drain DAG." : "No source is configured (or you may read none)."),
   );
 }
