@@ -114,35 +114,43 @@ function Section({ title, children }) {
 }
 
 // A small chart over the recent runs, oldest to newest: published and delivered (bars) and continuation age (line).
+// A run that moved nothing and failed nothing: counted, not drawn row by row.
+const emptyRun = (r) => !r.published && !r.delivered && !r.undeliverable && !r.refused_batches && !r.failed_leases;
+
+// A time series: x is when each run started (in the UI's timezone), left axis documents per run (published blue,
+// delivered green), right axis the lag (max continuation age, orange), with ticks and units.
 function RunChart({ runs }) {
-  const points = [...runs].reverse();
+  const points = [...runs].filter((p) => p.at).reverse();
   if (!points.length) return null;
-  const width = 360;
-  const height = 90;
-  const step = width / Math.max(points.length, 1);
+  const W = 560, H = 160, L = 44, R = 48, T = 8, B = 30;
+  const t = points.map((p) => new Date(p.at).getTime());
+  const t0 = Math.min(...t), t1 = Math.max(t0 + 1, ...t);
+  const x = (ms) => L + ((ms - t0) / (t1 - t0)) * (W - L - R);
   const most = Math.max(1, ...points.map((p) => Math.max(p.published, p.delivered)));
   const oldest = Math.max(1, ...points.map((p) => p.max_continuation_age_seconds || 0));
-  const line = points
-    .map((p, i) => `${i * step + step / 2},${height - ((p.max_continuation_age_seconds || 0) / oldest) * (height - 8)}`)
-    .join(" ");
+  const y = (v, top) => H - B - (v / top) * (H - B - T);
+  const poly = (f, top) => points.map((p, i) => `${x(t[i])},${y(f(p) || 0, top)}`).join(" ");
+  const ticks = [0, 0.5, 1];
+  const text = (props, label) => h("text", { fontSize: 10, fill: "currentColor", ...props }, label);
   return h(
     C.Box,
     { "data-testid": "run-chart", color: "fg.muted" },
     h(
       "svg",
-      { width, height, role: "img", "aria-label": "published, delivered and continuation age over recent runs" },
-      points.map((p, i) =>
-        h(
-          "g",
-          { key: p.run_id },
-          h("title", null, `${p.run_id}: published ${p.published}, delivered ${p.delivered}, age ${seconds(p.max_continuation_age_seconds)}`),
-          h("rect", { x: i * step + 2, width: step / 2 - 2, y: height - (p.published / most) * (height - 8), height: (p.published / most) * (height - 8), fill: "#4299e1" }),
-          h("rect", { x: i * step + step / 2, width: step / 2 - 2, y: height - (p.delivered / most) * (height - 8), height: (p.delivered / most) * (height - 8), fill: "#48bb78" }),
-        ),
-      ),
-      h("polyline", { points: line, fill: "none", stroke: "#ed8936", strokeWidth: 2 }),
+      { width: W, height: H, role: "img", "aria-label": "documents published and delivered per run, and lag, over time" },
+      h("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: "currentColor" }),
+      h("line", { x1: L, y1: T, x2: L, y2: H - B, stroke: "currentColor" }),
+      h("line", { x1: W - R, y1: T, x2: W - R, y2: H - B, stroke: "currentColor" }),
+      ticks.map((f) => h("g", { key: `y${f}` }, text({ x: L - 4, y: y(f * most, most) + 3, textAnchor: "end" }, `${Math.round(f * most)}`), text({ x: W - R + 4, y: y(f * oldest, oldest) + 3 }, seconds(f * oldest)))),
+      ticks.map((f) => text({ key: `x${f}`, x: L + f * (W - L - R), y: H - B + 14, textAnchor: f === 0 ? "start" : f === 1 ? "end" : "middle" }, when(new Date(t0 + f * (t1 - t0)).toISOString()).slice(5, 16))),
+      text({ x: 2, y: T + 2, transform: `rotate(90 2 ${T + 2})` }, "documents / run"),
+      text({ x: W - 2, y: T + 2, textAnchor: "end", transform: `rotate(-90 ${W - 2} ${T + 2})` }, "lag"),
+      h("polyline", { points: poly((p) => p.published, most), fill: "none", stroke: "#4299e1", strokeWidth: 2 }),
+      h("polyline", { points: poly((p) => p.delivered, most), fill: "none", stroke: "#48bb78", strokeWidth: 2, strokeDasharray: "4 2" }),
+      h("polyline", { points: poly((p) => p.max_continuation_age_seconds, oldest), fill: "none", stroke: "#ed8936", strokeWidth: 2 }),
+      points.map((p, i) => h("circle", { key: p.run_id, cx: x(t[i]), cy: y(p.published, most), r: 3, fill: "#4299e1" }, h("title", null, `${p.run_id} (${when(p.at)}): published ${p.published}, delivered ${p.delivered}, lag ${seconds(p.max_continuation_age_seconds)}`))),
     ),
-    h(C.Text, { fontSize: "xs" }, "blue: published · green: delivered · orange: continuation age (max ", seconds(oldest), ")"),
+    h(C.Text, { fontSize: "xs" }, "blue: published per run · green (dashed): delivered per run · orange: lag (max continuation age, right axis)"),
   );
 }
 
@@ -245,7 +253,9 @@ function Undeliverable({ source, reload, canEdit }) {
 }
 
 function Runs({ view }) {
-  const rows = view.runs.map((r) =>
+  const shown = view.runs.filter((r) => !emptyRun(r));
+  const hidden = view.runs.length - shown.length;
+  const rows = shown.map((r) =>
     h(
       C.Table.Row,
       { key: r.run_id, "data-testid": "run-row" },
@@ -258,7 +268,7 @@ function Runs({ view }) {
       h(Cell, null, r.request_units === null ? "–" : `${r.request_units} (${r.request_units_per_delivered ?? "–"} per delivered)`),
     ),
   );
-  return h(Section, { title: "Recent drains" }, h(RunChart, { runs: view.runs }), h(DataTable, { columns: ["Run", "Started", "State", "Published / delivered / undeliverable", "Refused batches", "Continuation age", "Request units"], rows, testid: "runs", empty: "No drain has run yet." }));
+  return h(Section, { title: "Recent drains" }, h(RunChart, { runs: view.runs }), h(DataTable, { columns: ["Run", "Started", "State", "Published / delivered / undeliverable", "Refused batches", "Continuation age", "Request units"], rows, testid: "runs", empty: view.runs.length ? "No run moved a document." : "No drain has run yet." }), hidden ? h(C.Text, { fontSize: "xs", color: "fg.muted", "data-testid": "empty-runs" }, `${hidden} run(s) that moved no document are not listed.`) : null);
 }
 
 function Totals({ view }) {
