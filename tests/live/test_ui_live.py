@@ -212,6 +212,13 @@ def test_ui_the_page_shows_the_suspension_and_the_undeliverable_documents_in_lig
             "messageIds": sorted(d["MessageId"] for d in scenario["bad"]),
             "violations": ["Destination", "Destination"],
         }
+        overview = browser.evaluate(
+            "[...document.querySelectorAll('[data-testid=chatter-overview] tbody tr')]"
+            ".map(r => [r.dataset.testid.replace('overview-', ''), r.dataset.state])"
+        )
+        order = ("suspended", "broken config", "failing", "undeliverable", "lagging", "healthy")
+        assert overview[0] == [SOURCE, "suspended"], overview
+        assert [order.index(state) for _, state in overview] == sorted(order.index(state) for _, state in overview)
         light_rgb = browser.evaluate(TEXT_RGB)
         light = browser.screenshot(tmp_path / "chatter-ui-light.png")
 

@@ -72,6 +72,7 @@ from airflow_chatter.operations.monitoring import (
     source_overview,
 )
 from airflow_chatter.operations.outbox_queries import count_undeliverable
+from airflow_chatter.operations.overview import OverviewRow, broken_row, overview_row, sort_rows
 from airflow_chatter.ports import ContainerError, DocumentContainer, IdempotencyStore
 
 log = logging.getLogger("airflow_chatter.ui")
@@ -79,6 +80,12 @@ log = logging.getLogger("airflow_chatter.ui")
 #: Recent runs a source's page reads (their XCom summaries), at most.
 MAX_RUNS = 50
 BUNDLE = "chatter-ui.js"
+#: The navigation icon, inline (the wheel ships only the static *.js): a grey line drawing, legible in both themes.
+ICON_SVG = (
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" fill="none" stroke="#888" stroke-width="2" '
+    'stroke-linecap="round" stroke-linejoin="round"><path d="M4 4h16v10H4z"/><path d="M8 18h8"/>'
+    '<path d="M12 14v4"/><path d="M9 9l3-3 3 3"/></svg>'
+)
 
 Method = Literal["GET", "PUT", "POST"]
 
@@ -350,6 +357,11 @@ def create_app(
             "totals_from": "run summaries",
             "telemetry": backend.telemetry(),
             "idempotency": dataclasses.asdict(api.idempotency(config)),
+            # What the caller may do here: the page hides the actions that would answer 403.
+            "permissions": {
+                "edit": backend.authorized(user, "PUT", config.dag_id),
+                "backfill": backend.authorized(user, "POST", api.backfill_dag_id, run=True),
+            },
         }
 
     @reader.get("/sources/{source}/undeliverable", summary="Undeliverable documents, paged, with their violations")
@@ -418,6 +430,36 @@ def create_app(
                 record = find_run(user, config, run_id)
                 return {**dataclasses.asdict(record), "source": config.name, "dag_id": dag_id, "backfill": False}
         raise HTTPException(404, {"field": "dag_id", "message": f"dag_id={echo(dag_id)!r} drains no outbox"})
+
+    @reader.get("/overview", summary="One row per source the caller may read, the most severe state first")
+    def overview_table(
+        runs: int = Query(20, ge=1, le=MAX_RUNS, description=f"Recent runs to read (at most {MAX_RUNS})."),
+        user: User = Depends(read_access),  # noqa: B008
+    ) -> dict[str, Any]:
+        rows: list[OverviewRow] = []
+        can: dict[str, dict[str, bool]] = {}
+        loaded = api.loaded()
+        for entry in loaded.broken:  # as GET /sources lists them: to whoever may read its DAG
+            if entry.dag_id is None or backend.authorized(user, "GET", entry.dag_id):
+                name = entry.name or f"sources[{entry.index}]"
+                rows.append(broken_row(name, "; ".join(entry.problems), entry.dag_id))
+        for config in loaded.config.sources if loaded.config is not None else ():
+            if not backend.authorized(user, "GET", config.dag_id):
+                continue  # a source whose DAG the caller may not read is not shown
+            monitored, leases = backend.containers(config)
+            store = monitor_store(config.to_options(), monitored, leases)
+            view = source_overview(config.name, config.dag_id, store, monitored, backend.runs(config.dag_id, runs))
+            rows.append(overview_row(view, now=store.now()))
+            can[config.name] = {
+                "edit": backend.authorized(user, "PUT", config.dag_id),
+                "backfill": backend.authorized(user, "POST", api.backfill_dag_id, run=True),
+            }
+        return {
+            "rows": [dataclasses.asdict(row) for row in sort_rows(rows)],
+            "permissions": can,
+            "user": user.name,
+            "backfill_dag_id": api.backfill_dag_id,
+        }
 
     # -- acting ------------------------------------------------------------------------------------------------
 
@@ -488,5 +530,10 @@ def create_app(
         """The page's ES module (code only, no data: public like Airflow's own static files)."""
         text = resources.files("airflow_chatter.airflow.plugins").joinpath("static", BUNDLE).read_text("utf-8")
         return Response(text, media_type="text/javascript", headers={"Cache-Control": "no-cache"})
+
+    @app.get("/static/chatter-icon.svg", include_in_schema=False)
+    def icon() -> Response:
+        """The navigation icon (public, like the bundle)."""
+        return Response(ICON_SVG, media_type="image/svg+xml", headers={"Cache-Control": "max-age=3600"})
 
     return app

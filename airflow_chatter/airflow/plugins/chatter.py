@@ -19,9 +19,11 @@ from airflow_chatter.airflow.plugins.conf_guard import ChatterConfGuard
 
 URL_PREFIX = "/chatter"
 #: The page's name in the navigation, and the ``globalThis`` name its ES module registers its component under.
-PAGE_NAME = "Outbox drains"
+PAGE_NAME = "Outbox"
 COMPONENT = "ChatterOutbox"
 BUNDLE_URL = f"{URL_PREFIX}/static/chatter-ui.js"
+#: The navigation icon (Airflow 3.1+ ``react_apps`` ``icon``): a neutral grey line drawing, legible in both themes.
+ICON_URL = f"{URL_PREFIX}/static/chatter-icon.svg"
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -61,6 +63,6 @@ class ChatterPlugin(AirflowPlugin):
     ]
     fastapi_apps = [{"app": LazyApp(build_app), "url_prefix": URL_PREFIX, "name": "airflow-chatter API"}]  # noqa: RUF012 - Airflow's plugin attribute
     react_apps = [  # noqa: RUF012 - Airflow's plugin attribute
-        {"name": PAGE_NAME, "bundle_url": BUNDLE_URL, "destination": "nav", "url_route": "chatter"},
+        {"name": PAGE_NAME, "bundle_url": BUNDLE_URL, "destination": "nav", "url_route": "chatter", "icon": ICON_URL},
         {"name": "Outbox", "bundle_url": BUNDLE_URL, "destination": "dag_run", "url_route": "chatter-run"},
     ]

@@ -417,3 +417,33 @@ def test_the_ui_backfill_sends_only_the_dags_params_a_timestamp_start_and_refuse
         "/api/sources/orders/backfill", json={"point_in_time": "x"}, headers={**auth("admin"), **key("b6")}
     )
     assert unknown.status_code == 422 and "point_in_time" in unknown.text
+
+
+def test_the_overview_lists_readable_sources_worst_first_with_what_the_caller_may_do(
+    client: TestClient, backend: FakeBackend
+) -> None:
+    engine = backend.engine()
+    (lease,) = engine.store.list_leases()
+    engine.store.save_suspension(lease, SuspensionState(5, True, backend.clock.now, False))
+    view = client.get("/api/overview", headers=auth("viewer")).json()
+    assert [(r["source"], r["state"]) for r in view["rows"]] == [("orders", "suspended"), ("billing", "healthy")]
+    orders = view["rows"][0]
+    assert orders["leases"] == 1 and orders["suspended_leases"] == 1 and orders["undeliverable"] == 2
+    assert orders["last_drain_run"] == "run-0" and "2 undeliverable document(s)" in orders["reasons"]
+    assert view["permissions"]["orders"] == {"edit": False, "backfill": False}
+    admin = client.get("/api/overview", headers=auth("admin")).json()
+    assert admin["permissions"]["orders"] == {"edit": True, "backfill": True}
+    outsider = client.get("/api/overview", headers=auth("outsider")).json()
+    assert [r["source"] for r in outsider["rows"]] == ["billing"], "a DAG the caller may not read is not shown"
+    assert client.get("/api/overview").status_code == 401
+
+
+def test_the_source_detail_tells_the_page_what_the_caller_may_do(client: TestClient) -> None:
+    assert client.get("/api/sources/orders", headers=auth("viewer")).json()["permissions"]["edit"] is False
+    assert client.get("/api/sources/orders", headers=auth("admin")).json()["permissions"]["edit"] is True
+
+
+def test_the_navigation_icon_is_served_as_svg(client: TestClient) -> None:
+    response = client.get("/static/chatter-icon.svg")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("image/svg+xml")
+    assert response.text.startswith("<svg")

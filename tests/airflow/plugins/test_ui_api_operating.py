@@ -73,6 +73,10 @@ def test_a_broken_entry_is_listed_as_broken_and_the_valid_sources_still_answer(
     assert app.get("/api/sources/orders", headers=auth("viewer")).status_code == 200, "a healthy source answers"
     one = app.get("/api/sources/broken", headers=auth("viewer"))
     assert one.status_code == 404 and one.json()["field"] == "sources[1] (broken).database", one.text
+    rows = app.get("/api/overview", headers=auth("viewer")).json()["rows"]
+    assert rows[0]["state"] == "broken config" and rows[0]["source"] == "broken", rows
+    assert "sources[1] (broken).database" in rows[0]["error"], rows[0]
+    assert sorted(r["source"] for r in rows[1:]) == sorted([SOURCE.name, OTHER.name]), "the valid sources stay listed"
 
 
 def test_a_broken_entry_is_hidden_from_who_may_not_read_its_dag(backend: FakeBackend, tmp_path: Path) -> None:

@@ -61,7 +61,29 @@ function post(path, key, body) {
 }
 
 const short = (text, n = 14) => (text && text.length > n ? `${text.slice(0, 6)}…${text.slice(-6)}` : text || "–");
-const when = (iso) => (iso ? new Date(iso).toLocaleString() : "–");
+// Airflow's UI keeps the user's timezone choice in localStorage ("timezone", JSON or plain; UTC by default) and
+// shows dates as YYYY-MM-DD HH:mm:ss in it: the page does the same, naming the zone.
+function uiTimezone() {
+  let zone = "UTC";
+  try {
+    const raw = globalThis.localStorage && globalThis.localStorage.getItem("timezone");
+    if (raw) zone = raw.startsWith('"') ? JSON.parse(raw) : raw;
+    new Intl.DateTimeFormat("en", { timeZone: zone });
+  } catch (_) {
+    zone = "UTC";
+  }
+  return zone;
+}
+function when(iso) {
+  if (!iso) return "–";
+  const zone = uiTimezone();
+  const parts = Object.fromEntries(
+    new Intl.DateTimeFormat("en-CA", { timeZone: zone, year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" })
+      .formatToParts(new Date(iso))
+      .map((p) => [p.type, p.value]),
+  );
+  return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute}:${parts.second}${zone === "UTC" ? " UTC" : ""}`;
+}
 // A feed range token is JSON with the range's EPK bounds: show them as [min, max).
 function range(token) {
   try {
@@ -92,35 +114,43 @@ function Section({ title, children }) {
 }
 
 // A small chart over the recent runs, oldest to newest: published and delivered (bars) and continuation age (line).
+// A run that moved nothing and failed nothing: counted, not drawn row by row.
+const emptyRun = (r) => !r.published && !r.delivered && !r.undeliverable && !r.refused_batches && !r.failed_leases;
+
+// A time series: x is when each run started (in the UI's timezone), left axis documents per run (published blue,
+// delivered green), right axis the lag (max continuation age, orange), with ticks and units.
 function RunChart({ runs }) {
-  const points = [...runs].reverse();
+  const points = [...runs].filter((p) => p.at).reverse();
   if (!points.length) return null;
-  const width = 360;
-  const height = 90;
-  const step = width / Math.max(points.length, 1);
+  const W = 560, H = 160, L = 44, R = 48, T = 8, B = 30;
+  const t = points.map((p) => new Date(p.at).getTime());
+  const t0 = Math.min(...t), t1 = Math.max(t0 + 1, ...t);
+  const x = (ms) => L + ((ms - t0) / (t1 - t0)) * (W - L - R);
   const most = Math.max(1, ...points.map((p) => Math.max(p.published, p.delivered)));
   const oldest = Math.max(1, ...points.map((p) => p.max_continuation_age_seconds || 0));
-  const line = points
-    .map((p, i) => `${i * step + step / 2},${height - ((p.max_continuation_age_seconds || 0) / oldest) * (height - 8)}`)
-    .join(" ");
+  const y = (v, top) => H - B - (v / top) * (H - B - T);
+  const poly = (f, top) => points.map((p, i) => `${x(t[i])},${y(f(p) || 0, top)}`).join(" ");
+  const ticks = [0, 0.5, 1];
+  const text = (props, label) => h("text", { fontSize: 10, fill: "currentColor", ...props }, label);
   return h(
     C.Box,
     { "data-testid": "run-chart", color: "fg.muted" },
     h(
       "svg",
-      { width, height, role: "img", "aria-label": "published, delivered and continuation age over recent runs" },
-      points.map((p, i) =>
-        h(
-          "g",
-          { key: p.run_id },
-          h("title", null, `${p.run_id}: published ${p.published}, delivered ${p.delivered}, age ${seconds(p.max_continuation_age_seconds)}`),
-          h("rect", { x: i * step + 2, width: step / 2 - 2, y: height - (p.published / most) * (height - 8), height: (p.published / most) * (height - 8), fill: "#4299e1" }),
-          h("rect", { x: i * step + step / 2, width: step / 2 - 2, y: height - (p.delivered / most) * (height - 8), height: (p.delivered / most) * (height - 8), fill: "#48bb78" }),
-        ),
-      ),
-      h("polyline", { points: line, fill: "none", stroke: "#ed8936", strokeWidth: 2 }),
+      { width: W, height: H, role: "img", "aria-label": "documents published and delivered per run, and lag, over time" },
+      h("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: "currentColor" }),
+      h("line", { x1: L, y1: T, x2: L, y2: H - B, stroke: "currentColor" }),
+      h("line", { x1: W - R, y1: T, x2: W - R, y2: H - B, stroke: "currentColor" }),
+      ticks.map((f) => h("g", { key: `y${f}` }, text({ x: L - 4, y: y(f * most, most) + 3, textAnchor: "end" }, `${Math.round(f * most)}`), text({ x: W - R + 4, y: y(f * oldest, oldest) + 3 }, seconds(f * oldest)))),
+      ticks.map((f) => text({ key: `x${f}`, x: L + f * (W - L - R), y: H - B + 14, textAnchor: f === 0 ? "start" : f === 1 ? "end" : "middle" }, when(new Date(t0 + f * (t1 - t0)).toISOString()).slice(5, 16))),
+      text({ x: 2, y: T + 2, transform: `rotate(90 2 ${T + 2})` }, "documents / run"),
+      text({ x: W - 2, y: T + 2, textAnchor: "end", transform: `rotate(-90 ${W - 2} ${T + 2})` }, "lag"),
+      h("polyline", { points: poly((p) => p.published, most), fill: "none", stroke: "#4299e1", strokeWidth: 2 }),
+      h("polyline", { points: poly((p) => p.delivered, most), fill: "none", stroke: "#48bb78", strokeWidth: 2, strokeDasharray: "4 2" }),
+      h("polyline", { points: poly((p) => p.max_continuation_age_seconds, oldest), fill: "none", stroke: "#ed8936", strokeWidth: 2 }),
+      points.map((p, i) => h("circle", { key: p.run_id, cx: x(t[i]), cy: y(p.published, most), r: 3, fill: "#4299e1" }, h("title", null, `${p.run_id} (${when(p.at)}): published ${p.published}, delivered ${p.delivered}, lag ${seconds(p.max_continuation_age_seconds)}`))),
     ),
-    h(C.Text, { fontSize: "xs" }, "blue: published · green: delivered · orange: continuation age (max ", seconds(oldest), ")"),
+    h(C.Text, { fontSize: "xs" }, "blue: published per run · green (dashed): delivered per run · orange: lag (max continuation age, right axis)"),
   );
 }
 
@@ -141,7 +171,7 @@ function Leases({ source, view, reload }) {
       h(Cell, null, seconds(lease.continuation_age_seconds)),
       h(Cell, null, last ? `${lease.last_drain_run}: published ${last.published}, delivered ${last.delivered}, undeliverable ${last.undeliverable}${last.error_type ? `, ${last.error_type}` : ""}` : "–"),
       h(Cell, { "data-testid": "lease-pending" }, pending),
-      h(Cell, null, lease.owner ? h(C.Button, { size: "xs", variant: "outline", loading: state.busy, onClick: async () => (await release(lease)) && reload() }, "Release") : null),
+      h(Cell, null, lease.owner && view.permissions && view.permissions.edit ? h(C.Button, { size: "xs", variant: "outline", loading: state.busy, onClick: async () => (await release(lease)) && reload() }, "Release") : null),
     );
   });
   return h(
@@ -166,7 +196,7 @@ function Suspensions({ view }) {
   return h(Section, { title: "Drain Suspensions" }, h(DataTable, { columns: ["Lease", "Consecutive failures", "Window end", "Last fault"], rows, testid: "suspensions", empty: "No lease is suspended." }));
 }
 
-function Undeliverable({ source, reload }) {
+function Undeliverable({ source, reload, canEdit }) {
   const [search, setSearch] = useState("");
   const [pages, setPages] = useState([null]);
   const [page, setPage] = useState(null);
@@ -210,9 +240,9 @@ function Undeliverable({ source, reload }) {
       C.HStack,
       { mb: 2, gap: 2 },
       h(C.Input, { size: "sm", maxW: "xs", placeholder: "Search by message id", value: search, onChange: (e) => { setSearch(e.target.value); setPages([null]); } }),
-      h(C.Button, { size: "sm", colorPalette: "blue", disabled: !chosen.length, loading: state.busy, onClick: async () => { if (await requeue(chosen)) { setSelected({}); load(); reload(); } } }, `Requeue selected (${chosen.length})`),
-      h(C.Button, { size: "sm", variant: "outline", disabled: pages.length < 2, onClick: () => setPages(pages.slice(0, -1)) }, "Previous"),
-      h(C.Button, { size: "sm", variant: "outline", disabled: !(page && page.continuation), onClick: () => setPages([...pages, page.continuation]) }, "Next"),
+      canEdit === false ? null : h(C.Button, { size: "sm", colorPalette: "blue", disabled: !chosen.length, _disabled: { opacity: 0.4, cursor: "not-allowed" }, loading: state.busy, onClick: async () => { if (await requeue(chosen)) { setSelected({}); load(); reload(); } } }, `Requeue selected (${chosen.length})`),
+      h(C.Button, { size: "sm", variant: "outline", disabled: pages.length < 2, _disabled: { opacity: 0.4, cursor: "not-allowed" }, onClick: () => setPages(pages.slice(0, -1)) }, "Previous"),
+      h(C.Button, { size: "sm", variant: "outline", disabled: !(page && page.continuation), _disabled: { opacity: 0.4, cursor: "not-allowed" }, onClick: () => setPages([...pages, page.continuation]) }, "Next"),
     ),
     error ? h(C.Text, { color: "fg.error", fontSize: "sm" }, error) : null,
     state.error ? h(C.Text, { color: "fg.error", fontSize: "sm" }, state.error) : null,
@@ -223,7 +253,9 @@ function Undeliverable({ source, reload }) {
 }
 
 function Runs({ view }) {
-  const rows = view.runs.map((r) =>
+  const shown = view.runs.filter((r) => !emptyRun(r));
+  const hidden = view.runs.length - shown.length;
+  const rows = shown.map((r) =>
     h(
       C.Table.Row,
       { key: r.run_id, "data-testid": "run-row" },
@@ -236,7 +268,7 @@ function Runs({ view }) {
       h(Cell, null, r.request_units === null ? "–" : `${r.request_units} (${r.request_units_per_delivered ?? "–"} per delivered)`),
     ),
   );
-  return h(Section, { title: "Recent drains" }, h(RunChart, { runs: view.runs }), h(DataTable, { columns: ["Run", "Started", "State", "Published / delivered / undeliverable", "Refused batches", "Continuation age", "Request units"], rows, testid: "runs", empty: "No drain has run yet." }));
+  return h(Section, { title: "Recent drains" }, h(RunChart, { runs: view.runs }), h(DataTable, { columns: ["Run", "Started", "State", "Published / delivered / undeliverable", "Refused batches", "Continuation age", "Request units"], rows, testid: "runs", empty: view.runs.length ? "No run moved a document." : "No drain has run yet." }), hidden ? h(C.Text, { fontSize: "xs", color: "fg.muted", "data-testid": "empty-runs" }, `${hidden} run(s) that moved no document are not listed.`) : null);
 }
 
 function Totals({ view }) {
@@ -284,6 +316,38 @@ function Backfill({ source, backfillDag }) {
 }
 
 // A source that needs no attention starts folded to its header line, so the ones that do stand out.
+
+const STATE_COLOR = { suspended: "red", "broken config": "red", failing: "orange", undeliverable: "orange", lagging: "yellow", healthy: "green" };
+
+// The top of the page: one row per source, the worst first (the API sorts; the state is the core's rule).
+function Overview({ data, onOpen }) {
+  const columns = ["Source", "State", "Leases", "Pending", "Lag", "Undeliverable", "Last drain", "Published (1 h)", "RU / delivered"];
+  return h(
+    C.Table.Root,
+    { size: "sm", variant: "outline", mb: 4, "data-testid": "chatter-overview" },
+    h(C.Table.Header, null, h(C.Table.Row, null, columns.map((c) => h(C.Table.ColumnHeader, { key: c, px: 2 }, c)))),
+    h(
+      C.Table.Body,
+      null,
+      data.rows.map((r) =>
+        h(
+          C.Table.Row,
+          { key: r.source, "data-testid": `overview-${r.source}`, "data-state": r.state, cursor: r.dag_id ? "pointer" : "default", onClick: () => r.dag_id && onOpen(r.source) },
+          h(Cell, { fontWeight: "semibold" }, r.source, r.live ? h(C.Badge, { ml: 2, colorPalette: "blue" }, "live") : null),
+          h(Cell, { title: r.error || r.reasons.join("; ") }, h(C.Badge, { colorPalette: STATE_COLOR[r.state] || "gray" }, r.state), r.error ? h(C.Text, { fontSize: "xs", color: "fg.error" }, r.error) : null),
+          h(Cell, null, `${r.leases}`, r.suspended_leases ? h(C.Badge, { ml: 1, colorPalette: "red", as: "a", href: `#chatter-${r.source}-suspensions` }, `${r.suspended_leases} suspended`) : null),
+          h(Cell, null, r.pending === null ? "–" : `${r.pending}${r.pending_bounded ? "+" : ""}`),
+          h(Cell, null, seconds(r.lag_seconds)),
+          h(Cell, null, r.undeliverable ? h(C.Badge, { colorPalette: "orange", as: "a", href: `#chatter-${r.source}-undeliverable` }, `${r.undeliverable}`) : r.undeliverable === null ? "–" : "0"),
+          h(Cell, null, r.last_drain_at ? `${when(r.last_drain_at)} (${r.last_drain_state || "?"})` : "–"),
+          h(Cell, null, `${r.published_last_hour}`),
+          h(Cell, null, r.request_units_per_delivered === null ? "–" : `${r.request_units_per_delivered}`),
+        ),
+      ),
+    ),
+  );
+}
+
 function SourcePanel({ source, backfillDag, runId, quiet }) {
   const [open, setOpen] = useState(!quiet);
   if (!open)
@@ -319,6 +383,7 @@ function OpenPanel({ source, backfillDag, runId }) {
   }, [source, runId]);
   if (error) return h(C.Text, { color: "fg.error" }, error);
   if (!view) return h(C.Spinner, { size: "sm" });
+  const can = view.permissions || { edit: false, backfill: false };
   return h(
     C.Box,
     { borderWidth: "1px", borderRadius: "md", p: 4, mb: 4, "data-testid": `source-${source}` },
@@ -334,19 +399,21 @@ function OpenPanel({ source, backfillDag, runId }) {
     view.idempotency && view.idempotency.warning ? h(C.Text, { mt: 1, fontSize: "xs", color: "fg.warning", "data-testid": "idempotency-warning" }, `Actions: ${view.idempotency.warning}.`) : null,
     run ? h(C.Text, { mt: 2, fontSize: "sm", "data-testid": "this-run" }, `This run: published ${run.published}, delivered ${run.delivered}, undeliverable ${run.undeliverable}, refused batches ${run.refused_batches}.`) : null,
     h(Leases, { source, view, reload }),
-    h(Suspensions, { view }),
-    h(Undeliverable, { source, reload }),
+    h(C.Box, { id: `chatter-${source}-suspensions` }, h(Suspensions, { view })),
+    h(C.Box, { id: `chatter-${source}-undeliverable` }, h(Undeliverable, { source, reload, canEdit: can.edit })),
     h(Runs, { view }),
     h(Totals, { view }),
-    h(Backfill, { source, backfillDag }),
+    can.backfill ? h(Backfill, { source, backfillDag }) : h(C.Text, { fontSize: "xs", color: "fg.muted", "data-testid": "read-only" }, "Read-only: you may not edit this DAG or trigger a backfill."),
   );
 }
 
 function ChatterOutbox(props) {
   const [sources, setSources] = useState(null);
+  const [overview, setOverview] = useState(null);
   const [error, setError] = useState(null);
   useEffect(() => {
     call("/sources").then(setSources, (e) => setError(String(e.message || e)));
+    if (!(props && props.dagId)) call("/overview").then(setOverview, (e) => setError(String(e.message || e)));
   }, []);
   // A run's tab: the source the run drained (a backfill run's from its conf).
   const [ranFor, setRanFor] = useState(null);
@@ -355,6 +422,10 @@ function ChatterOutbox(props) {
   useEffect(() => {
     if (dagId && runId) call(`/dags/${encodeURIComponent(dagId)}/runs/${encodeURIComponent(runId)}`).then((r) => setRanFor(r.source), () => setRanFor(null));
   }, [dagId, runId]);
+  const open = (name) => {
+    const el = document.getElementById(`chatter-${name}`);
+    if (el) el.scrollIntoView({ behavior: "smooth", block: "start" });
+  };
   if (error) return h(C.Box, { p: 4 }, h(C.Text, { color: "fg.error" }, error));
   if (!sources) return h(C.Box, { p: 4 }, h(C.Spinner, null));
   const needs = (s) => s.suspended_leases.length > 0 || s.undeliverable > 0;
@@ -366,6 +437,7 @@ function ChatterOutbox(props) {
     C.Box,
     { p: 4, "data-testid": "chatter-page" },
     h(C.Heading, { size: "lg", mb: 2 }, "Outbox drains"),
+    overview ? h(Overview, { data: overview, onOpen: open }) : null,
     props && props.dagId
       ? null
       : h(
@@ -375,7 +447,7 @@ function ChatterOutbox(props) {
           h(C.Badge, { size: "lg", colorPalette: undeliverable ? "orange" : "green" }, undeliverable ? `${undeliverable} undeliverable document(s)` : "No undeliverable document"),
         ),
     shown.length
-      ? shown.map((s) => h(SourcePanel, { key: s.name, source: s.name, backfillDag: sources.backfill_dag_id, runId: props && props.runId, quiet: !needs(s) && !(props && props.dagId) }))
+      ? shown.map((s) => h(C.Box, { key: s.name, id: `chatter-${s.name}` }, h(SourcePanel, { source: s.name, backfillDag: sources.backfill_dag_id, runId: props && props.runId, quiet: !needs(s) && !(props && props.dagId) })))
       : h(C.Text, null, props && props.dagId ? "This DAG is not an outbox drain DAG." : "No source is configured (or you may read none)."),
   );
 }

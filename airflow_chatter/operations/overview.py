@@ -1,0 +1,181 @@
+"""The top of the monitoring page: one row per source, the worst first, so a suspended lease is the first thing an
+operator sees however many sources there are (as a consumer-group list with its lag, or Airflow's DAG list).
+
+A row's state is a rule, derived here from the source's read model (``monitoring.SourceOverview``) and nowhere else;
+the page only draws it. States, most severe first:
+
+* ``suspended`` - a lease's Drain Suspension is open: its documents wait until the fault is fixed.
+* ``broken config`` - the source's entry in the sources file does not parse: nothing drains it.
+* ``failing`` - a lease's last drain failed, or its suspension counts consecutive failures (not yet open).
+* ``undeliverable`` - documents were stamped Undeliverable and wait for a repair and a requeue.
+* ``lagging`` - a lease has Pending documents after a checkpoint older than ``LAG_SECONDS``.
+* ``healthy`` - none of these.
+
+Nothing here imports Airflow or writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+
+from airflow_chatter.operations.monitoring import SourceOverview
+
+State = Literal["suspended", "broken config", "failing", "undeliverable", "lagging", "healthy"]
+
+#: Most severe first; a row's ``severity`` is its state's index here (0 is the worst).
+SEVERITY: tuple[State, ...] = ("suspended", "broken config", "failing", "undeliverable", "lagging", "healthy")
+#: A lease with Pending documents whose checkpoint is older than this lags.
+LAG_SECONDS = 300.0
+#: "Published in the last hour" counts the runs started within this window.
+RECENT = timedelta(hours=1)
+#: A refused batch fails its drain with this; the suspension speaks, the source is already ``suspended``.
+_REFUSAL = "DrainSuspendedError"
+
+
+@dataclass(frozen=True)
+class OverviewRow:
+    """One source's row. ``None`` means unknown (no lease, no run, a broken entry), never zero."""
+
+    source: str
+    dag_id: str | None
+    state: State
+    severity: int
+    reasons: tuple[str, ...]
+    leases: int
+    suspended_leases: int
+    pending: int | None
+    pending_bounded: bool
+    lag_seconds: float | None
+    undeliverable: int | None
+    last_drain_at: str | None
+    last_drain_state: str | None
+    last_drain_run: str | None
+    published_last_hour: int
+    request_units_per_delivered: float | None
+    error: str | None = None
+    #: Follow mode (a drain that keeps reading): ``None`` until the summaries carry it, then whether it is live.
+    live: bool | None = None
+
+
+def derive_state(
+    *,
+    broken: bool = False,
+    suspended_leases: int = 0,
+    failing_leases: int = 0,
+    undeliverable: int = 0,
+    lagging_leases: int = 0,
+) -> tuple[State, tuple[str, ...]]:
+    """The row's state (the most severe that holds) and every reason that holds, most severe first."""
+    held: list[tuple[State, str]] = []
+    if suspended_leases:
+        held.append(("suspended", f"{suspended_leases} lease(s) suspended"))
+    if broken:
+        held.append(("broken config", "the sources entry does not parse"))
+    if failing_leases:
+        held.append(("failing", f"{failing_leases} lease(s) failing"))
+    if undeliverable:
+        held.append(("undeliverable", f"{undeliverable} undeliverable document(s)"))
+    if lagging_leases:
+        held.append(("lagging", f"{lagging_leases} lease(s) lagging over {LAG_SECONDS:.0f} s"))
+    if not held:
+        return "healthy", ()
+    return held[0][0], tuple(reason for _, reason in held)
+
+
+def sort_rows(rows: Sequence[OverviewRow]) -> list[OverviewRow]:
+    """The worst first; among equals, the longest lag first, then by name (a stable, readable order)."""
+    return sorted(rows, key=lambda r: (r.severity, -(r.lag_seconds or 0.0), r.source))
+
+
+def overview_row(view: SourceOverview, *, now: datetime, live: bool | None = None) -> OverviewRow:
+    """A configured source's row, from the same read model as its detail (``monitoring.source_overview``)."""
+    moment = now.astimezone(UTC)
+    failing = sum(
+        1
+        for lease in view.leases
+        if not lease.suspension.suspended  # a suspended lease counts once, as suspended
+        and _failing(lease.suspension.consecutive_failures, lease.last_drain)
+    )
+    counts = [lease.pending for lease in view.leases if lease.pending is not None]
+    ages = [lease.continuation_age_seconds for lease in view.leases if lease.continuation_age_seconds is not None]
+    lagging = sum(
+        1
+        for lease in view.leases
+        if lease.pending is not None
+        and lease.pending.count > 0
+        and (lease.continuation_age_seconds or 0.0) > LAG_SECONDS
+    )
+    state, reasons = derive_state(
+        suspended_leases=len(view.suspensions),
+        failing_leases=failing,
+        undeliverable=view.undeliverable_count,
+        lagging_leases=lagging,
+    )
+    newest = view.runs[0] if view.runs else None
+    recent = [p for p in view.runs if p.at is not None and moment - _parse(p.at) <= RECENT]
+    published = sum(p.published for p in recent)
+    delivered = sum(p.delivered for p in recent)
+    units = [p.request_units for p in recent if p.request_units is not None]
+    if not units and newest is not None:  # nothing ran in the hour: the newest run's figure
+        units = [newest.request_units] if newest.request_units is not None else []
+        delivered = newest.delivered
+    return OverviewRow(
+        source=view.source,
+        dag_id=view.dag_id,
+        state=state,
+        severity=SEVERITY.index(state),
+        reasons=reasons,
+        leases=len(view.leases),
+        suspended_leases=len(view.suspensions),
+        pending=sum(p.count for p in counts) if counts else None,
+        pending_bounded=any(p.bounded for p in counts),
+        lag_seconds=max(ages) if ages else None,
+        undeliverable=view.undeliverable_count,
+        last_drain_at=newest.at if newest else None,
+        last_drain_state=newest.state if newest else None,
+        last_drain_run=newest.run_id if newest else None,
+        published_last_hour=published,
+        request_units_per_delivered=round(sum(units) / delivered, 2) if units and delivered else None,
+        live=live,
+    )
+
+
+def broken_row(name: str, error: str, dag_id: str | None = None) -> OverviewRow:
+    """The row of a sources entry that does not parse: its name and the error that names the field."""
+    state, reasons = derive_state(broken=True)
+    return OverviewRow(
+        source=name,
+        dag_id=dag_id,
+        state=state,
+        severity=SEVERITY.index(state),
+        reasons=reasons,
+        leases=0,
+        suspended_leases=0,
+        pending=None,
+        pending_bounded=False,
+        lag_seconds=None,
+        undeliverable=None,
+        last_drain_at=None,
+        last_drain_state=None,
+        last_drain_run=None,
+        published_last_hour=0,
+        request_units_per_delivered=None,
+        error=error,
+    )
+
+
+def _failing(consecutive_failures: int, last_drain: object) -> bool:
+    if consecutive_failures > 0:
+        return True
+    if isinstance(last_drain, dict):
+        error = last_drain.get("error_type")
+        return bool(error) and error != _REFUSAL
+    return False
+
+
+def _parse(value: str) -> datetime:
+    moment = datetime.fromisoformat(value)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
