@@ -251,7 +251,11 @@ def test_ui_the_outbox_tab_of_a_drain_run_shows_that_runs_totals_and_only_its_so
     try:
         _log_in(browser, live_airflow, "viewer", "/plugin/chatter")
         browser.open(f"{live_airflow.url}/dags/{source.drain_dag_id}/runs/{run['run_id']}")
-        tab = "[...document.querySelectorAll('a, button')].find(e => e.innerText.trim() === 'Outbox')"
+        # The navigation's page and the run's tab are both labelled "Outbox": the tab is the link to chatter-run.
+        tab = (
+            "[...document.querySelectorAll('a')].find(e => e.innerText.trim() === 'Outbox'"
+            " && (e.getAttribute('href') || '').endsWith('/plugin/chatter-run'))"
+        )
         browser.wait_for(f"!!({tab})", what="the Outbox tab on the run page")
         browser.click(tab, what="the Outbox tab")
         browser.wait_for(
