@@ -140,14 +140,14 @@ class Follow:
             minute.popleft()
         counts = {
             "owner": store.owner,
-            "last_poll_at": tally.last_poll_at,
+            # Written right after a change-feed read (a renewal after an empty poll, a checkpoint after a page).
+            "last_poll_at": store.now().isoformat(),
             "polls": tally.polls,
             "empty_polls": tally.empty_polls,
             "published": tally.published,
             "documents": tally.documents,
             "published_last_minute": tally.published - (minute[0][1] if minute else tally.published),
             "lag_seconds": None if self._lag_seconds is None else round(self._lag_seconds, 3),
-            "at": store.now().isoformat(),
         }
         return replace(lease, document={**lease.document, FOLLOW_FIELD: counts})
 
@@ -160,6 +160,8 @@ class Follow:
         self._units = units
         self._units_at_poll = units.total
         self._telemetry = telemetry
+        if self.following and not self._published_at:
+            self._published_at.append((self.monotonic(), 0))  # the drain starts: nothing published yet
 
     def _count_poll(self, tally: DrainCounts, store: LeaseStore, *, empty: bool) -> None:
         """Count one poll in the summary (what the lease's live counts show)."""
