@@ -1,11 +1,13 @@
 """Follow mode on the live stack: a following drain task stopped through Airflow while documents keep arriving.
 
 A stack of its own with one source, ``follow`` (``follow: true``, pages of 10, no schedule: runs are triggered here).
-Its drain task is marked failed through the REST API while it publishes a steady stream of writes, as an operator
-stopping it from the UI would: Airflow's supervisor sees the new state at its next heartbeat and sends the task
-process SIGTERM (its task runner calls the operator's ``on_kill``), then SIGKILL 5 s later. The drain must stop at a
-page boundary and release its lease (owner and expiry cleared, not left to expire); the next run must take over and
-deliver the rest: nothing lost, at most one page published twice. Every wait has a deadline.
+While it follows a steady stream of writes, the monitoring page (headless Chromium, signed in through Airflow's login
+form) shows it live in the overview row and in its Leases table. Its drain task is then marked failed through the
+REST API, as an operator stopping it from the UI would: Airflow's supervisor sees the new state at its next
+heartbeat and sends the task process SIGTERM (its task runner calls the operator's ``on_kill``), then SIGKILL 5 s
+later. The drain must stop at a page boundary and release its lease (owner and expiry cleared, not left to expire);
+the next run must take over and deliver the rest: nothing lost, at most one page published twice. Every wait has a
+deadline.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,6 +28,8 @@ import pytest
 from airflow_chatter.outbox.document import OutboxMessage
 from tests.fixtures.kafka import consume_records
 from tests.fixtures.live_airflow import DESTINATION, PK_PATH, LiveAirflow, LiveSource, running_stack, wait_until
+from tests.live._browser import Browser
+from tests.live.test_ui_live import _log_in
 
 pytestmark = [pytest.mark.live, pytest.mark.kafka, pytest.mark.cosmos, pytest.mark.timeout(900)]
 
@@ -34,7 +39,7 @@ SETTINGS = {
     "follow_poll_seconds": 0.25,
     "max_batch_size": PAGE,
     "max_documents": 100000,
-    "max_seconds": 60,
+    "max_seconds": 300,
     "schedule": None,
 }
 
@@ -94,8 +99,33 @@ def _on_topic(bootstrap: str, topic: str) -> int:
         consumer.close()
 
 
+def _page_shows_it_live(stack: LiveAirflow, source: LiveSource, profile: Path) -> dict[str, Any]:
+    """What the monitoring page shows of the following source: its overview row and, unfolded, its Leases table."""
+    browser = Browser(profile)
+    try:
+        _log_in(browser, stack, "admin", "/plugin/chatter")
+        row = f"document.querySelector('[data-testid=overview-{source.name}]')"
+        browser.wait_for(f"{row} && !!{row}.querySelector('[data-testid=overview-live]')", what="the live badge")
+        folded = f"document.querySelector('[data-testid=source-{source.name}-folded] button')"
+        browser.wait_for(f"!!{folded}", what="the source's folded panel")
+        browser.click(folded, what="its Details button")
+        cell = "document.querySelector('[data-testid=lease-follow]')"
+        browser.wait_for(f"!!{cell}", what="the Follow cell of its lease")
+        shown: dict[str, Any] = browser.evaluate(
+            f"""(() => ({{
+                badge: {row}.querySelector('[data-testid=overview-live]').innerText,
+                row: {row}.querySelector('[data-testid=overview-follow]').innerText,
+                live: {cell}.dataset.live,
+                cell: {cell}.innerText,
+            }}))()"""
+        )
+        return shown
+    finally:
+        browser.close()
+
+
 def test_f04_a_following_drain_task_stopped_through_airflow_releases_its_lease_and_loses_nothing(
-    stack: LiveAirflow,
+    stack: LiveAirflow, tmp_path: Path
 ) -> None:
     source = stack.sources["follow"]
     api = stack.client("admin")
@@ -126,6 +156,7 @@ def test_f04_a_following_drain_task_stopped_through_airflow_releases_its_lease_a
     writer.start()
     try:
         wait_until(lambda: len(written) >= 40, timeout_s=60, what="40 writes", interval_s=0.2)
+        shown = _page_shows_it_live(stack, source, tmp_path / "chromium-profile")
         ti = _drain_ti(api, source.drain_dag_id, first)
         assert ti is not None and ti["state"] == "running", ti
         marked = api.patch(
@@ -133,6 +164,7 @@ def test_f04_a_following_drain_task_stopped_through_airflow_releases_its_lease_a
             json={"new_state": "failed"},
         )
         assert marked.status_code == 200, marked.text
+        at_stop = len(written)
         # SIGTERM at the supervisor's next heartbeat; the drain stops at a page boundary and releases its lease.
         released = wait_until(
             lambda: (lease := _lease(source)) is not None and lease["owner"] is None and lease,
@@ -140,10 +172,12 @@ def test_f04_a_following_drain_task_stopped_through_airflow_releases_its_lease_a
             what="the stopped drain to release its lease",
             interval_s=0.5,
         )
-        wait_until(lambda: len(written) >= 80, timeout_s=60, what="writes after the stop", interval_s=0.2)
+        wait_until(lambda: len(written) >= at_stop + 40, timeout_s=60, what="writes after the stop", interval_s=0.2)
     finally:
         done.set()
         writer.join()
+    assert shown["badge"] == "live" and shown["live"] == "true", shown
+    assert "published in the last minute" in shown["row"] and "last poll" in shown["cell"], shown
     assert released["expires_at"] is None, "released by the drain, not left to expire"
     assert released["follow"]["owner"] == following, "the follower itself wrote its last lease"
     delivered_before = {
@@ -151,7 +185,7 @@ def test_f04_a_following_drain_task_stopped_through_airflow_releases_its_lease_a
     }
     assert delivered_before and len(delivered_before) < len(written), "stopped mid-stream"
 
-    second = _trigger(api, source.drain_dag_id)  # takes over at once (the lease is free) and follows for 60 s
+    _trigger(api, source.drain_dag_id)  # takes over at once (the lease is free) and follows on
     wait_until(
         lambda: all(source.monitored.read_item(d["id"], d["customerId"])["status"] == "delivered" for d in written),
         timeout_s=240,
@@ -166,4 +200,3 @@ def test_f04_a_following_drain_task_stopped_through_airflow_releases_its_lease_a
     assert set(counts) == expected, "nothing lost: every write reached Kafka"
     repeated = [message_id for message_id, n in counts.items() if n > 1]
     assert all(counts[m] == 2 for m in repeated) and len(repeated) <= PAGE, f"at most one page repeated: {repeated}"
-    stack.wait_for_run(api, source.drain_dag_id, second, timeout_s=240)
