@@ -269,3 +269,21 @@ def test_a_source_no_drain_followed_has_no_live_state(rig: Rig) -> None:
     overview = source_overview("orders", "d", store, rig.monitored, estimate=False)
     assert [view.follow for view in overview.leases] == [None]
     assert overview_row(overview, now=rig.clock()).live is None
+
+
+def test_a_follow_block_of_the_wrong_shape_reads_as_unknown_not_as_a_number(rig: Rig) -> None:
+    engine = rig.engine()
+    (lease,) = engine.ensure_leases()
+    store = monitor_store(rig.source(), rig.monitored, rig.leases, clock=rig.clock)
+    for block, expected in (
+        ("not an object", None),
+        ({"published_last_minute": "many", "lag_seconds": True, "polls": 3, "owner": 7}, (None, None, 3, False)),
+    ):
+        document = dict(rig.leases.read(lease.id, lease.id))
+        rig.leases.replace(lease.id, lease.id, {**document, "follow": block})
+        (view,) = lease_views(store, rig.monitored, estimate=False)
+        follow = view.follow
+        shown = (
+            None if follow is None else (follow.published_last_minute, follow.lag_seconds, follow.polls, follow.live)
+        )
+        assert shown == expected, block
