@@ -284,8 +284,10 @@ class DrainEngine:
                 if following is not None:
                     holder.lease = following
                     continue
-            # F-04: only now, with every document of the page confirmed, may the continuation move.
-            holder.lease = self.store.checkpoint(holder.lease, page.continuation, suspension)
+            # F-04: only now, with every document of the page confirmed, may the continuation move. A following
+            # drain's checkpoint carries its live counts too (a short drain's lease is written as it was).
+            lease = follow.with_counts(holder.lease, tally, self.store)
+            holder.lease = self.store.checkpoint(lease, page.continuation, suspension)
             if not page.documents:
                 return  # caught up
 
@@ -342,10 +344,10 @@ class DrainEngine:
         # F-10: a document stamped without a publish rides the pending run; sequential gives it a run of its own.
         with PublishRun(publish, ends_at_unsent=self.source.stamp_mode == "sequential") as run:
             for document in documents:
-                self._admit(document, run, tally)
+                self._admit(document, run, tally, holder.follow)
         return run.receipt
 
-    def _admit(self, document: Document, run: PublishRun, tally: DrainCounts) -> None:
+    def _admit(self, document: Document, run: PublishRun, tally: DrainCounts, follow: Follow) -> None:
         """Gate one document and hand it to the run: to publish (with its publisher), to stamp, or not at all.
 
         Runs no stamp itself: ``PublishRun`` keeps feed order (page_run.py): an earlier document is always published
@@ -359,7 +361,7 @@ class DrainEngine:
             tally.skipped += 1
             self._telemetry.record_document(OUTCOME_SKIPPED)
             return
-        self._record_lag(document, tally)
+        self._record_lag(document, tally, follow)
         partition_key = self._partition_key_of(document)
         if self.source.body_resolver is not None:
             resolved = self._resolve(document, partition_key, document[MESSAGE_ID_FIELD])
@@ -427,13 +429,15 @@ class DrainEngine:
             return message
         return with_trace_headers(subject.message, headers)
 
-    def _record_lag(self, document: Document, tally: DrainCounts) -> None:
+    def _record_lag(self, document: Document, tally: DrainCounts, follow: Follow | None = None) -> None:
         """MET-01: at admission, ``max(0, now - _ts)`` for an integer ``_ts`` in range."""
         ts = document.get("_ts")
         if isinstance(ts, bool) or not isinstance(ts, int) or not 0 <= ts <= _LARGEST_TS:
             return
         lag = max(0.0, self._clock().timestamp() - ts)
         tally.lag(lag)
+        if follow is not None:
+            follow.admitted(lag)
         self._telemetry.record_lag(lag)
 
 

@@ -11,6 +11,8 @@ checkpointed exactly as a short drain does it; only what happens *between* pages
   ``LeaseLostError`` when another drain took it meanwhile, so a stolen lease is noticed before the next publish;
 * while its lease is suspended (SUS-04) it sleeps until the window's probe is due, renewing the lease, publishing
   nothing and reading nothing in between;
+* each poll after a wait is a run of its own for ``max_throttle_wait_seconds`` (F-11), as a short drain's run is, and
+  an empty poll is charged what it cost: its feed read and the renewal it wrote (``empty_poll_request_units``);
 * it stops at a page boundary when ``should_stop`` says so (SIGTERM: the Airflow operator wires it), at
   ``max_seconds`` / ``max_documents``, or when its range splits (the engine hands over to the children, F-04).
 
@@ -20,9 +22,10 @@ checkpointed exactly as a short drain does it; only what happens *between* pages
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from airflow_chatter.drain.budget import DrainBudget
@@ -38,6 +41,8 @@ if TYPE_CHECKING:
 _SLICE_SECONDS = 0.05
 #: Lease document field the following drain keeps its live counts under (for the UI).
 FOLLOW_FIELD = "follow"
+#: The window of the lease's ``published_last_minute``.
+_MINUTE_SECONDS = 60.0
 
 
 class StopRequest:
@@ -78,6 +83,9 @@ class Follow:
     _units: RequestUnits | None = None
     _telemetry: DrainTelemetry | None = None
     _units_at_poll: float = 0.0
+    #: (monotonic second, published so far) at most once a second over the last minute: published in the last minute.
+    _published_at: deque[tuple[float, int]] = field(default_factory=deque)
+    _lag_seconds: float | None = None
 
     @classmethod
     def none(cls) -> Follow:
@@ -97,39 +105,85 @@ class Follow:
         """An empty page was read: count the poll, wait, and return the lease to read on with (``None``: stop).
 
         The continuation advances in memory; the lease is written only when it needs renewing (a checkpoint, so the
-        continuation's age stays honest), carrying the live counts under ``follow`` for the UI.
+        continuation's age stays honest), carrying the live counts under ``follow`` for the UI. What the poll cost
+        (its feed read and that renewal) is charged to it once both are done.
         """
         if not self.following:
             return None
-        self._poll(tally, lease, empty=True)
+        self._count_poll(tally, store, empty=True)
         if budget.exhausted(tally.documents) or self.stop_requested():
+            self._charge_poll(tally, lease, empty=True)
             return None
-        lease = _with_counts(replace(lease, continuation=continuation), tally)
+        lease = self.with_counts(replace(lease, continuation=continuation), tally, store)
         if store.needs_renewal(lease):
             lease = store.checkpoint(lease, continuation, lease.suspension)
+        self._charge_poll(tally, lease, empty=True)
         assert self.poll_seconds is not None
         # A stop or the budget ending the wait is seen by the engine's loop; the lease returned is the one last
         # written (its continuation, advanced in memory, is written with the release).
         self._wait(min(self.poll_seconds, _renewal_margin(lease, store.now())), budget)
         self._idle = True
+        self._next_poll()
         return lease
+
+    def with_counts(self, lease: Lease, tally: DrainCounts, store: LeaseStore) -> Lease:
+        """``lease`` whose next write carries the live counts a UI shows for a following drain (a short drain's
+        lease, unchanged): the poll counts, what was published in the last minute, the last document's lag, and
+        the follower's owner name, so a reader tells a live follower from a lease another drain took since."""
+        if not self.following:
+            return lease
+        now = self.monotonic()
+        minute = self._published_at
+        if not minute or now - minute[-1][0] >= 1.0:
+            minute.append((now, tally.published))
+        while minute and now - minute[0][0] > _MINUTE_SECONDS:
+            minute.popleft()
+        counts = {
+            "owner": store.owner,
+            # Written right after a change-feed read (a renewal after an empty poll, a checkpoint after a page).
+            "last_poll_at": store.now().isoformat(),
+            "polls": tally.polls,
+            "empty_polls": tally.empty_polls,
+            "published": tally.published,
+            "documents": tally.documents,
+            "published_last_minute": tally.published - (minute[0][1] if minute else tally.published),
+            "lag_seconds": None if self._lag_seconds is None else round(self._lag_seconds, 3),
+        }
+        return replace(lease, document={**lease.document, FOLLOW_FIELD: counts})
+
+    def admitted(self, lag_seconds: float) -> None:
+        """A document was admitted ``lag_seconds`` after it was written (MET-01): the lag the UI shows."""
+        self._lag_seconds = lag_seconds
 
     def mark_units(self, units: RequestUnits, telemetry: DrainTelemetry | None = None) -> None:
         """The drain's meter, read as a poll starts (what an empty poll cost is measured from), and its instruments."""
         self._units = units
         self._units_at_poll = units.total
         self._telemetry = telemetry
+        if self.following and not self._published_at:
+            self._published_at.append((self.monotonic(), 0))  # the drain starts: nothing published yet
 
-    def _poll(self, tally: DrainCounts, lease: Lease, *, empty: bool) -> None:
-        """Count one poll, in the summary and the instruments (the one place both are kept)."""
+    def _count_poll(self, tally: DrainCounts, store: LeaseStore, *, empty: bool) -> None:
+        """Count one poll in the summary (what the lease's live counts show)."""
         tally.polls += 1
-        tally.last_poll_at = datetime.now(UTC).isoformat()
-        spent = round(self._spent() - self._units_at_poll, 2) if empty else 0.0
+        tally.last_poll_at = store.now().isoformat()
         if empty:
             tally.empty_polls += 1
+
+    def _charge_poll(self, tally: DrainCounts, lease: Lease, *, empty: bool) -> None:
+        """What the poll cost since it started (``mark_units``), in the summary and the instruments (the one place
+        both are kept): an empty poll's feed read and the lease renewal it wrote."""
+        spent = round(self._spent() - self._units_at_poll, 2) if empty else 0.0
+        if empty:
             tally.empty_poll_request_units = round(tally.empty_poll_request_units + spent, 2)
         if self._telemetry is not None:
             self._telemetry.record_poll(tally.source_identity or "", lease.token, empty=empty, request_units=spent)
+
+    def _next_poll(self) -> None:
+        """F-11: each poll after a wait is a run of its own for ``max_throttle_wait_seconds``, as a short drain's
+        run is: the 429 waits of the polls before it do not add up over the hours a drain follows."""
+        if self._units is not None:
+            self._units.restart_throttle_wait()
 
     def _spent(self) -> float:
         return self._units.total if self._units is not None else 0.0
@@ -139,7 +193,8 @@ class Follow:
         if not self._idle or not documents:
             return
         self._idle = False
-        self._poll(tally, lease, empty=False)
+        self._count_poll(tally, store, empty=False)
+        self._charge_poll(tally, lease, empty=False)
         current = store.find(lease.id)
         if current is None or current.etag != lease.etag:
             raise LeaseLostError(lease.id, "publishing a page it read while following")
@@ -154,7 +209,10 @@ class Follow:
             return False
         due = max(0.0, (state.armed_at + WINDOW - now).total_seconds())
         self._idle = True
-        return self._wait(min(due + _SLICE_SECONDS, _renewal_margin(lease, now)), budget)
+        if not self._wait(min(due + _SLICE_SECONDS, _renewal_margin(lease, now)), budget):
+            return False
+        self._next_poll()
+        return True
 
     def _wait(self, seconds: float, budget: DrainBudget) -> bool:
         """Sleep ``seconds`` in slices, bounded by the budget; ``False`` if a stop came or the time ran out."""
@@ -171,18 +229,6 @@ def _renewal_margin(lease: Lease, now: datetime) -> float:
     if lease.expires_at is None:
         return _SLICE_SECONDS
     return max(_SLICE_SECONDS, (lease.expires_at - now).total_seconds() / 2)
-
-
-def _with_counts(lease: Lease, tally: DrainCounts) -> Lease:
-    """``lease`` whose next write carries the live counts a UI shows for a following drain."""
-    counts = {
-        "last_poll_at": tally.last_poll_at,
-        "polls": tally.polls,
-        "empty_polls": tally.empty_polls,
-        "published": tally.published,
-        "documents": tally.documents,
-    }
-    return replace(lease, document={**lease.document, FOLLOW_FIELD: counts})
 
 
 __all__ = ["FOLLOW_FIELD", "Follow", "StopRequest"]

@@ -9,9 +9,10 @@ A drain sees its containers through :class:`MeteredContainer`, one per container
 * with a :class:`~airflow_chatter.drain.pacing.TokenBucket` every call first waits until the drain is under its
   ``max_request_units_per_second``, and every charge is spent from the bucket;
 * a 429 (``Throttled``) is retried after the server's ``retry-after`` (or a short back-off when it names none),
-  counted, within :class:`ThrottleLimits` (retries per request, total seconds waited per drain). Past them the
-  429 is raised as :class:`ThrottleLimitExceeded` (still a 429): the page it hit fails closed, the checkpoint
-  stays at the last confirmed page, and the summary says the drain stopped on the throttle limit.
+  counted, within :class:`ThrottleLimits` (retries per request, total seconds waited per drain, or per poll while
+  following). Past them the 429 is raised as :class:`ThrottleLimitExceeded` (still a 429): the page it hit fails
+  closed, the checkpoint stays at the last confirmed page, and the summary says the drain stopped on the throttle
+  limit.
 
 The project's clients (``adapters/cosmos/client.py``) turn the SDK's own 429 retries off, so every 429 is seen here.
 """
@@ -52,7 +53,8 @@ class ThrottleLimitExceeded(Throttled):
 
 @dataclass(frozen=True)
 class ThrottleLimits:
-    """``max_retries`` per request (0: none); ``max_wait_seconds`` in all per drain.
+    """``max_retries`` per request (0: none); ``max_wait_seconds`` in all per drain, or, for a following drain, per
+    poll: from one poll after a wait to the next, the pages it finds included (``RequestUnits.restart_throttle_wait``).
 
     Set on the Cosmos connection (extras of the same names, the hook builds these) and on the source; the source's
     own values win (:meth:`overridden`), and what neither sets is the default, 9 retries and 30 s.
@@ -109,6 +111,12 @@ class RequestUnits:
     def total(self) -> float:
         with self._lock:
             return sum(self._by_kind.values())
+
+    def restart_throttle_wait(self) -> None:
+        """A following drain's next poll: the wait spent against ``max_throttle_wait_seconds`` starts from zero
+        (each poll is a run of its own, follow.py); the 429s counted so far stay in the summary."""
+        with self._lock:
+            self.throttle_waited_seconds = 0.0
 
     def count_throttle(self, waited: float) -> None:
         with self._lock:

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from airflow_chatter.clock import Clock, utc_now
+from airflow_chatter.drain.follow import FOLLOW_FIELD
 from airflow_chatter.drain.leases import ACTIVE, Lease, LeaseStore
 from airflow_chatter.drain.options import SourceOptions
 from airflow_chatter.drain.source import SourceLeases
@@ -67,6 +68,24 @@ class SuspensionView:
 
 
 @dataclass(frozen=True)
+class FollowView:
+    """What a following drain (``follow: true``) last wrote on its lease (``follow``, drain/follow.py): written on
+    each renewal and each checkpoint, right after a change-feed read (``last_poll_at``), so at most half a lease
+    duration old while it follows.
+
+    ``live``: the drain that wrote it holds the lease now (its owner, unexpired): a live follower. A lease released,
+    expired, or taken by another drain since keeps the block; it is then shown, not live.
+    """
+
+    live: bool
+    last_poll_at: str | None
+    published_last_minute: int | None
+    lag_seconds: float | None
+    polls: int | None
+    published: int | None
+
+
+@dataclass(frozen=True)
 class LeaseView:
     id: str
     feed_range: str
@@ -81,6 +100,8 @@ class LeaseView:
     last_drain: dict[str, Any] | None
     last_drain_run: str | None
     etag: str
+    #: Follow mode: what a following drain last wrote on the lease; ``None`` for a lease no drain followed.
+    follow: FollowView | None = None
 
 
 @dataclass(frozen=True)
@@ -217,6 +238,23 @@ def suspension_view(lease: Lease, last_fault: Fault | None = None) -> Suspension
     )
 
 
+def follow_view(lease: Lease, now: datetime) -> FollowView | None:
+    """The ``follow`` block a following drain wrote on ``lease`` (``None``: none, or not an object); a value of the
+    wrong type reads as unknown (``None``), never as a number it is not."""
+    block = lease.document.get(FOLLOW_FIELD)
+    if not isinstance(block, Mapping):
+        return None
+    owner = block.get("owner")
+    return FollowView(
+        live=lease.is_live(now) and isinstance(owner, str) and owner == lease.owner,
+        last_poll_at=_str_or_none(block.get("last_poll_at")),
+        published_last_minute=_int_or_none(block.get("published_last_minute")),
+        lag_seconds=float(block["lag_seconds"]) if _number(block.get("lag_seconds")) else None,
+        polls=_int_or_none(block.get("polls")),
+        published=_int_or_none(block.get("published")),
+    )
+
+
 def lease_views(
     store: LeaseStore,
     monitored: DocumentContainer,
@@ -254,6 +292,7 @@ def lease_views(
                 last_drain=dict(last) if last is not None else None,
                 last_drain_run=last_run,
                 etag=lease.etag,
+                follow=follow_view(lease, moment),
             )
         )
     return views
@@ -422,6 +461,14 @@ def source_overview(
 
 def _number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _int_or_none(value: object) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _int(value: object) -> int:

@@ -56,8 +56,14 @@ class OverviewRow:
     published_last_hour: int
     request_units_per_delivered: float | None
     error: str | None = None
-    #: Follow mode (a drain that keeps reading): ``None`` until the summaries carry it, then whether it is live.
+    #: Follow mode: whether a following drain holds one of the source's leases now; ``None`` when no drain ever
+    #: followed one (the source drains in runs).
     live: bool | None = None
+    #: Of the live followers: the newest poll, what they published in the last minute, the largest lag (``None``
+    #: with none live).
+    last_poll_at: str | None = None
+    published_last_minute: int | None = None
+    follow_lag_seconds: float | None = None
 
 
 def derive_state(
@@ -90,7 +96,7 @@ def sort_rows(rows: Sequence[OverviewRow]) -> list[OverviewRow]:
     return sorted(rows, key=lambda r: (r.severity, -(r.lag_seconds or 0.0), r.source))
 
 
-def overview_row(view: SourceOverview, *, now: datetime, live: bool | None = None) -> OverviewRow:
+def overview_row(view: SourceOverview, *, now: datetime) -> OverviewRow:
     """A configured source's row, from the same read model as its detail (``monitoring.source_overview``)."""
     moment = now.astimezone(UTC)
     failing = sum(
@@ -122,6 +128,10 @@ def overview_row(view: SourceOverview, *, now: datetime, live: bool | None = Non
     if not units and newest is not None:  # nothing ran in the hour: the newest run's figure
         units = [newest.request_units] if newest.request_units is not None else []
         delivered = newest.delivered
+    followed = [lease.follow for lease in view.leases if lease.follow is not None]
+    live = [follow for follow in followed if follow.live]
+    polls = [follow.last_poll_at for follow in live if follow.last_poll_at is not None]
+    lags = [follow.lag_seconds for follow in live if follow.lag_seconds is not None]
     return OverviewRow(
         source=view.source,
         dag_id=view.dag_id,
@@ -139,7 +149,10 @@ def overview_row(view: SourceOverview, *, now: datetime, live: bool | None = Non
         last_drain_run=newest.run_id if newest else None,
         published_last_hour=published,
         request_units_per_delivered=round(sum(units) / delivered, 2) if units and delivered else None,
-        live=live,
+        live=bool(live) if followed else None,
+        last_poll_at=max(polls, key=_parse) if polls else None,
+        published_last_minute=sum(f.published_last_minute or 0 for f in live) if live else None,
+        follow_lag_seconds=max(lags) if lags else None,
     )
 
 

@@ -31,6 +31,7 @@ from airflow_chatter.drain.suspension import SuspensionState
 from airflow_chatter.drain.telemetry import EMPTY_POLL_REQUEST_UNITS, EMPTY_POLLS, POLLS
 from airflow_chatter.outbox.document import OutboxMessage
 from airflow_chatter.ports import OutgoingMessage, Publisher, PublishOutcome
+from airflow_chatter.request_charges import charged_to, current_sink
 from airflow_chatter.testing.clock import ManualClock
 from airflow_chatter.testing.services import CosmosEndpoint, emulator_admin, emulator_configured
 from tests.fixtures.cosmos import ContainerFactory
@@ -44,13 +45,40 @@ TENANTS = [f"tenant-{i}" for i in range(12)]
 
 
 class _CountedFeed(CosmosDocumentContainer):
-    """The monitored container, counting change-feed reads: what the script tells one wait from the next by."""
+    """The monitored container, counting change-feed reads: what the script tells one wait from the next by.
+
+    ``on_read`` runs before each read (a test moves the manual clock there: a read that takes time)."""
 
     feed_reads = 0
+    on_read: Callable[[], None] | None = None
 
     def read_change_feed(self, *args: Any, **kwargs: Any) -> Any:
         self.feed_reads += 1
+        if self.on_read is not None:
+            self.on_read()
         return super().read_change_feed(*args, **kwargs)
+
+
+class _ChargedLeases(CosmosDocumentContainer):
+    """The lease container, keeping each lease write's own charge, as the emulator reports it, in order."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.write_charges: list[float] = []
+
+    def replace(self, *args: Any, **kwargs: Any) -> Any:
+        outer = current_sink()
+        charges: list[float] = []
+
+        def both(charge: float) -> None:  # the drain is charged as usual; this write's charge is kept too
+            charges.append(charge)
+            if outer is not None:
+                outer(charge)
+
+        with charged_to(both):
+            written = super().replace(*args, **kwargs)
+        self.write_charges.append(sum(charges))
+        return written
 
 
 class _Recorded(Publisher):
@@ -73,7 +101,7 @@ class _Rig:
     """One source over emulator containers, publishing to a fresh Kafka topic, on a manual clock."""
 
     monitored: _CountedFeed
-    leases: CosmosDocumentContainer
+    leases: _ChargedLeases
     bootstrap: str
     topic: str
     publisher: _Recorded
@@ -81,8 +109,8 @@ class _Rig:
     metrics: Metrics = field(default_factory=Metrics)
     source: str = field(default_factory=lambda: f"follow-{uuid.uuid4().hex[:8]}")
 
-    def engine(self, owner: str = "drain-a") -> DrainEngine:
-        options = SourceOptions(self.source, ("/tenantId",), max_batch_size=3)
+    def engine(self, owner: str = "drain-a", **settings: Any) -> DrainEngine:
+        options = SourceOptions(self.source, ("/tenantId",), max_batch_size=3, **settings)
         return DrainEngine.open(
             options,
             self.monitored,
@@ -130,7 +158,7 @@ def make_rig(cosmos_container_factory: ContainerFactory, kafka_bootstrap: str) -
         )
         rig = _Rig(
             _CountedFeed(proxy),
-            CosmosDocumentContainer(cosmos_container_factory(("/id",), None)),
+            _ChargedLeases(cosmos_container_factory(("/id",), None)),
             kafka_bootstrap,
             topic,
             publisher,
@@ -241,3 +269,29 @@ def test_f04_a_real_split_while_following_hands_over_to_the_children_and_deliver
     assert rig.on_kafka(len(everything)) == dict.fromkeys(everything, 1)
     assert rig.statuses() == dict.fromkeys(everything, "delivered")
     assert FOLLOW_FIELD in rig.lease(first.id), "the following drain kept its live counts on its lease"
+
+
+def test_f11_the_request_units_of_empty_polls_include_the_lease_renewals_they_wrote(
+    cosmos_endpoint: CosmosEndpoint, make_rig: Callable[[Any], _Rig]
+) -> None:
+    if not cosmos_endpoint.is_emulator:
+        pytest.skip("the emulator's request-charges switch")
+    rig = make_rig(None)
+    engine = rig.engine(lease_duration_seconds=1.0)  # renewed every half second: every other poll of 0.25 s
+    [lease] = engine.ensure_leases()
+    rig.monitored.on_read = lambda: rig.clock.advance(0.2)  # a read takes time: a renewal may fall due meanwhile
+    stop = StopRequest()
+    with emulator_configured(cosmos_endpoint, request_charges=True):
+        summary = engine.drain_lease(lease.id, follow=rig.script({12: stop.request}).follow(stop))
+    summary.raise_for_error()
+    take, *renewals, release = rig.leases.write_charges
+    assert len(renewals) >= 3 and summary.empty_polls == rig.monitored.feed_reads == 12
+    assert min(rig.leases.write_charges) > 1, "modelled charges, not the constant 1"
+    # Every charge of an idle follow is an empty poll's (its feed read, the renewal it wrote), but the take (a read
+    # and a write) and the release of the lease.
+    assert summary.empty_poll_request_units == pytest.approx(
+        summary.request_units_by_kind["feed"] + sum(renewals), abs=0.05
+    )
+    assert summary.request_units_by_kind["leases"] > take + sum(renewals) + release, "the take's read, besides"
+    units = sum(p.value for p in rig.metrics.points(EMPTY_POLL_REQUEST_UNITS))
+    assert round(units, 2) == summary.empty_poll_request_units

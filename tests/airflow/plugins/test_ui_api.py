@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -24,12 +25,14 @@ from airflow_chatter.airflow.plugins.api import (
 )
 from airflow_chatter.airflow.plugins.conf_guard import STRICT_CONF
 from airflow_chatter.drain.engine import DrainEngine
+from airflow_chatter.drain.follow import StopRequest
 from airflow_chatter.drain.suspension import SuspensionState
 from airflow_chatter.operations.monitoring import MAX_PAGE_SIZE, RunRecord
 from airflow_chatter.ports import DocumentContainer, PatchOperation
 from airflow_chatter.testing.clock import ManualClock
 from airflow_chatter.testing.fakes import FakePublisher
 from tests.unit.drain._drain_support import ABSENT, T0, memory_container, outbox_doc
+from tests.unit.drain._follow_script import Script
 
 PATHS = ("/tenantId",)
 SOURCE = SourceConfig(
@@ -447,3 +450,33 @@ def test_the_navigation_icon_is_served_as_svg(client: TestClient) -> None:
     response = client.get("/static/chatter-icon.svg")
     assert response.status_code == 200 and response.headers["content-type"].startswith("image/svg+xml")
     assert response.text.startswith("<svg")
+
+
+def test_a_following_drain_is_live_in_the_overview_row_and_its_lease_with_last_poll_published_and_lag() -> None:
+    # The API judges a lease's expiry by the wall clock: the drain's manual clock starts there.
+    backend = FakeBackend(clock=ManualClock(datetime.now(UTC)))
+    monitored, _ = backend.stores[SOURCE.name]
+    client = TestClient(create_app(backend))
+    monitored.create(outbox_doc("m1"), "t1")
+    engine = backend.engine()
+    (lease,) = engine.ensure_leases()
+    stop = StopRequest()
+    seen: dict[str, Any] = {}
+
+    def look() -> None:
+        seen["overview"] = client.get("/api/overview", headers=auth("viewer")).json()
+        seen["detail"] = client.get("/api/sources/orders", headers=auth("viewer")).json()
+        stop.request()
+
+    script = Script(lambda: monitored.calls["read_change_feed"], backend.clock.advance, {4: look})
+    engine.drain_lease(lease.id, follow=script.follow(stop)).raise_for_error()
+
+    rows = {r["source"]: r for r in seen["overview"]["rows"]}
+    assert rows["orders"]["live"] is True and rows["orders"]["published_last_minute"] == 1
+    assert rows["orders"]["last_poll_at"] is not None and rows["orders"]["follow_lag_seconds"] is not None
+    assert rows["billing"]["live"] is None, "a source no drain followed has no live state"
+    (shown,) = seen["detail"]["leases"]
+    assert shown["follow"]["live"] is True and shown["follow"]["published_last_minute"] == 1
+    assert shown["follow"]["last_poll_at"] == rows["orders"]["last_poll_at"]
+    after = {r["source"]: r for r in client.get("/api/overview", headers=auth("viewer")).json()["rows"]}
+    assert after["orders"]["live"] is False, "stopped and released: no longer live"

@@ -14,7 +14,8 @@ from airflow_chatter.drain.follow import FOLLOW_FIELD, Follow, StopRequest
 from airflow_chatter.drain.leases import LeaseLostError
 from airflow_chatter.drain.suspension import SuspensionState
 from airflow_chatter.drain.telemetry import ATTR_LEASE_TOKEN, EMPTY_POLL_REQUEST_UNITS, EMPTY_POLLS, POLLS
-from airflow_chatter.ports import FeedRange
+from airflow_chatter.ports import FeedRange, Throttled
+from airflow_chatter.request_charges import report
 
 from ._drain_support import Rig, outbox_doc, split
 from ._follow_script import Script, steal
@@ -187,3 +188,81 @@ def test_f04_a_stop_during_the_wait_after_a_renewal_releases_the_renewed_lease()
     assert _published(rig) == ["msg-0"]
     rig.engine(owner="drain-b").drain_all()
     assert _published(rig) == ["msg-0", "msg-1"]
+
+
+def test_f11_the_request_units_of_empty_polls_include_the_lease_renewals_they_wrote() -> None:
+    rig = Rig()
+    lease_writes: list[str] = []
+
+    def charge_reads(call: OperationCall) -> None:
+        if call.operation == "read_change_feed":
+            if call.applied:
+                report(1.0)
+            else:
+                rig.clock.advance(0.2)  # a read takes time: a lease may need renewing by the time it comes back
+
+    def charge_writes(call: OperationCall) -> None:
+        if call.applied and call.operation == "replace":
+            lease_writes.append(call.operation)
+            report(10.0)
+
+    rig.monitored.handler = charge_reads
+    rig.leases.handler = charge_writes
+    stop = StopRequest()
+    engine = rig.engine(lease_duration_seconds=1.0)  # renewed every half second: every other poll of 0.25 s
+    summary = engine.drain_lease(_lease_id(rig), follow=_script(rig, {12: stop.request}).follow(stop))
+    summary.raise_for_error()
+    renewals = len(lease_writes) - 2  # the rest are the take and the release
+    assert renewals >= 3 and summary.empty_polls == rig.monitored.calls["read_change_feed"] == 12
+    assert summary.request_units_by_kind["leases"] == 10.0 * len(lease_writes)
+    # Every charge of an idle follow is an empty poll's (its feed read, the renewal it wrote), but the take and the
+    # release of the lease.
+    assert summary.empty_poll_request_units == 1.0 * summary.empty_polls + 10.0 * renewals
+    units = rig.metrics.points(EMPTY_POLL_REQUEST_UNITS)
+    assert round(sum(p.value for p in units), 2) == summary.empty_poll_request_units
+
+
+def _throttled_reads(rig: Rig, *, every: int, after: int = 0) -> None:
+    """From the ``after``-th change-feed request on, each read answers 429 (20 ms retry-after) until its
+    ``every``-th attempt: ``every - 1`` throttled waits per read."""
+
+    def throttle(call: OperationCall) -> BaseException | None:
+        if call.operation != "read_change_feed" or call.applied or call.number <= after:
+            return None
+        return None if (call.number - after) % every == 0 else Throttled("busy", retry_after_ms=20)
+
+    rig.monitored.handler = throttle
+
+
+def test_f11_max_throttle_wait_seconds_bounds_each_poll_of_a_following_drain_not_all_of_its_polls() -> None:
+    rig = Rig()
+    rig.seed(outbox_doc("msg-0"))
+    # 20 ms of 429 waits per read: a poll (or the catch-up) reads its page, the page's own stamps echoed back and an
+    # empty page, 60 ms: within 70 ms per poll, far over it in all.
+    _throttled_reads(rig, every=2)
+    stop = StopRequest()
+    script = _script(rig, {6: lambda: rig.seed(outbox_doc("msg-1")), 15: stop.request})
+    engine = rig.engine(max_throttle_wait_seconds=0.07)
+    summary = engine.drain_lease(_lease_id(rig), follow=script.follow(stop))
+    summary.raise_for_error()
+    assert _published(rig) == ["msg-0", "msg-1"]
+    assert summary.polls >= 10 and summary.throttled == summary.pages and not summary.throttle_limit_reached
+    assert rig.lease(engine).owner is None
+
+
+def test_f11_a_poll_that_waits_out_max_throttle_wait_seconds_stops_the_following_drain_nothing_lost() -> None:
+    rig = Rig()
+    rig.seed(outbox_doc("msg-0"))
+    # After the catch-up (msg-0's page, its stamp echoed back, an empty page), each read waits 4 x 20 ms: over 70 ms
+    # in one poll.
+    _throttled_reads(rig, every=5, after=3)
+    script = _script(rig, {1: lambda: rig.seed(outbox_doc("msg-1"))})
+    engine = rig.engine(max_throttle_wait_seconds=0.07)
+    summary = engine.drain_lease(_lease_id(rig), follow=script.follow())
+    assert isinstance(summary.error, Throttled) and summary.throttle_limit_reached
+    assert "max_throttle_wait_seconds=0.07" in str(summary.error)
+    assert _published(rig) == ["msg-0"]
+    assert rig.lease(engine).owner is None, "released: the next run takes over at once"
+    rig.monitored.handler = None
+    rig.engine(owner="drain-b").drain_all()[0].raise_for_error()
+    assert _published(rig) == ["msg-0", "msg-1"], "msg-1 waited for the next run, once"

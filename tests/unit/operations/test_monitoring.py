@@ -7,18 +7,23 @@ from datetime import timedelta
 
 import pytest
 
+from airflow_chatter.drain.follow import StopRequest
 from airflow_chatter.drain.suspension import SuspensionState
 from airflow_chatter.operations.interventions import LeaseChangedError, Selected, release_lease, requeue_selected
 from airflow_chatter.operations.monitoring import (
     RunRecord,
+    SourceOverview,
+    lease_views,
     list_undeliverable,
     monitor_store,
     run_points,
     source_overview,
 )
+from airflow_chatter.operations.overview import overview_row
 from airflow_chatter.operations.pending import estimate_pending
 from airflow_chatter.ports import PatchOperation, ServiceUnavailable
 from tests.unit.drain._drain_support import ABSENT, Rig, fail_operation, outbox_doc
+from tests.unit.drain._follow_script import Script
 
 
 @pytest.fixture
@@ -211,3 +216,74 @@ def test_agreeing_failure_counts_need_no_explanation(rig: Rig) -> None:
     store = monitor_store(rig.source(), rig.monitored, rig.leases, clock=rig.clock)
     counts = source_overview("orders", "d", store, rig.monitored, _runs(summary)).failure_counts
     assert counts is not None and (counts.in_runs, counts.on_leases, counts.why_they_differ) == (0, 0, None)
+
+
+def test_a_following_drain_is_shown_live_with_its_last_poll_published_in_the_last_minute_and_lag(rig: Rig) -> None:
+    rig.seed(outbox_doc("m1"), outbox_doc("m2"))
+    rig.clock.advance(3)  # written 3 s before the drain admits them
+    engine = rig.engine(lease_duration_seconds=1.0)  # renewed every half second: what a reader sees is that fresh
+    (lease,) = engine.ensure_leases()
+    store = monitor_store(rig.source(), rig.monitored, rig.leases, clock=rig.clock)
+    stop = StopRequest()
+    during: list[SourceOverview] = []
+
+    def look() -> None:
+        during.append(source_overview("orders", "d", store, rig.monitored, now=rig.clock(), estimate=False))
+        stop.request()
+
+    script = Script(lambda: rig.monitored.calls["read_change_feed"], rig.clock.advance, {6: look})
+    summary = engine.drain_lease(lease.id, follow=script.follow(stop))
+    summary.raise_for_error()
+
+    (view,) = during[0].leases
+    assert view.follow is not None and view.follow.live
+    assert view.follow.published_last_minute == 2 and view.follow.lag_seconds == 3.0
+    assert view.follow.last_poll_at is not None and view.follow.polls is not None and view.follow.polls >= 3
+    row = overview_row(during[0], now=rig.clock())
+    assert (row.live, row.published_last_minute, row.follow_lag_seconds) == (True, 2, 3.0)
+    assert row.last_poll_at == view.follow.last_poll_at
+
+    after = source_overview("orders", "d", store, rig.monitored, now=rig.clock(), estimate=False)
+    (released,) = after.leases
+    assert released.follow is not None and not released.follow.live, "released: shown, no longer live"
+    assert overview_row(after, now=rig.clock()).live is False
+
+
+def test_a_lease_another_drain_took_after_a_follower_is_not_shown_live(rig: Rig) -> None:
+    engine = rig.engine()
+    (lease,) = engine.ensure_leases()
+    stop = StopRequest()
+    script = Script(lambda: rig.monitored.calls["read_change_feed"], rig.clock.advance, {2: stop.request})
+    engine.drain_lease(lease.id, follow=script.follow(stop)).raise_for_error()
+    rig.engine(owner="drain-b").store.acquire(lease.id)  # a short drain holds it now, the follow block still on it
+    store = monitor_store(rig.source(), rig.monitored, rig.leases, clock=rig.clock)
+    (view,) = lease_views(store, rig.monitored, estimate=False)
+    assert view.live and view.owner == "drain-b"
+    assert view.follow is not None and not view.follow.live
+
+
+def test_a_source_no_drain_followed_has_no_live_state(rig: Rig) -> None:
+    rig.seed(outbox_doc("m1"))
+    rig.drain()
+    store = monitor_store(rig.source(), rig.monitored, rig.leases, clock=rig.clock)
+    overview = source_overview("orders", "d", store, rig.monitored, estimate=False)
+    assert [view.follow for view in overview.leases] == [None]
+    assert overview_row(overview, now=rig.clock()).live is None
+
+
+def test_a_follow_block_of_the_wrong_shape_reads_as_unknown_not_as_a_number(rig: Rig) -> None:
+    engine = rig.engine()
+    (lease,) = engine.ensure_leases()
+    store = monitor_store(rig.source(), rig.monitored, rig.leases, clock=rig.clock)
+    for block, expected in (
+        ("not an object", None),
+        ({"published_last_minute": "many", "lag_seconds": True, "polls": 3, "owner": 7}, (None, None, 3, False)),
+    ):
+        document = dict(rig.leases.read(lease.id, lease.id))
+        rig.leases.replace(lease.id, lease.id, {**document, "follow": block})
+        (view,) = lease_views(store, rig.monitored, estimate=False)
+        follow = view.follow
+        shown = (
+            None if follow is None else (follow.published_last_minute, follow.lag_seconds, follow.polls, follow.live)
+        )
+        assert shown == expected, block

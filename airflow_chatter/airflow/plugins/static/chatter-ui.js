@@ -154,6 +154,20 @@ function RunChart({ runs }) {
   );
 }
 
+// Follow mode: what a following drain last wrote on its lease (renewed at least every half lease duration).
+function followText(f) {
+  return `last poll ${when(f.last_poll_at)} · ${f.published_last_minute ?? "–"} published in the last minute · lag ${seconds(f.lag_seconds)}`;
+}
+function FollowCell({ follow }) {
+  if (!follow) return h(Cell, { "data-testid": "lease-follow" }, "–");
+  return h(
+    Cell,
+    { "data-testid": "lease-follow", "data-live": follow.live ? "true" : "false" },
+    follow.live ? h(C.Badge, { colorPalette: "blue", mr: 1 }, "live") : h(C.Badge, { colorPalette: "gray", mr: 1 }, "stopped"),
+    h(C.Text, { as: "span", fontSize: "xs" }, followText(follow)),
+  );
+}
+
 function Leases({ source, view, reload }) {
   const [release, state] = useAction(
     useCallback((key, lease) => post(`/sources/${source}/leases/${encodeURIComponent(lease.id)}/release`, key, { etag: lease.etag }), [source]),
@@ -171,13 +185,14 @@ function Leases({ source, view, reload }) {
       h(Cell, null, seconds(lease.continuation_age_seconds)),
       h(Cell, null, last ? `${lease.last_drain_run}: published ${last.published}, delivered ${last.delivered}, undeliverable ${last.undeliverable}${last.error_type ? `, ${last.error_type}` : ""}` : "–"),
       h(Cell, { "data-testid": "lease-pending" }, pending),
+      h(FollowCell, { follow: lease.follow }),
       h(Cell, null, lease.owner && view.permissions && view.permissions.edit ? h(C.Button, { size: "xs", variant: "outline", loading: state.busy, onClick: async () => (await release(lease)) && reload() }, "Release") : null),
     );
   });
   return h(
     Section,
     { title: "Leases" },
-    h(DataTable, { columns: ["Lease", "Feed range", "State", "Owner / expiry", "Continuation age", "Last drain", "Pending", ""], rows, testid: "leases", empty: "No leases yet: the first drain creates them." }),
+    h(DataTable, { columns: ["Lease", "Feed range", "State", "Owner / expiry", "Continuation age", "Last drain", "Pending", "Follow", ""], rows, testid: "leases", empty: "No leases yet: the first drain creates them." }),
     state.error ? h(C.Text, { color: "fg.error", fontSize: "sm" }, state.error) : null,
   );
 }
@@ -333,7 +348,13 @@ function Overview({ data, onOpen }) {
         h(
           C.Table.Row,
           { key: r.source, "data-testid": `overview-${r.source}`, "data-state": r.state, cursor: r.dag_id ? "pointer" : "default", onClick: () => r.dag_id && onOpen(r.source) },
-          h(Cell, { fontWeight: "semibold" }, r.source, r.live ? h(C.Badge, { ml: 2, colorPalette: "blue" }, "live") : null),
+          h(
+            Cell,
+            { fontWeight: "semibold" },
+            r.source,
+            r.live ? h(C.Badge, { ml: 2, colorPalette: "blue", "data-testid": "overview-live" }, "live") : null,
+            r.live ? h(C.Text, { fontSize: "xs", fontWeight: "normal", color: "fg.muted", "data-testid": "overview-follow" }, followText({ last_poll_at: r.last_poll_at, published_last_minute: r.published_last_minute, lag_seconds: r.follow_lag_seconds })) : null,
+          ),
           h(Cell, { title: r.error || r.reasons.join("; ") }, h(C.Badge, { colorPalette: STATE_COLOR[r.state] || "gray" }, r.state), r.error ? h(C.Text, { fontSize: "xs", color: "fg.error" }, r.error) : null),
           h(Cell, null, `${r.leases}`, r.suspended_leases ? h(C.Badge, { ml: 1, colorPalette: "red", as: "a", href: `#chatter-${r.source}-suspensions` }, `${r.suspended_leases} suspended`) : null),
           h(Cell, null, r.pending === null ? "–" : `${r.pending}${r.pending_bounded ? "+" : ""}`),
