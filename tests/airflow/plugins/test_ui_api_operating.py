@@ -16,8 +16,9 @@ from airflow_chatter.adapters.memory.faults import fail
 from airflow_chatter.airflow.dags.config import load_sources_isolated
 from airflow_chatter.airflow.plugins.api import MAX_RUNS, create_app
 from airflow_chatter.airflow.plugins.api_shapes import MAX_ECHO
+from airflow_chatter.drain.tries import Attempt
 from airflow_chatter.operations.monitoring import RunRecord
-from airflow_chatter.ports import ContainerError, Throttled
+from airflow_chatter.ports import ContainerError, ServiceUnavailable, Throttled
 from airflow_chatter.testing.handlers import first_of
 from tests.airflow.plugins.test_ui_api import (
     GRANTS,
@@ -29,6 +30,7 @@ from tests.airflow.plugins.test_ui_api import (
     drained_backend,
     key,
 )
+from tests.unit.drain._drain_support import outbox_doc
 
 REQUEUE = "/api/sources/orders/undeliverable/requeue"
 
@@ -279,3 +281,29 @@ def test_f11_a_throttled_idempotency_store_answers_503_and_the_action_does_not_r
         assert "UI requeue by" not in caplog.text, "the action did not run"
         again = client.post(REQUEUE, json=body, headers={**auth("admin"), **key("t1")})
     assert again.status_code == 200 and len(again.json()["requeued"]) == 2, again.text
+
+
+def test_every_try_counts_in_the_pages_totals_and_the_runs_point(backend: FakeBackend) -> None:
+    """A run whose drain was tried three times, the first two failing on the stamp after publishing: the page's
+    totals and the run's point count all three tries, and the failure counts say why the lease's is 0."""
+    monitored, _ = backend.stores[SOURCE.name]
+    monitored.create(outbox_doc("retried-1"), "t1")
+    engine = backend.engine()
+    (lease,) = engine.store.list_leases()
+    for number in (1, 2, 3):
+        if number < 3:
+            monitored.handler = fail("patch", error=ServiceUnavailable("stamp down"), times=1)
+        summary = engine.drain_lease(lease.id, attempt=Attempt("chatter_drain_orders/retried/drain/0", number))
+    backend.runs_by_dag[SOURCE.dag_id].insert(
+        0, RunRecord("retried", "scheduled", "success", None, (summary.to_dict(),))
+    )
+    client = TestClient(create_app(backend))
+
+    view = client.get("/api/sources/orders", headers=auth("viewer")).json()
+    point = client.get("/api/sources/orders/runs/retried", headers=auth("viewer")).json()["point"]
+
+    assert (point["published"], point["delivered"], point["tries"]) == (3, 1, 3), point
+    assert view["totals"]["published"] == 1 + 3, "the first run's one document and the retried run's three tries"
+    assert view["totals"]["confirmation_failures"] == 2, view["totals"]
+    counts = view["failure_counts"]
+    assert (counts["in_runs"], counts["on_leases"]) == (2, 0) and "a success resets them" in counts["why_they_differ"]
