@@ -37,7 +37,8 @@ from airflow_chatter.drain.source import LeaseOpening, SourceLeases
 from airflow_chatter.drain.stamps import StampWriter
 from airflow_chatter.drain.summary import DrainCounts, DrainSummary
 from airflow_chatter.drain.suspension import ConfirmationReceipt, DrainGate
-from airflow_chatter.drain.telemetry import OUTCOME_ADMITTED, OUTCOME_SKIPPED, DrainTelemetry
+from airflow_chatter.drain.telemetry import OUTCOME_ADMITTED, OUTCOME_SKIPPED, DrainTelemetry, error_type
+from airflow_chatter.drain.tries import Attempt, earlier_tries, run_tries, try_entry
 from airflow_chatter.errors import (
     ConfigurationError,
     ConfirmationFailed,
@@ -186,12 +187,15 @@ class DrainEngine:
         max_documents: int | None = None,
         max_seconds: float | None = None,
         follow: Follow | None = None,
+        attempt: Attempt | None = None,
     ) -> DrainSummary:
         """Drain one lease (by id or feed range) for at most ``max_documents`` / ``max_seconds``; see follow.py.
 
         Never raises for a drain failure: the summary carries the original error (F-06), and
         ``raise_for_error()`` re-raises it. A lease held by another live drain is left alone and
-        reported in ``lease_held_by``.
+        reported in ``lease_held_by``. With ``attempt`` (which try of which task run this is) the try's counts are
+        recorded on the lease as it is released, and the summary's ``earlier_tries`` has those of the tries before it
+        (``drain/tries.py``).
         """
         lease_id = lease if isinstance(lease, str) else self.store.lease_id(lease)
         if not isinstance(lease, str) and self.store.find(lease_id) is None:
@@ -209,7 +213,7 @@ class DrainEngine:
             self._telemetry.record_failure(self.source_identity, lease_id, exc)
             return DrainSummary.of(self._charged(tally), exc)
         tally.lease_token = current.token
-        holder = _LeaseHolder(current, follow or Follow.none())
+        holder = _LeaseHolder(current, follow or Follow.none(), attempt=attempt)
         error: BaseException | None = None
         try:
             self._drain_pages(holder, tally, budget)
@@ -217,7 +221,7 @@ class DrainEngine:
             error = exc
             self._telemetry.record_failure(self.source_identity, holder.lease.token, exc, lease_id=lease_id)
         finally:
-            self._finish(holder, tally)
+            self._finish(holder, tally, error)
         summary = DrainSummary.of(self._charged(tally), error)
         self._telemetry.log_info("%s", summary.log_line())
         return summary
@@ -318,16 +322,24 @@ class DrainEngine:
             # RLY-06: callers see the stamp's own error type, never the carrier.
             raise carrier.original from None
 
-    def _finish(self, holder: _LeaseHolder, tally: DrainCounts) -> None:
+    def _finish(self, holder: _LeaseHolder, tally: DrainCounts, error: BaseException | None) -> None:
         lease = holder.lease
         tally.suspended = lease.suspension.suspended
         tally.continuation = lease.continuation
         if lease.checkpointed_at is not None:
             tally.continuation_age_seconds = max(0.0, (self._clock() - lease.checkpointed_at).total_seconds())
+        record = None
+        if holder.attempt is not None:
+            # Every try counts: this try's counts ride on the release, the tries before it go into the summary.
+            tally.earlier_tries = earlier_tries(lease.document, holder.attempt)
+            entry = try_entry(
+                holder.attempt, tally, self.request_units.total, error_type(error) if error is not None else None
+            )
+            record = run_tries(holder.attempt, tally.earlier_tries, entry)
         if holder.released:
             return
         try:
-            self.store.release(lease)
+            self.store.release(lease, run_tries=record)
         except Exception as exc:  # noqa: BLE001 - LOG-05: cleanup never replaces the drain's outcome
             self._telemetry.log_cleanup_failure(f"releasing lease {lease.id}", exc)
 
@@ -448,6 +460,7 @@ class _LeaseHolder:
     lease: Lease
     follow: Follow
     released: bool = False
+    attempt: Attempt | None = None
 
 
 __all__ = ["DEFAULT_PUBLISHER", "BodyResolver", "DrainCounts", "DrainEngine", "DrainSummary", "ResolveContext"]

@@ -23,6 +23,7 @@ from typing import Any
 
 from airflow_chatter.clock import Clock, utc_now
 from airflow_chatter.drain.suspension import SuspensionState, parse_utc
+from airflow_chatter.drain.tries import RUN_TRIES_FIELD
 from airflow_chatter.errors import ChatterError, ConfigurationError, InvalidLeaseDocumentError
 from airflow_chatter.ports import (
     Conflict,
@@ -371,10 +372,14 @@ class LeaseStore:
             return lease
         return self._write(lease, "saving its suspension state", suspension=suspension)
 
-    def release(self, lease: Lease) -> Lease | None:
-        """Give the lease up so the next drain need not wait for the expiry; ``None`` if already lost."""
+    def release(self, lease: Lease, *, run_tries: Mapping[str, Any] | None = None) -> Lease | None:
+        """Give the lease up so the next drain need not wait for the expiry; ``None`` if already lost.
+
+        ``run_tries`` (``drain/tries.py``) is written with it: the tries of the task run that drained it."""
         if lease.owner != self.owner:
             return None
+        if run_tries is not None:
+            lease = replace(lease, document={**lease.document, RUN_TRIES_FIELD: dict(run_tries)})
         try:
             return self._write(lease, "releasing it", owner=None, expires_at=None)
         except LeaseLostError:

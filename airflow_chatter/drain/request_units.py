@@ -48,7 +48,8 @@ _T = TypeVar("_T")
 
 
 class ThrottleLimitExceeded(Throttled):
-    """A 429 outlasted the source's retry limits; the drain stops at the page it hit, nothing lost."""
+    """A 429 outlasted the retry limits: a drain stops at the page it hit, nothing lost; any other caller
+    (``airflow_chatter.throttle_retry``) fails with it."""
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,9 @@ class DrainCounts:
     empty_polls: int = 0
     empty_poll_request_units: float = 0.0
     last_poll_at: str | None = None
+    #: Every try counts (``drain/tries.py``): the counts of this task run's earlier tries of this lease, as they
+    #: recorded them on the lease, oldest first; empty for a first try or a drain the caller names no try of.
+    earlier_tries: tuple[Mapping[str, Any], ...] = ()
 
     def lag(self, seconds: float) -> None:
         if self.max_lag_seconds is None or seconds > self.max_lag_seconds:
@@ -94,6 +97,7 @@ class DrainSummary(DrainCounts):
         """JSON-able: plain numbers, strings, booleans, lists and ``None``."""
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "error"}
         data["split_into"] = list(self.split_into)
+        data["earlier_tries"] = [dict(entry) for entry in self.earlier_tries]
         data["request_units_by_kind"] = dict(self.request_units_by_kind)
         data["request_units_per_delivered"] = self.request_units_per_delivered
         return data

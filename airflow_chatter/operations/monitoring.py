@@ -153,19 +153,22 @@ class RunPoint:
     request_units: float | None
     request_units_per_delivered: float | None
     failed_leases: int
+    #: The tries the point counts: each drain task's last try and the earlier ones it reported (every try counts).
+    tries: int = 0
 
 
-#: What the run totals count: one summary per drain task, its last try (Airflow keeps a task's XCom of its last try).
-TOTALS_COVER = "the last try of each drain task of the runs shown"
+#: What the run totals count: every try of each drain task of the runs shown. Airflow keeps a task's XCom of its
+#: last try only; that summary carries the earlier tries' counts, recorded on the lease (``drain/tries.py``).
+TOTALS_COVER = "every try of each drain task of the runs shown"
 
 
 @dataclass(frozen=True)
 class FailureCounts:
     """Two counts of Confirmation Failures the page shows, side by side, so a difference is explained, not hidden.
 
-    ``in_runs`` sums the run summaries (the last try of each drain task of the runs shown); ``on_leases`` sums the
-    leases' consecutive failures, which every try adds to (and a success resets). A run retried three times counted
-    one try's failures on the page while its lease counted all of them: ``why_they_differ`` says so.
+    ``in_runs`` sums every try of each drain task of the runs shown; ``on_leases`` sums the leases' consecutive
+    failures, which every try adds to and a successful page resets. They agree while the failures are the runs
+    shown and none has succeeded since; otherwise ``why_they_differ`` says which scope explains the difference.
     """
 
     in_runs: int
@@ -181,9 +184,10 @@ def failure_counts(totals_: Mapping[str, float], leases: Sequence[LeaseView]) ->
     why = None
     if in_runs != on_leases:
         why = (
-            f"the run totals ({in_runs}) count {TOTALS_COVER}: earlier tries of a retried task, and runs older than "
-            f"those shown, are not in them; the leases ({on_leases}) count every try's consecutive Confirmation "
-            "Failures since their last successful page, and a success resets them"
+            f"the run totals ({in_runs}) count {TOTALS_COVER}; the leases ({on_leases}) count the consecutive "
+            "Confirmation Failures since each lease's last successful page: a success resets them, they include "
+            "runs older than those shown, and a try killed before it released its lease recorded nothing in the "
+            "run totals"
         )
     return FailureCounts(in_runs=in_runs, on_leases=on_leases, totals_cover=TOTALS_COVER, why_they_differ=why)
 
@@ -334,7 +338,7 @@ def run_points(runs: Sequence[RunRecord]) -> list[RunPoint]:
     """One point per run (newest first, as given): its leases' totals, continuation age and request units."""
     points = []
     for run in runs:
-        summaries = run.summaries
+        summaries = [try_ for summary in run.summaries for try_ in every_try(summary)]
         ages = [float(s["continuation_age_seconds"]) for s in summaries if _number(s.get("continuation_age_seconds"))]
         charges = [float(s["request_units"]) for s in summaries if _number(s.get("request_units"))]
         delivered = sum(_int(s.get("delivered")) for s in summaries)
@@ -352,10 +356,19 @@ def run_points(runs: Sequence[RunRecord]) -> list[RunPoint]:
                 max_continuation_age_seconds=round(max(ages), 1) if ages else None,
                 request_units=units,
                 request_units_per_delivered=round(units / delivered, 2) if units is not None and delivered else None,
-                failed_leases=sum(1 for s in summaries if s.get("error_type")),
+                failed_leases=sum(1 for s in run.summaries if s.get("error_type")),
+                tries=len(summaries),
             )
         )
     return points
+
+
+def every_try(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A drain summary's tries, each with its counts: the ones before it that it reports (``earlier_tries``, as
+    recorded on its lease) and itself, the last try."""
+    earlier = summary.get("earlier_tries")
+    tries = [e for e in earlier if isinstance(e, Mapping)] if isinstance(earlier, list | tuple) else []
+    return [*tries, summary]
 
 
 #: The summary fields the instruments count too (MET): their totals over the runs shown.
@@ -368,7 +381,7 @@ def totals(runs: Sequence[RunRecord]) -> dict[str, float]:
     units = 0.0
     has_units = False
     for run in runs:
-        for summary in run.summaries:
+        for summary in (try_ for s in run.summaries for try_ in every_try(s)):
             for name in TOTALLED:
                 out[name] += _int(summary.get(name))
             if _number(summary.get("request_units")):

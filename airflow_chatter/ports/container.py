@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import json
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -70,6 +71,11 @@ class Throttled(ContainerError):
     def __init__(self, message: str = "", *, retry_after_ms: int | None = None) -> None:
         super().__init__(message)
         self.retry_after_ms = retry_after_ms
+
+    @property
+    def retry_after_seconds(self) -> int:
+        """The server's retry-after in whole seconds, at least 1: what an HTTP ``Retry-After`` header says."""
+        return max(1, math.ceil((self.retry_after_ms or 0) / 1000))
 
 
 class ServiceUnavailable(ContainerError):

@@ -77,6 +77,13 @@ def test_rly_the_scheduler_runs_the_drain_dag_after_unpause_and_it_delivers(
     assert run["run_type"] == "scheduled", "the scheduler, not a manual trigger, started the run"
     [summary] = [live_airflow.xcom(api, run, "drain", 0)]
     assert summary["published"] == 12 and summary["delivered"] == 12, summary
+    # Every try counts: the try left its counts on its lease, under this task run, for a retry to report (read at
+    # once: the next scheduled run, up to 5 minutes later, records its own).
+    lease = source.leases.read_item(summary["lease"], summary["lease"])
+    assert summary["earlier_tries"] == [], "a first try"
+    assert lease["run_tries"]["run"] == f"{source.drain_dag_id}/{run['dag_run_id']}/drain/0", lease["run_tries"]
+    [entry] = lease["run_tries"]["tries"]
+    assert (entry["try"], entry["published"], entry["error_type"]) == (1, 12, None), entry
     _assert_delivered(live_airflow, source, documents)
 
 

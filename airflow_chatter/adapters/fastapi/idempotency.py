@@ -8,7 +8,8 @@ The request side of the IETF Idempotency-Key draft (draft-ietf-httpapi-idempoten
   naming the limit. In every one of these nothing is stored and the handler does not run.
 * the key reused with another request (a different fingerprint) → **422**;
 * the key held by a request still running → **409** with ``Retry-After`` (seconds);
-* a completed key → the stored status, headers and body, plus ``Idempotent-Replayed: true``.
+* a completed key → the stored status, headers and body, plus ``Idempotent-Replayed: true``;
+* the store throttled (a 429 from its container) → **503** with ``Retry-After``: nothing reserved, handler not run.
 
 Attach it per route, so only write endpoints pay for it::
 
@@ -51,7 +52,7 @@ from airflow_chatter.idempotency.values import (
     StoredResponse,
     should_store,
 )
-from airflow_chatter.ports import IdempotencyStore
+from airflow_chatter.ports import IdempotencyStore, Throttled
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +159,19 @@ class Idempotency:
         except _Refused as refused:
             return refused.response
         fingerprint = self.fingerprint(request, body)
-        outcome = await run_in_threadpool(self.store.reserve, scope, key, fingerprint)
+        try:
+            outcome = await run_in_threadpool(self.store.reserve, scope, key, fingerprint)
+        except Throttled as throttled:
+            # The store's container answered 429 (the project's Cosmos clients leave 429s to their callers, F-11):
+            # nothing was reserved and the handler did not run, so the client's retry with the same key is safe.
+            seconds = throttled.retry_after_seconds
+            return problem(
+                503,
+                "Idempotency store throttled",
+                f"The idempotency store is throttled (429); retry in {seconds} s with the same "
+                f"{self.options.header_name}.",
+                headers={"Retry-After": str(seconds)},
+            )
         if isinstance(outcome, Replay):
             return self._replay(outcome.response)
         if isinstance(outcome, BodyHashMismatch):

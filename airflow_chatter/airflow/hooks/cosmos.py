@@ -102,6 +102,14 @@ class ChatterCosmosHook(AzureCosmosDBHook):
             else as_seconds(wait, f"connection {self.conn_id!r} extra max_throttle_wait_seconds"),
         )
 
+    def retrying(self, container: DocumentContainer) -> DocumentContainer:
+        """``container`` with its 429s retried within :meth:`throttle_limits` per request, for the callers that are
+        not a drain (``airflow_chatter.throttle_retry``): the receiver, the idempotent HTTP hook's store, the
+        deferrable sensor's trigger. A drain meters, limits and counts its 429s itself (F-11)."""
+        from airflow_chatter.throttle_retry import ThrottleRetrying
+
+        return ThrottleRetrying(container, self.throttle_limits())
+
     def client_kwargs(self) -> dict[str, Any]:
         """Return ``CosmosClient`` keyword arguments from the connection (no network I/O).
 

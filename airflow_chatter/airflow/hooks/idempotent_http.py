@@ -199,7 +199,9 @@ class IdempotentHttpHook(BaseHook):
             from airflow_chatter.idempotency.container_store import ContainerIdempotencyStore
 
             conn_id, container_name, database_name = self._cosmos
-            container = ChatterCosmosHook(conn_id).get_container(container_name, database_name=database_name)
+            hook = ChatterCosmosHook(conn_id)
+            # Its 429s retried within the connection's limits: the project's clients leave them to the caller.
+            container = hook.retrying(hook.get_container(container_name, database_name=database_name))
             self._store = ContainerIdempotencyStore(container, self.options)
         return self._store
 

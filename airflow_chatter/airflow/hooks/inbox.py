@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from airflow_chatter.inbox.identity import IdentityFunction, PartitionKeyResolver
     from airflow_chatter.inbox.receiver import Handler, IdempotentReceiver, Tier
     from airflow_chatter.outbox.unit_of_work import UnitOfWork
-    from airflow_chatter.ports import PartitionKey
+    from airflow_chatter.ports import DocumentContainer, PartitionKey
 
 
 class ChatterInboxHook(ChatterCosmosHook):
@@ -28,6 +28,13 @@ class ChatterInboxHook(ChatterCosmosHook):
     """
 
     hook_name = "Chatter Inbox (Cosmos DB)"
+
+    def get_container(self, container_name: str, *, database_name: str | None = None) -> DocumentContainer:
+        """The container, its 429s retried within the connection's ``max_throttle_retries`` /
+        ``max_throttle_wait_seconds`` (``airflow_chatter.throttle_retry``): the project's clients leave 429s to
+        their callers, and a marker or a commit should not fail a delivery on the first one. Past the limits the
+        429 is raised (INB-06: the claim was not written, the handler does not run) and the delivery comes again."""
+        return self.retrying(super().get_container(container_name, database_name=database_name))
 
     def get_unit_of_work(
         self, container_name: str, partition_key_paths: str | Sequence[str], partition_key: PartitionKey

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_chatter.drain.source import SourceLeases
+    from airflow_chatter.drain.tries import Attempt
 
 
 class ChatterListLeasesOperator(ChatterSourceBaseOperator):
@@ -219,7 +220,11 @@ class ChatterDrainOperator(ChatterSourceBaseOperator):
             )
             with engine, guard:
                 summary = engine.drain_lease(
-                    self.lease_id, max_documents=max_documents, max_seconds=max_seconds, follow=follow
+                    self.lease_id,
+                    max_documents=max_documents,
+                    max_seconds=max_seconds,
+                    follow=follow,
+                    attempt=_attempt(context),
                 )
         finally:
             publisher.close()
@@ -243,6 +248,18 @@ class ChatterDrainOperator(ChatterSourceBaseOperator):
         if summary.split_into:
             self.log.info("Lease %s split into %s; the next run drains them", self.lease_id, summary.split_into)
         return result
+
+
+def _attempt(context: Context | Mapping[str, Any] | None) -> Attempt | None:
+    """Which try of which task run this is: the lease records each try's counts under it (``drain/tries.py``),
+    since Airflow keeps the XCom of a task's last try only."""
+    from airflow_chatter.drain.tries import Attempt
+
+    ti = context.get("ti") if context else None
+    if ti is None:
+        return None
+    run = f"{ti.dag_id}/{ti.run_id}/{ti.task_id}/{getattr(ti, 'map_index', -1)}"
+    return Attempt(run, int(getattr(ti, "try_number", 1) or 1))
 
 
 class ChatterRequeueUndeliverableOperator(ChatterSourceBaseOperator):

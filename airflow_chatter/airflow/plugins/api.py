@@ -52,6 +52,7 @@ from airflow_chatter.airflow.plugins.api_shapes import (
     encode_continuation,
     problem,
     search_text,
+    store_problem,
     valid_page_size,
     validation_problem,
 )
@@ -245,6 +246,14 @@ def create_app(
     async def _bad_query(request: Request, error: InvalidQueryError) -> JSONResponse:
         return problem(400, str(error), error.option)
 
+    @app.exception_handler(ContainerError)
+    async def _store_failed(request: Request, error: ContainerError) -> JSONResponse:
+        """A Cosmos DB error on a read or an action (the idempotency guard's store included): 503 with Retry-After
+        for a 429 or an unavailable service, else 502; the service's own text goes to the log only."""
+        source = request.path_params.get("source")
+        log.warning("Cosmos DB error on %s %s (source %s): %s", request.method, request.url.path, source, error)
+        return store_problem(error, source)
+
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
         return validation_problem(error.errors())
@@ -277,7 +286,7 @@ def create_app(
     def _reshaped(response: Response) -> JSONResponse:
         """The idempotency guard's refusal (RFC 9457) in the API's one shape, naming the header it is about."""
         body = json.loads(bytes(response.body))
-        field = "body" if response.status_code == 413 else "Idempotency-Key"
+        field = {413: "body", 503: None}.get(response.status_code, "Idempotency-Key")
         kept = {k: v for k, v in response.headers.items() if k.lower() == "retry-after"}
         return problem(response.status_code, str(body.get("detail")), field, headers=kept or None)
 

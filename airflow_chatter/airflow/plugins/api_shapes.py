@@ -19,6 +19,7 @@ from airflow_chatter.airflow.dags.config import BrokenSource
 from airflow_chatter.errors import ChatterError, ConfigurationError
 from airflow_chatter.operations.interventions import MAX_REQUEUE
 from airflow_chatter.operations.monitoring import MAX_PAGE_SIZE
+from airflow_chatter.ports import ContainerError, RequestTimeout, ServiceUnavailable, Throttled
 
 # ------------------------------------------------------------------------------------------------
 # Paging.
@@ -154,6 +155,11 @@ READ_ERRORS: dict[int | str, dict[str, Any]] = {
     403: {"model": Problem, "description": "No permission on the source's DAG."},
     404: {"model": Problem, "description": "No such source (or it is broken: `field` names the problem)."},
     422: {"model": Problem, "description": "The request does not validate; `field` names the first problem."},
+    502: {"model": Problem, "description": "Cosmos DB answered an error; its status is named, its text is logged."},
+    503: {
+        "model": Problem,
+        "description": "Cosmos DB is throttling (429) or unavailable: retry after the `Retry-After` seconds.",
+    },
 }
 ACTION_ERRORS: dict[int | str, dict[str, Any]] = {
     **READ_ERRORS,
@@ -161,7 +167,11 @@ ACTION_ERRORS: dict[int | str, dict[str, Any]] = {
     409: {"model": Problem, "description": "Changed since shown, or a request with this key still in progress."},
     413: {"model": Problem, "description": "The request body is too large for the idempotency guard."},
     422: {"model": Problem, "description": "The body does not validate, or the Idempotency-Key was used with another."},
-    503: {"model": Problem, "description": "The source's idempotency container cannot keep keys."},
+    503: {
+        "model": Problem,
+        "description": "Cosmos DB is throttling (429) or unavailable (retry after `Retry-After` seconds), or the "
+        "source's idempotency container cannot keep keys.",
+    },
 }
 
 
@@ -185,6 +195,25 @@ def problem(
     if errors is not None:
         body["errors"] = errors
     return JSONResponse(body, status_code=status, headers=headers)
+
+
+#: ``Retry-After`` for a 429 that names no retry-after, and for a 503/408 from Cosmos DB, in seconds.
+DEFAULT_RETRY_AFTER_SECONDS = 1
+
+
+def store_problem(error: ContainerError, source: str | None) -> JSONResponse:
+    """A Cosmos DB error during a request, in the API's one shape: a 429 (``Throttled``, which the project's clients
+    no longer retry, F-11) and a 503/408 answer 503 with ``Retry-After``; any other status 502. The answer names the
+    status and the source, never the service's text (it is logged, at WARNING, by the caller)."""
+    where = f" for source {echo(source)!r}" if source else ""
+    if isinstance(error, Throttled):
+        seconds = error.retry_after_seconds
+        detail = f"Cosmos DB is throttling requests{where} (429 request rate too large): retry in {seconds} s"
+        return problem(503, detail, headers={"Retry-After": str(seconds)})
+    if isinstance(error, ServiceUnavailable | RequestTimeout):
+        detail = f"Cosmos DB is unavailable{where} ({error.status_code}): retry in {DEFAULT_RETRY_AFTER_SECONDS} s"
+        return problem(503, detail, headers={"Retry-After": str(DEFAULT_RETRY_AFTER_SECONDS)})
+    return problem(502, f"Cosmos DB answered {error.status_code} ({type(error).__name__}){where}")
 
 
 def broken_entry(entry: BrokenSource) -> dict[str, Any]:

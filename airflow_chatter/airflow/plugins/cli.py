@@ -64,7 +64,8 @@ def provision(config: SourceConfig, hook: ChatterCosmosHook) -> list[str]:
     from airflow_chatter.drain.source import SourceLeases
 
     options = config.to_options(resolve=False)  # user callables are imported by the workers, not here
-    monitored = hook.get_container(config.monitored_container)
+    # A command run by hand: its reads retry 429s within the connection's limits, as the receiver's do.
+    monitored = hook.retrying(hook.get_container(config.monitored_container))
     # The monitored container first: if it cannot be drained, nothing is created.
     verify_monitored_container(monitored, options.partition_key_paths)
     database = hook.get_conn().get_database_client(config.database)
@@ -76,7 +77,7 @@ def provision(config: SourceConfig, hook: ChatterCosmosHook) -> list[str]:
         )
     # The drain's own start-time check of both containers (CNT rules, the lease container's /id and TTL), exactly
     # as a drain task runs it when it opens the source's leases.
-    source = SourceLeases.open(options, monitored, hook.get_container(config.lease_container))
+    source = SourceLeases.open(options, monitored, hook.retrying(hook.get_container(config.lease_container)))
     if not lease.created:
         lines.append(f"lease container {lease.container_id!r} exists with the right shape: nothing to do")
     lines.append(

@@ -92,7 +92,12 @@ class ChatterPendingOutboxTrigger(BaseTrigger):
         hook = ChatterCosmosHook(self.cosmos_conn_id, database_name=self.database)
         # The trigger's own client (the hook connects here, off the event loop), closed by cleanup().
         self._client = hook.get_conn()
-        return hook.get_container(self.monitored_container), hook.get_container(self.lease_container)
+        # Read-only peeks: a 429 is retried within the connection's limits (the project's clients leave 429s to
+        # their callers); past them the trigger reports the error and the sensor's task fails, naming the limits.
+        return (
+            hook.retrying(hook.get_container(self.monitored_container)),
+            hook.retrying(hook.get_container(self.lease_container)),
+        )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from airflow_chatter.operations.pending import peek_pending

@@ -501,3 +501,40 @@ def test_a_following_drain_polls_until_its_seconds_run_out(monkeypatch: pytest.M
     )
     assert summary["delivered"] == 2
     assert summary["empty_polls"] >= 1 and summary["last_poll_at"] is not None
+
+
+class _TryTI(RecordingTI):
+    """A task instance of one mapped drain task, at try ``try_number``."""
+
+    dag_id, run_id, task_id, map_index = "chatter_drain_orders", "scheduled__1", "drain", 0
+
+    def __init__(self, try_number: int) -> None:
+        super().__init__()
+        self.try_number = try_number
+
+
+def test_every_try_counts_the_last_trys_xcom_carries_the_earlier_tries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Airflow clears a task's XCom when a new try starts: the try that failed after publishing is kept on the
+    lease, and the next try's summary (the one the page reads) reports it."""
+    from airflow_chatter.adapters.memory.faults import fail
+    from airflow_chatter.ports import ServiceUnavailable
+
+    world = install_world(monkeypatch)
+    world.write(tenants=1, per_tenant=2)
+    [lease_id] = list_leases().execute(context={})
+    world.monitored.handler = fail("*", error=ServiceUnavailable("stamp down"), when=_is_stamp)
+    first = _TryTI(1)
+    with pytest.raises(ServiceUnavailable):
+        drain(lease_id).execute(context={"ti": first})
+    world.monitored.handler = None  # the stamps work again for the retry
+    assert first.xcom["summary"]["published"] == 2 and first.xcom["summary"]["earlier_tries"] == []
+    second = drain(lease_id).execute(context={"ti": _TryTI(2)})
+    assert len(world.publisher.sent) == 4, "the second try published both documents again"
+    (earlier,) = second["earlier_tries"]
+    assert (earlier["try"], earlier["published"], earlier["confirmation_failures"]) == (1, 2, 1), earlier
+    assert earlier["error_type"] == "ServiceUnavailable"
+    assert second["published"] + earlier["published"] == len(world.publisher.sent)
+
+
+def _is_stamp(call: Any) -> bool:
+    return call.operation in ("patch", "execute_batch")

@@ -3,6 +3,7 @@ ETag, a repeated requeue, runs older than the latest page and backfill runs, err
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -10,10 +11,15 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
+from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
+from airflow_chatter.adapters.memory.faults import fail
 from airflow_chatter.airflow.dags.config import load_sources_isolated
 from airflow_chatter.airflow.plugins.api import MAX_RUNS, create_app
 from airflow_chatter.airflow.plugins.api_shapes import MAX_ECHO
+from airflow_chatter.drain.tries import Attempt
 from airflow_chatter.operations.monitoring import RunRecord
+from airflow_chatter.ports import ContainerError, ServiceUnavailable, Throttled
+from airflow_chatter.testing.handlers import first_of
 from tests.airflow.plugins.test_ui_api import (
     GRANTS,
     OTHER,
@@ -24,6 +30,7 @@ from tests.airflow.plugins.test_ui_api import (
     drained_backend,
     key,
 )
+from tests.unit.drain._drain_support import outbox_doc
 
 REQUEUE = "/api/sources/orders/undeliverable/requeue"
 
@@ -223,3 +230,80 @@ def test_the_airflow_backend_reads_the_sources_file_entry_by_entry(
     loaded = AirflowBackend().sources()
     assert loaded.config is not None and [s.name for s in loaded.config.sources] == ["orders"]
     assert [b.name for b in loaded.broken] == ["broken"]
+
+
+# -- Cosmos DB errors: the project's clients hand every 429 to the caller (F-11) -----------------------------------
+
+
+def test_f11_a_throttled_read_answers_503_with_retry_after_in_the_apis_shape(
+    client: TestClient, backend: FakeBackend
+) -> None:
+    monitored, _ = backend.stores[SOURCE.name]
+    monitored.handler = first_of(
+        monitored.handler, fail("query", error=Throttled("429 request rate is large", retry_after_ms=2300))
+    )
+    response = client.get("/api/sources/orders", headers=auth("viewer"))
+    assert response.status_code == 503, response.text
+    assert response.headers["retry-after"] == "3", "the server's 2.3 s, rounded up"
+    assert response.headers["content-type"].startswith("application/json")
+    body = response.json()
+    assert "throttling" in body["detail"] and "'orders'" in body["detail"] and "field" not in body, body
+
+
+def test_another_cosmos_error_on_a_read_answers_502_naming_the_status_not_the_services_text(
+    client: TestClient, backend: FakeBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    _, leases = backend.stores[SOURCE.name]
+    secret = "AccountKey=c2VjcmV0LWtleQ=="
+    leases.handler = first_of(leases.handler, fail("query", error=ContainerError(f"boom {secret}", status_code=500)))
+    with caplog.at_level(logging.WARNING, logger="airflow_chatter.ui"):
+        response = client.get("/api/overview", headers=auth("viewer"))
+    assert response.status_code == 502, response.text
+    assert response.json()["detail"] == "Cosmos DB answered 500 (ContainerError)", response.text
+    assert secret not in response.text
+    assert "boom" in caplog.text, "the service's own text goes to the api-server log for the operator"
+
+
+def test_f11_a_throttled_idempotency_store_answers_503_and_the_action_does_not_run(
+    backend: FakeBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The guard's reserve meets a 429: nothing is reserved, nothing requeued, and the same key works afterwards."""
+    backend.orders = SOURCE.model_copy(update={"ui_idempotency_container": "ui-idempotency"})
+    store = MemoryDocumentContainer(partition_key_paths=("/scope",), default_ttl=-1, container_id="ui-idempotency")
+    backend.idempotency = store
+    store.handler = fail("create", error=Throttled("429", retry_after_ms=500), times=1)
+    client = TestClient(create_app(backend))
+    body = _requeue_body(client)
+    with caplog.at_level(logging.INFO, logger="airflow_chatter.ui"):
+        throttled = client.post(REQUEUE, json=body, headers={**auth("admin"), **key("t1")})
+        assert throttled.status_code == 503 and throttled.headers["retry-after"] == "1", throttled.text
+        assert "field" not in throttled.json() and "throttled" in throttled.json()["detail"], throttled.text
+        assert "UI requeue by" not in caplog.text, "the action did not run"
+        again = client.post(REQUEUE, json=body, headers={**auth("admin"), **key("t1")})
+    assert again.status_code == 200 and len(again.json()["requeued"]) == 2, again.text
+
+
+def test_every_try_counts_in_the_pages_totals_and_the_runs_point(backend: FakeBackend) -> None:
+    """A run whose drain was tried three times, the first two failing on the stamp after publishing: the page's
+    totals and the run's point count all three tries, and the failure counts say why the lease's is 0."""
+    monitored, _ = backend.stores[SOURCE.name]
+    monitored.create(outbox_doc("retried-1"), "t1")
+    engine = backend.engine()
+    (lease,) = engine.store.list_leases()
+    for number in (1, 2, 3):
+        if number < 3:
+            monitored.handler = fail("patch", error=ServiceUnavailable("stamp down"), times=1)
+        summary = engine.drain_lease(lease.id, attempt=Attempt("chatter_drain_orders/retried/drain/0", number))
+    backend.runs_by_dag[SOURCE.dag_id].insert(
+        0, RunRecord("retried", "scheduled", "success", None, (summary.to_dict(),))
+    )
+    client = TestClient(create_app(backend))
+
+    view = client.get("/api/sources/orders", headers=auth("viewer")).json()
+    point = client.get("/api/sources/orders/runs/retried", headers=auth("viewer")).json()["point"]
+
+    assert (point["published"], point["delivered"], point["tries"]) == (3, 1, 3), point
+    assert view["totals"]["published"] == 1 + 3, "the first run's one document and the retried run's three tries"
+    assert view["totals"]["confirmation_failures"] == 2, view["totals"]
+    counts = view["failure_counts"]
+    assert (counts["in_runs"], counts["on_leases"]) == (2, 0) and "a success resets them" in counts["why_they_differ"]

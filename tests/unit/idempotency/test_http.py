@@ -9,8 +9,11 @@ from fastapi.testclient import TestClient
 
 from airflow_chatter.adapters.fastapi.idempotency import HttpIdempotencyOptions
 from airflow_chatter.adapters.memory import MemoryIdempotencyStore
-from airflow_chatter.idempotency import Reserved
+from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
+from airflow_chatter.adapters.memory.faults import fail
+from airflow_chatter.idempotency import ContainerIdempotencyStore, Reserved
 from airflow_chatter.idempotency.fingerprint import request_fingerprint
+from airflow_chatter.ports import Throttled
 from airflow_chatter.testing.clock import ManualClock
 from tests.unit.idempotency._http_app import Calls, make_app
 
@@ -224,3 +227,18 @@ def test_a_streamed_body_that_fails_abandons_the_reservation_so_a_retry_runs_aga
     assert client.post("/stream-fails", headers=_key("k-13")).status_code == 500
     assert client.post("/stream-fails", headers=_key("k-13")).status_code == 500
     assert calls.counts["stream-fails"] == 2 and len(store) == 0
+
+
+def test_f11_a_store_throttled_on_reserve_answers_503_with_retry_after_and_the_handler_does_not_run(
+    calls: Calls,
+) -> None:
+    """The project's Cosmos clients leave 429s to the caller: the guard answers one on reserving the key with 503
+    and the server's retry-after, having reserved nothing, so the client's retry with the same key runs once."""
+    container = MemoryDocumentContainer(partition_key_paths=("/scope",), default_ttl=-1)
+    container.handler = fail("create", error=Throttled("429", retry_after_ms=1200), times=1)
+    client = TestClient(make_app(ContainerIdempotencyStore(container), calls), raise_server_exceptions=False)
+    throttled = client.post("/orders", json=ORDER, headers=_key("k-429"))
+    assert throttled.status_code == 503 and throttled.headers["retry-after"] == "2", throttled.text
+    assert "throttled" in str(_problem(throttled)["detail"]) and calls.counts["orders"] == 0
+    again = client.post("/orders", json=ORDER, headers=_key("k-429"))
+    assert again.status_code == 201 and calls.counts["orders"] == 1, again.text

@@ -9,6 +9,7 @@ import pytest
 
 from airflow_chatter.drain.follow import StopRequest
 from airflow_chatter.drain.suspension import SuspensionState
+from airflow_chatter.drain.tries import Attempt
 from airflow_chatter.operations.interventions import LeaseChangedError, Selected, release_lease, requeue_selected
 from airflow_chatter.operations.monitoring import (
     RunRecord,
@@ -191,23 +192,61 @@ def test_release_clears_a_stuck_lease_owner_through_the_lease_store_and_keeps_it
     assert rig.engine(owner="drain-b").drain_all()[0].lease_held_by is None, "another drain takes it at once"
 
 
-def test_a_retried_run_shows_both_failure_counts_and_says_why_they_differ(rig: Rig) -> None:
-    """Issue 28 finding 4: five tries failed, Airflow kept the last try's summary only; the page's total said 1
-    while the lease counted 5. The overview gives both counts and the reason instead of one silent number."""
+def _three_tries(rig: Rig, *, last_fails: bool) -> list[dict]:  # type: ignore[type-arg]
+    """One drain task of one run tried three times: the first two publish and fail on the stamp, the third
+    publishes again and succeeds (or fails too). What Airflow keeps is the last try's summary only."""
     rig.seed(outbox_doc("m1"))
-    fail_operation(rig.monitored, "patch", ServiceUnavailable("stamp down"))
     engine = rig.engine()
-    tries = [rig.drain(engine).to_dict() for _ in range(5)]
+    (lease,) = engine.ensure_leases()
+    summaries = []
+    for number in (1, 2, 3):
+        if number < 3 or last_fails:
+            fail_operation(rig.monitored, "patch", ServiceUnavailable("stamp down"), times=1)
+        attempt = Attempt("chatter_drain_orders/run-1/drain/0", number)
+        summaries.append(engine.drain_lease(lease.id, attempt=attempt).to_dict())
+    return summaries
+
+
+def test_every_try_counts_a_run_tried_three_times_totals_all_three(rig: Rig) -> None:
+    """Issue 28 finding 4: a run retried three times counted its last try only ("published 18" while Kafka held
+    84 copies). Each try records its counts on the lease; the last try's summary carries the earlier ones."""
+    tries = _three_tries(rig, last_fails=False)
+    assert len(rig.publisher.sent) == 3, "each try published the document again"
+    last = tries[-1]  # XCom: Airflow cleared the earlier tries'
+    assert [t["try"] for t in last["earlier_tries"]] == [1, 2]
+    assert [t["error_type"] for t in last["earlier_tries"]] == ["ServiceUnavailable", "ServiceUnavailable"]
     store = monitor_store(rig.source(), rig.monitored, rig.leases, clock=rig.clock)
 
-    overview = source_overview("orders", "d", store, rig.monitored, _runs(tries[-1]))  # XCom: the last try only
+    overview = source_overview("orders", "d", store, rig.monitored, _runs(last))
 
+    assert overview.totals["published"] == 3 == len(rig.publisher.sent), overview.totals
+    assert (overview.totals["delivered"], overview.totals["confirmation_failures"]) == (1, 2), overview.totals
+    (point,) = overview.runs
+    assert (point.published, point.delivered, point.tries) == (3, 1, 3)
     counts = overview.failure_counts
-    assert counts is not None
-    assert (counts.in_runs, counts.on_leases) == (overview.totals["confirmation_failures"], 5)
-    assert counts.in_runs < counts.on_leases
-    assert counts.why_they_differ is not None and "earlier tries of a retried task" in counts.why_they_differ
-    assert counts.totals_cover == "the last try of each drain task of the runs shown"
+    assert counts is not None and counts.totals_cover == "every try of each drain task of the runs shown"
+    assert (counts.in_runs, counts.on_leases) == (2, 0), "the third try's success reset the lease's count"
+    assert counts.why_they_differ is not None and "a success resets them" in counts.why_they_differ
+
+
+def test_every_try_counts_three_failing_tries_agree_with_the_lease(rig: Rig) -> None:
+    last = _three_tries(rig, last_fails=True)[-1]
+    store = monitor_store(rig.source(), rig.monitored, rig.leases, clock=rig.clock)
+    overview = source_overview("orders", "d", store, rig.monitored, _runs(last))
+    assert overview.totals["published"] == 3 and overview.totals["confirmation_failures"] == 3, overview.totals
+    counts = overview.failure_counts
+    assert counts is not None and (counts.in_runs, counts.on_leases, counts.why_they_differ) == (3, 3, None)
+
+
+def test_the_next_run_starts_its_own_record_of_tries(rig: Rig) -> None:
+    _three_tries(rig, last_fails=False)
+    rig.seed(outbox_doc("m2"))
+    engine = rig.engine()
+    (lease,) = engine.store.list_leases()
+    summary = engine.drain_lease(lease.id, attempt=Attempt("chatter_drain_orders/run-2/drain/0", 1)).to_dict()
+    assert summary["earlier_tries"] == [] and summary["published"] == 1
+    assert rig.lease(engine).document["run_tries"]["run"] == "chatter_drain_orders/run-2/drain/0"
+    assert len(rig.lease(engine).document["run_tries"]["tries"]) == 1, "one task run's tries only: it stays small"
 
 
 def test_agreeing_failure_counts_need_no_explanation(rig: Rig) -> None:
