@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 from zoneinfo import ZoneInfo
 
 import httpx
@@ -339,7 +340,10 @@ def test_ui_a_broken_sources_entry_is_a_broken_config_row_naming_its_field_and_o
     scenario: dict[str, Any], broken_entry: str, admin_page: Browser
 ) -> None:
     row = f"document.querySelector('[data-testid=overview-{broken_entry}]')"
-    admin_page.wait_for(f"!!({row})", what="the broken entry's overview row")
+    admin_page.wait_for(
+        f"!!({row}) && !!document.querySelector('[data-testid=source-{SOURCE}] [data-testid=leases]')",
+        what="the broken entry's overview row and the ui source's panel",
+    )
     shown = admin_page.evaluate(
         f"""(() => {{ const r = {row}; return {{
             state: r.querySelector('[data-testid=overview-state]').innerText,
@@ -379,6 +383,35 @@ def test_ui_an_overview_row_unfolds_a_folded_source_and_scrolls_to_it(
         " return r.top >= 0 && r.top < innerHeight / 2; })()",
         what=f"{name}'s panel scrolled into view",
     )
+
+
+def test_ui_a_backfill_triggered_from_the_page_is_listed_with_its_source_s_runs(
+    scenario: dict[str, Any], live_airflow: LiveAirflow, admin: httpx.Client, admin_page: Browser
+) -> None:
+    panel = f"document.querySelector('[data-testid=source-{SOURCE}]')"
+    button = f"[...{panel}.querySelectorAll('button')].find(b => b.innerText.trim() === 'Trigger backfill')"
+    admin_page.click(button, what="Trigger backfill (a dry run, the form's default)")
+    result = admin_page.wait_for(
+        f"({panel}.querySelector('[data-testid=backfill-result]') || {{}}).innerText",
+        what="the triggered backfill run's id",
+    )
+    run_id = result.removeprefix("Triggered ").removesuffix(".")
+    try:
+        refresh = f"[...{panel}.querySelectorAll('button')].find(b => b.innerText.trim() === 'Refresh')"
+        admin_page.click(refresh, what="the panel's Refresh")
+        row = (
+            f"[...{panel}.querySelectorAll('[data-testid=backfill-run-row]')]"
+            f".find(r => r.innerText.includes({json.dumps(run_id)}))"
+        )
+        admin_page.wait_for(f"!!({row})", what=f"the backfill run {run_id} in the ui source's runs")
+        cells = admin_page.evaluate(
+            f"(() => {{ const r = {row}; return {{ href: r.querySelector('a').getAttribute('href'),"
+            " cells: [...r.querySelectorAll('td')].map(c => c.innerText) }; })()"
+        )
+    finally:  # no run left for the other tests of the session
+        admin.delete(f"/api/v2/dags/chatter_backfill/dagRuns/{quote(run_id, safe='')}")
+    assert cells["href"].endswith(f"/dags/chatter_backfill/runs/{quote(run_id, safe='')}"), cells
+    assert cells["cells"][0] == run_id and cells["cells"][-1] == "–", "a dry run drains no lease"
 
 
 def test_ui_the_outbox_tab_of_a_drain_run_shows_that_runs_totals_and_only_its_source(

@@ -365,7 +365,7 @@ function Backfill({ source, backfillDag }) {
       h(C.Button, { size: "sm", variant: "outline", loading: state.busy, onClick: () => trigger(body) }, "Trigger backfill"),
     ),
     state.error ? h(C.Text, { color: "fg.error", fontSize: "sm" }, state.error) : null,
-    state.result ? h(C.Text, { fontSize: "sm" }, `Triggered ${state.result.run_id}.`) : null,
+    state.result ? h(C.Text, { fontSize: "sm", "data-testid": "backfill-result" }, `Triggered ${state.result.run_id}.`) : null,
   );
 }
 
