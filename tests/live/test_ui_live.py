@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
+from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
+import yaml
 
 from airflow_chatter.outbox.document import OutboxMessage
 from tests.fixtures.kafka import consume_records
@@ -36,6 +40,23 @@ TEXT_RGB = """(() => {
 API = "/chatter/api"
 #: The fault the scenario's suspension state records, as the gate stores a Confirmation Failure's.
 LAST_FAULT = "503 Service Unavailable: the delivered stamp's patch was refused"
+#: The scenario lease's owner: a worker gone, its lease expired.
+GONE_OWNER = "worker-gone"
+#: A sources entry that does not validate (a batch size over the maximum), added beside the valid ones.
+BROKEN = "broken_ui"
+#: What the page shows of a lease, a document or a backfill an editor may act on (none of it for a viewer).
+ACTION_CONTROLS = """(() => {
+  const page = document.querySelector('[data-testid=chatter-page]');
+  const buttons = [...page.querySelectorAll('button')].map(b => b.innerText.trim());
+  return {
+    requeue: buttons.filter(t => t.startsWith('Requeue')).length,
+    release: buttons.filter(t => t === 'Release').length,
+    backfill: buttons.filter(t => t === 'Trigger backfill').length,
+    checkboxes: page.querySelectorAll('input[type=checkbox]').length,
+    readOnly: page.querySelectorAll('[data-testid=read-only]').length,
+    panels: page.querySelectorAll('[data-testid^=source-]:not([data-testid$=-folded])').length,
+  };
+})()"""
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +113,10 @@ def scenario(live_airflow: LiveAirflow, admin: httpx.Client) -> dict[str, Any]:
         lease["id"],
         lease["id"],
         [
+            # The owner of a worker that died holding it: expired, so the next drain takes it over; the page offers
+            # an editor a Release.
+            {"op": "set", "path": "/owner", "value": GONE_OWNER},
+            {"op": "set", "path": "/expires_at", "value": (armed - timedelta(minutes=10)).isoformat()},
             {
                 "op": "set",
                 "path": "/suspension",
@@ -106,10 +131,48 @@ def scenario(live_airflow: LiveAirflow, admin: httpx.Client) -> dict[str, Any]:
                         "at": armed.isoformat(),
                     },
                 },
-            }
+            },
         ],
     )
     return {"source": source, "good": good, "bad": bad, "lease_id": lease["id"], "armed_at": armed}
+
+
+@pytest.fixture(scope="module")
+def broken_entry(live_airflow: LiveAirflow) -> Iterator[str]:
+    """A broken entry beside the valid sources in the live sources file, for as long as the module's page tests
+    need it (the plugin reads the file again when it changes; the valid sources' DAGs are not touched)."""
+    original = live_airflow.sources_file.read_text()
+    config = yaml.safe_load(original)
+    valid = live_airflow.sources[SOURCE].entry(live_airflow.database)
+    config["sources"].append({**valid, "name": BROKEN, "monitored_container": "broken-ui", "max_batch_size": 5000})
+    live_airflow.sources_file.write_text(yaml.safe_dump(config, sort_keys=False))
+    try:
+        yield BROKEN
+    finally:
+        live_airflow.sources_file.write_text(original)
+
+
+@pytest.fixture(scope="module")
+def admin_page(live_airflow: LiveAirflow, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    """One Chromium signed in as admin on the page (900 px high, so the page scrolls), for the tests that only read
+    and click: one sign-in for all of them."""
+    browser = Browser(tmp_path_factory.mktemp("admin") / "chromium-profile", height=900)
+    try:
+        _log_in(browser, live_airflow, "admin", "/plugin/chatter")
+        yield browser
+    finally:
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def viewer_page(live_airflow: LiveAirflow, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    """One Chromium signed in as viewer, shared by the viewer's tests."""
+    browser = Browser(tmp_path_factory.mktemp("viewer") / "chromium-profile")
+    try:
+        _log_in(browser, live_airflow, "viewer", "/plugin/chatter")
+        yield browser
+    finally:
+        browser.close()
 
 
 def test_ui_api_requests_without_a_token_or_cookie_are_401(live_airflow: LiveAirflow) -> None:
@@ -182,15 +245,16 @@ def _log_in(browser: Browser, live: LiveAirflow, user: str, next_path: str) -> N
 
 
 def test_ui_the_page_shows_the_suspension_and_the_undeliverable_documents_in_light_and_dark(
-    scenario: dict[str, Any], live_airflow: LiveAirflow, tmp_path: Path
+    scenario: dict[str, Any], broken_entry: str, live_airflow: LiveAirflow, tmp_path: Path
 ) -> None:
     browser = Browser(tmp_path / "chromium-profile")
     try:
         _log_in(browser, live_airflow, "admin", "/plugin/chatter")
         panel = f"document.querySelector('[data-testid=source-{SOURCE}]')"
         browser.wait_for(
-            f"{panel} && {panel}.querySelectorAll('[data-testid=undeliverable-row]').length",
-            what="the ui source's rows",
+            f"{panel} && {panel}.querySelectorAll('[data-testid=undeliverable-row]').length "
+            "&& !!document.querySelector('[data-testid=chatter-overview]')",
+            what="the ui source's rows and the overview",
         )
         shown = browser.evaluate(
             f"""(() => {{ const p = {panel}; return {{
@@ -212,13 +276,37 @@ def test_ui_the_page_shows_the_suspension_and_the_undeliverable_documents_in_lig
             "messageIds": sorted(d["MessageId"] for d in scenario["bad"]),
             "violations": ["Destination", "Destination"],
         }
+        chart = browser.evaluate(
+            f"""(() => {{ const p = {panel}; return {{
+                points: p.querySelectorAll('[data-testid=chart-point]').length,
+                runRows: p.querySelectorAll('[data-testid=run-row]').length,
+                ticks: [...p.querySelectorAll('[data-testid=chart-x-tick]')].map(e => e.textContent),
+                title: p.querySelector('[data-testid=chart-x-title]').textContent,
+                zone: Intl.DateTimeFormat().resolvedOptions().timeZone,
+            }}; }})()"""
+        )
+        # A run that moved nothing is neither listed nor plotted; the x axis says what and in which zone (none
+        # chosen: the browser's), its ticks differ.
+        assert chart["points"] == chart["runRows"] >= 1, chart
+        assert len(set(chart["ticks"])) == len(chart["ticks"]) >= 2, chart
+        assert chart["title"].startswith("run start (") and chart["title"].endswith(f"{chart['zone']})"), chart
+        # An editor is offered every action (a viewer none: test_ui_a_viewer_is_offered_no_action...).
+        assert browser.evaluate(ACTION_CONTROLS) == {
+            "requeue": 1,
+            "release": 1,
+            "backfill": 1,
+            "checkboxes": 3,  # the two documents' and the backfill's "dry run"
+            "readOnly": 0,
+            "panels": 1,
+        }
         overview = browser.evaluate(
             "[...document.querySelectorAll('[data-testid=chatter-overview] tbody tr')]"
             ".map(r => [r.dataset.testid.replace('overview-', ''), r.dataset.state])"
         )
         order = ("suspended", "broken config", "failing", "undeliverable", "lagging", "healthy")
-        assert overview[0] == [SOURCE, "suspended"], overview
+        assert overview[:2] == [[SOURCE, "suspended"], [BROKEN, "broken config"]], overview
         assert [order.index(state) for _, state in overview] == sorted(order.index(state) for _, state in overview)
+        assert {name for name, _ in overview} == {*live_airflow.sources, BROKEN}, "the valid sources still show"
         light_rgb = browser.evaluate(TEXT_RGB)
         light = browser.screenshot(tmp_path / "chatter-ui-light.png")
 
@@ -231,56 +319,200 @@ def test_ui_the_page_shows_the_suspension_and_the_undeliverable_documents_in_lig
         )
         text_rgb = browser.evaluate(TEXT_RGB)
         dark = browser.screenshot(tmp_path / "chatter-ui-dark.png")
+        opacity = browser.evaluate(
+            f"""(() => {{ const b = [...{panel}.querySelectorAll('button')];
+                const of = (t) => Number(getComputedStyle(b.find(e => e.innerText.trim() === t)).opacity);
+                return {{previous: of('Previous'), previousDisabled: b.find(e => e.innerText.trim() === 'Previous')
+                    .disabled, refresh: of('Refresh')}}; }})()"""
+        )
     finally:
         browser.close()
     assert light.stat().st_size > 10_000 and dark.stat().st_size > 10_000
     assert light_rgb != text_rgb and min(text_rgb) > 150 > max(light_rgb), (
         f"text {light_rgb} in light, {text_rgb} in dark"
     )
+    assert opacity["previousDisabled"] is True and opacity["previous"] < 1 == opacity["refresh"], (
+        f"in dark mode a disabled button must look disabled: {opacity}"
+    )
+
+
+def test_ui_a_broken_sources_entry_is_a_broken_config_row_naming_its_field_and_opens_nothing(
+    scenario: dict[str, Any], broken_entry: str, admin_page: Browser
+) -> None:
+    row = f"document.querySelector('[data-testid=overview-{broken_entry}]')"
+    admin_page.wait_for(
+        f"!!({row}) && !!document.querySelector('[data-testid=source-{SOURCE}] [data-testid=leases]')",
+        what="the broken entry's overview row and the ui source's panel",
+    )
+    shown = admin_page.evaluate(
+        f"""(() => {{ const r = {row}; return {{
+            state: r.querySelector('[data-testid=overview-state]').innerText,
+            fields: [...r.querySelectorAll('[data-testid=broken-field]')].map(e => e.innerText),
+            problem: r.querySelector('[data-testid=broken-problem]').innerText,
+            clickable: getComputedStyle(r).cursor === 'pointer' || !!r.querySelector('a'),
+            panel: !!document.getElementById('chatter-{broken_entry}'),
+            others: [...document.querySelectorAll('[data-testid^=source-]')].map(e => e.dataset.testid),
+        }}; }})()"""
+    )
+    assert shown["state"] == "broken config" and not shown["clickable"] and not shown["panel"], shown
+    assert len(shown["fields"]) == 1 and shown["fields"][0].endswith("max_batch_size"), shown
+    assert "5000" in shown["problem"] or "max_batch_size" in shown["problem"], shown
+    assert f"source-{SOURCE}" in shown["others"], "the valid sources' panels still show"
+
+
+def test_ui_an_overview_row_unfolds_a_folded_source_and_scrolls_to_it(
+    scenario: dict[str, Any], admin_page: Browser
+) -> None:
+    folded = admin_page.evaluate(
+        "[...document.querySelectorAll('[data-testid$=-folded]')].map(e => e.dataset.testid"
+        ".replace('source-', '').replace(/-folded$/, ''))"
+    )
+    assert folded, "a source that needs no attention starts folded"
+    name = folded[-1]
+    below = admin_page.evaluate(f"document.getElementById('chatter-{name}').getBoundingClientRect().top > innerHeight")
+    assert below, f"{name} starts out of view (below the overview), so the scroll is what brings it in"
+    admin_page.click(f"document.querySelector('[data-testid=overview-{name}] td')", what=f"the {name} row")
+    admin_page.wait_for(
+        f"!!document.querySelector('[data-testid=source-{name}] [data-testid=leases], "
+        f"[data-testid=source-{name}] [data-testid=leases-empty]')"
+        f" && !document.querySelector('[data-testid=source-{name}-folded]')",
+        what=f"{name}'s panel to unfold",
+    )
+    admin_page.wait_for(
+        f"(() => {{ const r = document.getElementById('chatter-{name}').getBoundingClientRect();"
+        " return r.top >= 0 && r.top < innerHeight / 2; })()",
+        what=f"{name}'s panel scrolled into view",
+    )
+
+
+def test_ui_a_backfill_triggered_from_the_page_is_listed_with_its_source_s_runs(
+    scenario: dict[str, Any], live_airflow: LiveAirflow, admin: httpx.Client, admin_page: Browser
+) -> None:
+    panel = f"document.querySelector('[data-testid=source-{SOURCE}]')"
+    button = f"[...{panel}.querySelectorAll('button')].find(b => b.innerText.trim() === 'Trigger backfill')"
+    admin_page.click(button, what="Trigger backfill (a dry run, the form's default)")
+    result = admin_page.wait_for(
+        f"({panel}.querySelector('[data-testid=backfill-result]') || {{}}).innerText",
+        what="the triggered backfill run's id",
+    )
+    run_id = result.removeprefix("Triggered ").removesuffix(".")
+    try:
+        refresh = f"[...{panel}.querySelectorAll('button')].find(b => b.innerText.trim() === 'Refresh')"
+        admin_page.click(refresh, what="the panel's Refresh")
+        row = (
+            f"[...{panel}.querySelectorAll('[data-testid=backfill-run-row]')]"
+            f".find(r => r.innerText.includes({json.dumps(run_id)}))"
+        )
+        admin_page.wait_for(f"!!({row})", what=f"the backfill run {run_id} in the ui source's runs")
+        cells = admin_page.evaluate(
+            f"(() => {{ const r = {row}; return {{ href: r.querySelector('a').getAttribute('href'),"
+            " cells: [...r.querySelectorAll('td')].map(c => c.innerText) }; })()"
+        )
+    finally:  # no run left for the other tests of the session
+        admin.delete(f"/api/v2/dags/chatter_backfill/dagRuns/{quote(run_id, safe='')}")
+    assert cells["href"].endswith(f"/dags/chatter_backfill/runs/{quote(run_id, safe='')}"), cells
+    assert cells["cells"][0] == run_id and cells["cells"][-1] == "–", "a dry run drains no lease"
 
 
 def test_ui_the_outbox_tab_of_a_drain_run_shows_that_runs_totals_and_only_its_source(
-    scenario: dict[str, Any], live_airflow: LiveAirflow, viewer: httpx.Client, tmp_path: Path
+    scenario: dict[str, Any], live_airflow: LiveAirflow, viewer: httpx.Client, viewer_page: Browser, tmp_path: Path
 ) -> None:
     source: LiveSource = scenario["source"]
     runs = viewer.get(f"{API}/sources/{SOURCE}").json()["runs"]
     # Unpausing may have let a scheduled run drain before the manual one: the tab is opened on the run that drained.
     (run,) = [r for r in runs if r["published"] == 3]
     others = [name for name in live_airflow.sources if name != SOURCE]
-    browser = Browser(tmp_path / "chromium-profile")
-    try:
-        _log_in(browser, live_airflow, "viewer", "/plugin/chatter")
-        browser.open(f"{live_airflow.url}/dags/{source.drain_dag_id}/runs/{run['run_id']}")
-        # The navigation's page and the run's tab are both labelled "Outbox": the tab is the link to chatter-run.
-        tab = (
-            "[...document.querySelectorAll('a')].find(e => e.innerText.trim() === 'Outbox'"
-            " && (e.getAttribute('href') || '').endsWith('/plugin/chatter-run'))"
-        )
-        browser.wait_for(f"!!({tab})", what="the Outbox tab on the run page")
-        browser.click(tab, what="the Outbox tab")
-        browser.wait_for(
-            "location.pathname.endsWith('/plugin/chatter-run') && !!document.querySelector('[data-testid=this-run]') "
-            "&& document.querySelectorAll('[data-testid=undeliverable-row]').length === 2",
-            what="the Outbox tab's panel",
-        )
-        shown = browser.evaluate(
-            f"""(() => ({{
-                thisRun: document.querySelector('[data-testid=this-run]').innerText,
-                panels: [...document.querySelectorAll('[data-testid^=source-]')].map(e => e.dataset.testid),
-                glance: !!document.querySelector('[data-testid=chatter-glance]'),
-                suspended: document.querySelector('[data-testid=source-{SOURCE}] [data-testid=suspended-count]')
-                    .innerText,
-            }}))()"""
-        )
-        browser.screenshot(tmp_path / "chatter-ui-run-tab.png")
-    finally:
-        browser.close()
+    browser = viewer_page
+    browser.open(f"{live_airflow.url}/dags/{source.drain_dag_id}/runs/{run['run_id']}")
+    # The navigation's page and the run's tab are both labelled "Outbox": the tab is the link to chatter-run.
+    tab = (
+        "[...document.querySelectorAll('a')].find(e => e.innerText.trim() === 'Outbox'"
+        " && (e.getAttribute('href') || '').endsWith('/plugin/chatter-run'))"
+    )
+    browser.wait_for(f"!!({tab})", what="the Outbox tab on the run page")
+    browser.click(tab, what="the Outbox tab")
+    browser.wait_for(
+        "location.pathname.endsWith('/plugin/chatter-run') && !!document.querySelector('[data-testid=this-run]') "
+        "&& document.querySelectorAll('[data-testid=undeliverable-row]').length === 2",
+        what="the Outbox tab's panel",
+    )
+    shown = browser.evaluate(
+        f"""(() => ({{
+            thisRun: document.querySelector('[data-testid=this-run]').innerText,
+            panels: [...document.querySelectorAll('[data-testid^=source-]')].map(e => e.dataset.testid),
+            glance: !!document.querySelector('[data-testid=chatter-glance]'),
+            suspended: document.querySelector('[data-testid=source-{SOURCE}] [data-testid=suspended-count]')
+                .innerText,
+        }}))()"""
+    )
+    browser.screenshot(tmp_path / "chatter-ui-run-tab.png")
     assert shown == {
         "thisRun": "This run: published 3, delivered 3, undeliverable 2, refused batches 0.",
         "panels": [f"source-{SOURCE}"],
         "glance": False,
         "suspended": "1 suspended",
     }, f"other sources {others} must not appear on this DAG's tab"
+
+
+def _open_page(browser: Browser, live: LiveAirflow) -> str:
+    """Open the page and wait for the ui source's panel with its two undeliverable rows; the panel's selector."""
+    browser.open(f"{live.url}/plugin/chatter")
+    panel = f"document.querySelector('[data-testid=source-{SOURCE}]')"
+    browser.wait_for(
+        f"{panel} && {panel}.querySelectorAll('[data-testid=undeliverable-row]').length === 2"
+        f" && !!{panel}.querySelector('[data-testid=run-chart]')",
+        what="the ui source's panel",
+    )
+    return str(panel)
+
+
+def test_ui_a_viewer_is_offered_no_action_and_reads_the_read_only_note(
+    scenario: dict[str, Any], live_airflow: LiveAirflow, viewer_page: Browser
+) -> None:
+    _open_page(viewer_page, live_airflow)
+    shown = viewer_page.evaluate(ACTION_CONTROLS)
+    assert shown == {
+        "requeue": 0,
+        "release": 0,
+        "backfill": 0,
+        "checkboxes": 0,
+        "readOnly": shown["panels"],
+        "panels": shown["panels"],
+    }, shown
+    assert shown["panels"] >= 1, "the ui source's panel is open (it needs attention)"
+
+
+def test_ui_dates_follow_the_timezone_chosen_in_airflow_else_the_browsers(
+    scenario: dict[str, Any], live_airflow: LiveAirflow, viewer_page: Browser
+) -> None:
+    window_end: datetime = scenario["armed_at"] + timedelta(seconds=60)
+
+    def shown() -> dict[str, str]:
+        panel = _open_page(viewer_page, live_airflow)
+        return dict(
+            viewer_page.evaluate(
+                f"""(() => ({{
+                    windowEnd: {panel}.querySelector('[data-testid=suspension-window-end]').innerText,
+                    note: document.querySelector('[data-testid=timezone]').innerText,
+                    axis: {panel}.querySelector('[data-testid=chart-x-title]').textContent,
+                }}))()"""
+            )
+        )
+
+    def expected(zone: str) -> str:
+        return window_end.astimezone(ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M:%S")
+
+    # Chosen in Airflow's UI: its timezone menu stores the choice in localStorage "timezone" (as JSON).
+    viewer_page.evaluate("localStorage.setItem('timezone', JSON.stringify('Asia/Kolkata'))")
+    chosen = shown()
+    # None chosen: the browser's timezone, as Airflow's UI does.
+    viewer_page.evaluate("localStorage.removeItem('timezone')")
+    viewer_page.send("Emulation.setTimezoneOverride", timezoneId="America/Sao_Paulo")
+    browsers = shown()
+
+    for zone, seen in (("Asia/Kolkata", chosen), ("America/Sao_Paulo", browsers)):
+        assert seen["windowEnd"].split(" (")[0] == expected(zone), (zone, seen, window_end)
+        assert f"Times in {zone}" in seen["note"] and seen["axis"].endswith(f"{zone})"), (zone, seen)
 
 
 def test_idm_rly_a_double_submitted_requeue_acts_once_and_the_next_drain_publishes_them(

@@ -61,28 +61,33 @@ function post(path, key, body) {
 }
 
 const short = (text, n = 14) => (text && text.length > n ? `${text.slice(0, 6)}…${text.slice(-6)}` : text || "–");
-// Airflow's UI keeps the user's timezone choice in localStorage ("timezone", JSON or plain; UTC by default) and
-// shows dates as YYYY-MM-DD HH:mm:ss in it: the page does the same, naming the zone.
+// Airflow's UI keeps the user's timezone choice in localStorage ("timezone", JSON or plain) and, when none was
+// chosen, uses the browser's; it shows dates as YYYY-MM-DD HH:mm:ss in that zone: the page does the same.
+const browserTimezone = () => Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
 function uiTimezone() {
-  let zone = "UTC";
+  let zone = browserTimezone();
   try {
     const raw = globalThis.localStorage && globalThis.localStorage.getItem("timezone");
     if (raw) zone = raw.startsWith('"') ? JSON.parse(raw) : raw;
     new Intl.DateTimeFormat("en", { timeZone: zone });
   } catch (_) {
-    zone = "UTC";
+    zone = browserTimezone();
   }
   return zone;
+}
+// A moment's date and time fields in the UI's timezone.
+function fields(ms, zone) {
+  return Object.fromEntries(
+    new Intl.DateTimeFormat("en-CA", { timeZone: zone, year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" })
+      .formatToParts(new Date(ms))
+      .map((p) => [p.type, p.value]),
+  );
 }
 function when(iso) {
   if (!iso) return "–";
   const zone = uiTimezone();
-  const parts = Object.fromEntries(
-    new Intl.DateTimeFormat("en-CA", { timeZone: zone, year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" })
-      .formatToParts(new Date(iso))
-      .map((p) => [p.type, p.value]),
-  );
-  return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute}:${parts.second}${zone === "UTC" ? " UTC" : ""}`;
+  const f = fields(new Date(iso).getTime(), zone);
+  return `${f.year}-${f.month}-${f.day} ${f.hour}:${f.minute}:${f.second}${zone === "UTC" ? " UTC" : ""}`;
 }
 // A feed range token is JSON with the range's EPK bounds: show them as [min, max).
 function range(token) {
@@ -113,24 +118,41 @@ function Section({ title, children }) {
   return h(C.Box, { mt: 4 }, h(C.Heading, { size: "sm", mb: 2 }, title), children);
 }
 
-// A small chart over the recent runs, oldest to newest: published and delivered (bars) and continuation age (line).
-// A run that moved nothing and failed nothing: counted, not drawn row by row.
+// A run that moved nothing and failed nothing: counted, neither drawn in the chart nor listed row by row.
 const emptyRun = (r) => !r.published && !r.delivered && !r.undeliverable && !r.refused_batches && !r.failed_leases;
 
+// The x-axis tick labels over [t0, t1] (ms) in the UI's timezone: only the fields that tell the ticks apart
+// (seconds within a few minutes, the day once the runs span more than one), the shared date in the axis title.
+function timeTicks(t0, t1, zone) {
+  const span = t1 - t0;
+  const at = [t0, t0 + span / 2, t1];
+  const f = at.map((ms) => fields(ms, zone));
+  const oneDay = f.every((x) => x.year === f[0].year && x.month === f[0].month && x.day === f[0].day);
+  const label = (x) => (oneDay ? "" : `${x.month}-${x.day} `) + `${x.hour}:${x.minute}` + (span < 10 * 60 * 1000 ? `:${x.second}` : "");
+  const day = `${f[0].year}-${f[0].month}-${f[0].day}`;
+  const ticks = at.map((ms, i) => ({ ms, label: label(f[i]) })).filter((tick, i, all) => i === 0 || tick.label !== all[i - 1].label);
+  return { ticks, title: `run start (${oneDay ? `${day}, ` : ""}${zone})` };
+}
+
 // A time series: x is when each run started (in the UI's timezone), left axis documents per run (published blue,
-// delivered green), right axis the lag (max continuation age, orange), with ticks and units.
+// delivered green), right axis the lag (max continuation age, orange), with ticks and units. A run that moved
+// nothing is not plotted (the table does not list it either).
 function RunChart({ runs }) {
-  const points = [...runs].filter((p) => p.at).reverse();
+  const points = [...runs].filter((p) => p.at && !emptyRun(p)).reverse();
   if (!points.length) return null;
-  const W = 560, H = 160, L = 44, R = 48, T = 8, B = 30;
+  const W = 560, H = 176, L = 44, R = 48, T = 8, B = 46;
   const t = points.map((p) => new Date(p.at).getTime());
-  const t0 = Math.min(...t), t1 = Math.max(t0 + 1, ...t);
+  // One run alone sits in the middle of a minute; the axes' tops are even, so the middle tick is a whole number.
+  const first = Math.min(...t), last = Math.max(...t);
+  const t0 = last > first ? first : first - 30000, t1 = last > first ? last : last + 30000;
   const x = (ms) => L + ((ms - t0) / (t1 - t0)) * (W - L - R);
-  const most = Math.max(1, ...points.map((p) => Math.max(p.published, p.delivered)));
-  const oldest = Math.max(1, ...points.map((p) => p.max_continuation_age_seconds || 0));
+  const even = (v) => Math.max(2, 2 * Math.ceil(v / 2));
+  const most = even(Math.max(...points.map((p) => Math.max(p.published, p.delivered))));
+  const oldest = even(Math.max(...points.map((p) => p.max_continuation_age_seconds || 0)));
   const y = (v, top) => H - B - (v / top) * (H - B - T);
   const poly = (f, top) => points.map((p, i) => `${x(t[i])},${y(f(p) || 0, top)}`).join(" ");
   const ticks = [0, 0.5, 1];
+  const xAxis = timeTicks(t0, t1, uiTimezone());
   const text = (props, label) => h("text", { fontSize: 10, fill: "currentColor", ...props }, label);
   return h(
     C.Box,
@@ -142,13 +164,14 @@ function RunChart({ runs }) {
       h("line", { x1: L, y1: T, x2: L, y2: H - B, stroke: "currentColor" }),
       h("line", { x1: W - R, y1: T, x2: W - R, y2: H - B, stroke: "currentColor" }),
       ticks.map((f) => h("g", { key: `y${f}` }, text({ x: L - 4, y: y(f * most, most) + 3, textAnchor: "end" }, `${Math.round(f * most)}`), text({ x: W - R + 4, y: y(f * oldest, oldest) + 3 }, seconds(f * oldest)))),
-      ticks.map((f) => text({ key: `x${f}`, x: L + f * (W - L - R), y: H - B + 14, textAnchor: f === 0 ? "start" : f === 1 ? "end" : "middle" }, when(new Date(t0 + f * (t1 - t0)).toISOString()).slice(5, 16))),
+      xAxis.ticks.map(({ ms, label }, i) => text({ key: `x${i}`, x: x(ms), y: H - B + 14, textAnchor: i === 0 ? "start" : i === xAxis.ticks.length - 1 ? "end" : "middle", "data-testid": "chart-x-tick" }, label)),
+      text({ x: L + (W - L - R) / 2, y: H - 4, textAnchor: "middle", "data-testid": "chart-x-title" }, xAxis.title),
       text({ x: 2, y: T + 2, transform: `rotate(90 2 ${T + 2})` }, "documents / run"),
       text({ x: W - 2, y: T + 2, textAnchor: "end", transform: `rotate(-90 ${W - 2} ${T + 2})` }, "lag"),
       h("polyline", { points: poly((p) => p.published, most), fill: "none", stroke: "#4299e1", strokeWidth: 2 }),
       h("polyline", { points: poly((p) => p.delivered, most), fill: "none", stroke: "#48bb78", strokeWidth: 2, strokeDasharray: "4 2" }),
       h("polyline", { points: poly((p) => p.max_continuation_age_seconds, oldest), fill: "none", stroke: "#ed8936", strokeWidth: 2 }),
-      points.map((p, i) => h("circle", { key: p.run_id, cx: x(t[i]), cy: y(p.published, most), r: 3, fill: "#4299e1" }, h("title", null, `${p.run_id} (${when(p.at)}): published ${p.published}, delivered ${p.delivered}, lag ${seconds(p.max_continuation_age_seconds)}`))),
+      points.map((p, i) => h("circle", { key: p.run_id, "data-testid": "chart-point", cx: x(t[i]), cy: y(p.published, most), r: 3, fill: "#4299e1" }, h("title", null, `${p.run_id} (${when(p.at)}): published ${p.published}, delivered ${p.delivered}, lag ${seconds(p.max_continuation_age_seconds)}`))),
     ),
     h(C.Text, { fontSize: "xs" }, "blue: published per run · green (dashed): delivered per run · orange: lag (max continuation age, right axis)"),
   );
@@ -204,7 +227,7 @@ function Suspensions({ view }) {
       { key: s.lease_id, "data-testid": "suspension-row" },
       h(Cell, { title: s.lease_id }, short(s.lease_id.split(":").pop())),
       h(Cell, null, String(s.consecutive_failures)),
-      h(Cell, null, when(s.window_end), s.window_end && new Date(s.window_end) < new Date() ? " (probe due)" : ""),
+      h(Cell, { "data-testid": "suspension-window-end" }, when(s.window_end), s.window_end && new Date(s.window_end) < new Date() ? " (probe due)" : ""),
       h(Cell, { "data-testid": "suspension-last-fault", title: s.last_fault ? `recorded in the ${s.last_fault.recorded_in}${s.last_fault.at ? " at " + s.last_fault.at : ""}` : "" }, s.last_fault ? `${s.last_fault.error_type}: ${s.last_fault.error_message}` : "none recorded"),
     ),
   );
@@ -241,7 +264,7 @@ function Undeliverable({ source, reload, canEdit }) {
     h(
       C.Table.Row,
       { key: d.id, "data-testid": "undeliverable-row" },
-      h(Cell, null, h("input", { type: "checkbox", "aria-label": `select ${d.message_id}`, checked: !!selected[d.id], onChange: (e) => setSelected({ ...selected, [d.id]: e.target.checked }) })),
+      canEdit ? h(Cell, null, h("input", { type: "checkbox", "aria-label": `select ${d.message_id}`, checked: !!selected[d.id], onChange: (e) => setSelected({ ...selected, [d.id]: e.target.checked }) })) : null,
       h(Cell, { "data-testid": "undeliverable-message-id" }, d.message_id || "–"),
       h(Cell, null, d.destination || "–"),
       h(Cell, { "data-testid": "undeliverable-violations" }, d.violations.length ? d.violations.join(", ") : "none (repaired)"),
@@ -255,19 +278,47 @@ function Undeliverable({ source, reload, canEdit }) {
       C.HStack,
       { mb: 2, gap: 2 },
       h(C.Input, { size: "sm", maxW: "xs", placeholder: "Search by message id", value: search, onChange: (e) => { setSearch(e.target.value); setPages([null]); } }),
-      canEdit === false ? null : h(C.Button, { size: "sm", colorPalette: "blue", disabled: !chosen.length, _disabled: { opacity: 0.4, cursor: "not-allowed" }, loading: state.busy, onClick: async () => { if (await requeue(chosen)) { setSelected({}); load(); reload(); } } }, `Requeue selected (${chosen.length})`),
+      canEdit ? h(C.Button, { size: "sm", colorPalette: "blue", disabled: !chosen.length, _disabled: { opacity: 0.4, cursor: "not-allowed" }, loading: state.busy, onClick: async () => { if (await requeue(chosen)) { setSelected({}); load(); reload(); } } }, `Requeue selected (${chosen.length})`) : null,
       h(C.Button, { size: "sm", variant: "outline", disabled: pages.length < 2, _disabled: { opacity: 0.4, cursor: "not-allowed" }, onClick: () => setPages(pages.slice(0, -1)) }, "Previous"),
       h(C.Button, { size: "sm", variant: "outline", disabled: !(page && page.continuation), _disabled: { opacity: 0.4, cursor: "not-allowed" }, onClick: () => setPages([...pages, page.continuation]) }, "Next"),
     ),
     error ? h(C.Text, { color: "fg.error", fontSize: "sm" }, error) : null,
     state.error ? h(C.Text, { color: "fg.error", fontSize: "sm" }, state.error) : null,
-    state.result ? h(C.Text, { fontSize: "sm", "data-testid": "requeue-result" }, `Requeued ${state.result.requeued.length}; changed meanwhile ${state.result.changed_meanwhile.length}; not found ${state.result.not_found.length}.`) : null,
-    h(DataTable, { columns: ["", "Message id", "Destination", "Violations", "Modified"], rows, testid: "undeliverable", empty: "No undeliverable documents." }),
-    h(C.Text, { fontSize: "xs", color: "fg.muted", mt: 1 }, "Fix the document (or its writer) first: a requeued document is verified again by the next drain."),
+    state.result ? h(C.Text, { fontSize: "sm", "data-testid": "requeue-result" }, `Requeued ${state.result.requeued.length}; changed meanwhile ${state.result.changed_meanwhile.length}; already pending ${(state.result.already_pending || []).length}; not found ${state.result.not_found.length}.`) : null,
+    h(DataTable, { columns: [...(canEdit ? [""] : []), "Message id", "Destination", "Violations", "Modified"], rows, testid: "undeliverable", empty: "No undeliverable documents." }),
+    canEdit ? h(C.Text, { fontSize: "xs", color: "fg.muted", mt: 1 }, "Fix the document (or its writer) first: a requeued document is verified again by the next drain.") : null,
   );
 }
 
-function Runs({ view }) {
+// A link into Airflow's own UI (it may be served under a base path: its <base href> says where).
+const airflowLink = (path) => new URL(path, document.baseURI).pathname;
+
+// The source's backfill runs (chatter_backfill runs whose conf names it), newest first, with what their lease
+// drains moved: the runs' drain summaries added up (a dry run drains nothing, so it has none).
+function BackfillRuns({ view, backfillDag }) {
+  const runs = view.backfill_runs || [];
+  if (!runs.length) return null;
+  const total = (r, k) => r.summaries.reduce((n, s) => n + (Number(s[k]) || 0), 0);
+  const rows = runs.map((r) =>
+    h(
+      C.Table.Row,
+      { key: r.run_id, "data-testid": "backfill-run-row" },
+      h(Cell, null, h(C.Link, { href: airflowLink(`dags/${encodeURIComponent(backfillDag)}/runs/${encodeURIComponent(r.run_id)}`), color: "fg.info" }, r.run_id)),
+      h(Cell, null, when(r.started_at)),
+      h(Cell, null, r.state || "–"),
+      h(Cell, null, String(r.summaries.length)),
+      h(Cell, null, r.summaries.length ? `${total(r, "published")} / ${total(r, "delivered")} / ${total(r, "undeliverable")}` : "–"),
+    ),
+  );
+  return h(
+    C.Box,
+    { mt: 3 },
+    h(C.Text, { fontSize: "sm", fontWeight: "semibold", mb: 1 }, `Backfill runs (${backfillDag})`),
+    h(DataTable, { columns: ["Run", "Started", "State", "Lease drains", "Published / delivered / undeliverable"], rows, testid: "backfill-runs", empty: "" }),
+  );
+}
+
+function Runs({ view, backfillDag }) {
   const shown = view.runs.filter((r) => !emptyRun(r));
   const hidden = view.runs.length - shown.length;
   const rows = shown.map((r) =>
@@ -283,7 +334,7 @@ function Runs({ view }) {
       h(Cell, null, r.request_units === null ? "–" : `${r.request_units} (${r.request_units_per_delivered ?? "–"} per delivered)`),
     ),
   );
-  return h(Section, { title: "Recent drains" }, h(RunChart, { runs: view.runs }), h(DataTable, { columns: ["Run", "Started", "State", "Published / delivered / undeliverable", "Refused batches", "Continuation age", "Request units"], rows, testid: "runs", empty: view.runs.length ? "No run moved a document." : "No drain has run yet." }), hidden ? h(C.Text, { fontSize: "xs", color: "fg.muted", "data-testid": "empty-runs" }, `${hidden} run(s) that moved no document are not listed.`) : null);
+  return h(Section, { title: "Recent drains" }, h(RunChart, { runs: view.runs }), h(DataTable, { columns: ["Run", "Started", "State", "Published / delivered / undeliverable", "Refused batches", "Continuation age", "Request units"], rows, testid: "runs", empty: view.runs.length ? "No run moved a document." : "No drain has run yet." }), hidden ? h(C.Text, { fontSize: "xs", color: "fg.muted", "data-testid": "empty-runs" }, `${hidden} run(s) that moved no document are not listed.`) : null, h(BackfillRuns, { view, backfillDag }));
 }
 
 function Totals({ view }) {
@@ -293,6 +344,9 @@ function Totals({ view }) {
     Section,
     { title: "Totals over these runs (from their drain summaries)" },
     h(C.Text, { fontSize: "sm", "data-testid": "totals" }, Object.entries(t).map(([k, v]) => `${k.replace(/_/g, " ")} ${v}`).join(" · ")),
+    t && view.failure_counts && view.failure_counts.why_they_differ
+      ? h(C.Text, { fontSize: "xs", color: "fg.warning", "data-testid": "failure-counts" }, `Confirmation failures: ${view.failure_counts.in_runs} in these runs, ${view.failure_counts.on_leases} on the leases; ${view.failure_counts.why_they_differ}.`)
+      : null,
     h(C.Text, { fontSize: "xs", color: "fg.muted", "data-testid": "totals-source" }, `Summed from the drain summaries (XCom) of the ${view.runs.length} runs above, not from the OpenTelemetry instruments: those are recorded in the worker processes that run the drains${tele.sdk_configured ? "" : " (this api-server has no OpenTelemetry SDK)"}. Export them to Prometheus for totals over any period (docs/ui.md).`),
   );
 }
@@ -326,16 +380,26 @@ function Backfill({ source, backfillDag }) {
       h(C.Button, { size: "sm", variant: "outline", loading: state.busy, onClick: () => trigger(body) }, "Trigger backfill"),
     ),
     state.error ? h(C.Text, { color: "fg.error", fontSize: "sm" }, state.error) : null,
-    state.result ? h(C.Text, { fontSize: "sm" }, `Triggered ${state.result.run_id}.`) : null,
+    state.result ? h(C.Text, { fontSize: "sm", "data-testid": "backfill-result" }, `Triggered ${state.result.run_id}.`) : null,
   );
 }
 
-// A source that needs no attention starts folded to its header line, so the ones that do stand out.
-
 const STATE_COLOR = { suspended: "red", "broken config": "red", failing: "orange", undeliverable: "orange", lagging: "yellow", healthy: "green" };
+// Where a row's state badge leads: the section of the source's panel that shows what the state counts.
+const STATE_SECTION = { suspended: "suspensions", failing: "leases", undeliverable: "undeliverable", lagging: "leases", healthy: "" };
+
+// A broken sources entry's problems, each with the field it names (GET /sources lists them; the row's error says
+// the same in one line).
+function BrokenProblems({ row, broken }) {
+  const entry = (broken || []).find((b) => (b.name || `sources[${b.index}]`) === row.source);
+  if (!entry) return h(C.Text, { fontSize: "xs", color: "fg.error", "data-testid": "broken-problem" }, row.error);
+  return entry.problems.map((p, i) =>
+    h(C.Text, { key: i, fontSize: "xs", color: "fg.error", "data-testid": "broken-problem" }, p.field ? h(C.Code, { size: "sm", mr: 1, "data-testid": "broken-field" }, p.field) : null, p.message),
+  );
+}
 
 // The top of the page: one row per source, the worst first (the API sorts; the state is the core's rule).
-function Overview({ data, onOpen }) {
+function Overview({ data, broken, onOpen }) {
   const columns = ["Source", "State", "Leases", "Pending", "Lag", "Undeliverable", "Last drain", "Published (1 h)", "RU / delivered"];
   return h(
     C.Table.Root,
@@ -344,10 +408,18 @@ function Overview({ data, onOpen }) {
     h(
       C.Table.Body,
       null,
-      data.rows.map((r) =>
-        h(
+      data.rows.map((r) => {
+        // A broken entry has no panel: its row names the field and says what is wrong, and opens nothing.
+        const openable = r.state !== "broken config";
+        const go = (section) => (e) => {
+          e.preventDefault();
+          e.stopPropagation();
+          onOpen(r.source, section);
+        };
+        const jump = (section, props, label) => h(C.Badge, { as: "a", href: `#chatter-${r.source}${section ? `-${section}` : ""}`, onClick: go(section), cursor: "pointer", ...props }, label);
+        return h(
           C.Table.Row,
-          { key: r.source, "data-testid": `overview-${r.source}`, "data-state": r.state, cursor: r.dag_id ? "pointer" : "default", onClick: () => r.dag_id && onOpen(r.source) },
+          { key: r.source, "data-testid": `overview-${r.source}`, "data-state": r.state, cursor: openable ? "pointer" : "default", onClick: openable ? go("") : undefined, title: openable ? `Open ${r.source}` : undefined },
           h(
             Cell,
             { fontWeight: "semibold" },
@@ -355,30 +427,31 @@ function Overview({ data, onOpen }) {
             r.live ? h(C.Badge, { ml: 2, colorPalette: "blue", "data-testid": "overview-live" }, "live") : null,
             r.live ? h(C.Text, { fontSize: "xs", fontWeight: "normal", color: "fg.muted", "data-testid": "overview-follow" }, followText({ last_poll_at: r.last_poll_at, published_last_minute: r.published_last_minute, lag_seconds: r.follow_lag_seconds })) : null,
           ),
-          h(Cell, { title: r.error || r.reasons.join("; ") }, h(C.Badge, { colorPalette: STATE_COLOR[r.state] || "gray" }, r.state), r.error ? h(C.Text, { fontSize: "xs", color: "fg.error" }, r.error) : null),
-          h(Cell, null, `${r.leases}`, r.suspended_leases ? h(C.Badge, { ml: 1, colorPalette: "red", as: "a", href: `#chatter-${r.source}-suspensions` }, `${r.suspended_leases} suspended`) : null),
+          h(Cell, { title: r.error || r.reasons.join("; ") }, openable ? jump(STATE_SECTION[r.state] || "", { colorPalette: STATE_COLOR[r.state] || "gray", "data-testid": "overview-state" }, r.state) : h(C.Badge, { colorPalette: STATE_COLOR[r.state] || "gray", "data-testid": "overview-state" }, r.state), r.error ? h(BrokenProblems, { row: r, broken }) : null),
+          h(Cell, null, openable ? jump("leases", { variant: "outline", "data-testid": "overview-leases" }, `${r.leases}`) : "–", r.suspended_leases ? jump("suspensions", { ml: 1, colorPalette: "red" }, `${r.suspended_leases} suspended`) : null),
           h(Cell, null, r.pending === null ? "–" : `${r.pending}${r.pending_bounded ? "+" : ""}`),
           h(Cell, null, seconds(r.lag_seconds)),
-          h(Cell, null, r.undeliverable ? h(C.Badge, { colorPalette: "orange", as: "a", href: `#chatter-${r.source}-undeliverable` }, `${r.undeliverable}`) : r.undeliverable === null ? "–" : "0"),
+          h(Cell, null, r.undeliverable ? jump("undeliverable", { colorPalette: "orange" }, `${r.undeliverable}`) : r.undeliverable === null ? "–" : "0"),
           h(Cell, null, r.last_drain_at ? `${when(r.last_drain_at)} (${r.last_drain_state || "?"})` : "–"),
           h(Cell, null, `${r.published_last_hour}`),
           h(Cell, null, r.request_units_per_delivered === null ? "–" : `${r.request_units_per_delivered}`),
-        ),
-      ),
+        );
+      }),
     ),
   );
 }
 
-function SourcePanel({ source, backfillDag, runId, quiet }) {
-  const [open, setOpen] = useState(!quiet);
-  if (!open)
+// A source that needs no attention starts folded to its header line, so the ones that do stand out; its overview
+// row or its Details button unfolds it.
+function SourcePanel({ source, backfillDag, runId, quiet, open, onOpen }) {
+  if (quiet && !open)
     return h(
       C.HStack,
       { borderWidth: "1px", borderRadius: "md", px: 4, py: 2, mb: 2, gap: 3, "data-testid": `source-${source}-folded` },
       h(C.Heading, { size: "sm" }, source),
       h(C.Badge, { colorPalette: "green" }, "0 suspended"),
       h(C.Badge, { colorPalette: "green" }, "0 undeliverable"),
-      h(C.Button, { size: "xs", variant: "ghost", onClick: () => setOpen(true) }, "Details"),
+      h(C.Button, { size: "xs", variant: "ghost", onClick: () => onOpen(source, "") }, "Details"),
     );
   return h(OpenPanel, { source, backfillDag, runId });
 }
@@ -419,10 +492,10 @@ function OpenPanel({ source, backfillDag, runId }) {
     ),
     view.idempotency && view.idempotency.warning ? h(C.Text, { mt: 1, fontSize: "xs", color: "fg.warning", "data-testid": "idempotency-warning" }, `Actions: ${view.idempotency.warning}.`) : null,
     run ? h(C.Text, { mt: 2, fontSize: "sm", "data-testid": "this-run" }, `This run: published ${run.published}, delivered ${run.delivered}, undeliverable ${run.undeliverable}, refused batches ${run.refused_batches}.`) : null,
-    h(Leases, { source, view, reload }),
+    h(C.Box, { id: `chatter-${source}-leases` }, h(Leases, { source, view, reload })),
     h(C.Box, { id: `chatter-${source}-suspensions` }, h(Suspensions, { view })),
     h(C.Box, { id: `chatter-${source}-undeliverable` }, h(Undeliverable, { source, reload, canEdit: can.edit })),
-    h(Runs, { view }),
+    h(Runs, { view, backfillDag }),
     h(Totals, { view }),
     can.backfill ? h(Backfill, { source, backfillDag }) : h(C.Text, { fontSize: "xs", color: "fg.muted", "data-testid": "read-only" }, "Read-only: you may not edit this DAG or trigger a backfill."),
   );
@@ -443,10 +516,26 @@ function ChatterOutbox(props) {
   useEffect(() => {
     if (dagId && runId) call(`/dags/${encodeURIComponent(dagId)}/runs/${encodeURIComponent(runId)}`).then((r) => setRanFor(r.source), () => setRanFor(null));
   }, [dagId, runId]);
-  const open = (name) => {
-    const el = document.getElementById(`chatter-${name}`);
-    if (el) el.scrollIntoView({ behavior: "smooth", block: "start" });
+  // Opening a source from the overview: unfold its panel, then scroll to the section asked for once it is drawn
+  // (a panel loads its view first).
+  const [unfolded, setUnfolded] = useState({});
+  const [target, setTarget] = useState(null);
+  const open = (name, section) => {
+    setUnfolded((u) => ({ ...u, [name]: true }));
+    setTarget({ id: `chatter-${name}${section ? `-${section}` : ""}` });
   };
+  useEffect(() => {
+    if (!target) return undefined;
+    let tries = 0;
+    const timer = setInterval(() => {
+      const el = document.getElementById(target.id);
+      if (el || ++tries > 100) {
+        clearInterval(timer);
+        if (el) el.scrollIntoView({ behavior: "smooth", block: "start" });
+      }
+    }, 100);
+    return () => clearInterval(timer);
+  }, [target]);
   if (error) return h(C.Box, { p: 4 }, h(C.Text, { color: "fg.error" }, error));
   if (!sources) return h(C.Box, { p: 4 }, h(C.Spinner, null));
   const needs = (s) => s.suspended_leases.length > 0 || s.undeliverable > 0;
@@ -458,7 +547,8 @@ function ChatterOutbox(props) {
     C.Box,
     { p: 4, "data-testid": "chatter-page" },
     h(C.Heading, { size: "lg", mb: 2 }, "Outbox drains"),
-    overview ? h(Overview, { data: overview, onOpen: open }) : null,
+    props && props.dagId ? null : h(C.Text, { fontSize: "xs", color: "fg.muted", mb: 2, "data-testid": "timezone" }, `Times in ${uiTimezone()} (the timezone Airflow's UI uses: chosen in its timezone menu, else the browser's), as YYYY-MM-DD HH:mm:ss.`),
+    overview ? h(Overview, { data: overview, broken: sources.broken, onOpen: open }) : null,
     props && props.dagId
       ? null
       : h(
@@ -468,7 +558,7 @@ function ChatterOutbox(props) {
           h(C.Badge, { size: "lg", colorPalette: undeliverable ? "orange" : "green" }, undeliverable ? `${undeliverable} undeliverable document(s)` : "No undeliverable document"),
         ),
     shown.length
-      ? shown.map((s) => h(C.Box, { key: s.name, id: `chatter-${s.name}` }, h(SourcePanel, { source: s.name, backfillDag: sources.backfill_dag_id, runId: props && props.runId, quiet: !needs(s) && !(props && props.dagId) })))
+      ? shown.map((s) => h(C.Box, { key: s.name, id: `chatter-${s.name}` }, h(SourcePanel, { source: s.name, backfillDag: sources.backfill_dag_id, runId: props && props.runId, quiet: !needs(s) && !(props && props.dagId), open: !!unfolded[s.name], onOpen: open })))
       : h(C.Text, null, props && props.dagId ? "This DAG is not an outbox drain DAG." : "No source is configured (or you may read none)."),
   );
 }
