@@ -117,6 +117,7 @@ def _orders_dags() -> list[DAG]:
         return [manual]
 
     # [START chatter_consume_on_arrival_dag]
+    # --8<-- [start:chatter_consume_on_arrival_dag]
     with DAG(
         dag_id=WATCHER_DAG_ID,
         # Runs when the group has records past its committed offsets (the watcher, in the triggerer), and on
@@ -135,6 +136,7 @@ def _orders_dags() -> list[DAG]:
         **_COMMON,  # type: ignore[arg-type]
     ) as on_arrival:
         _receive(source, default_topic, DEFAULT_GROUP_ID)
+    # --8<-- [end:chatter_consume_on_arrival_dag]
     # [END chatter_consume_on_arrival_dag]
     return [manual, on_arrival]
 
