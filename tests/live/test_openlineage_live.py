@@ -7,6 +7,7 @@ checked through ``dag.test()``: tests/airflow/dags/test_openlineage_events.py.)
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,6 @@ pytestmark = [pytest.mark.live, pytest.mark.kafka, pytest.mark.cosmos, pytest.ma
 
 @pytest.fixture(scope="module")
 def lineage_stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    import os
-
     if os.environ.get("CHATTER_SKIP_LIVE_AIRFLOW") == "1":
         pytest.skip("CHATTER_SKIP_LIVE_AIRFLOW=1: the live Airflow tests are skipped")
     events = tmp_path_factory.mktemp("openlineage") / "events.jsonl"
