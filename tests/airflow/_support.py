@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,8 @@ from airflow_chatter.ports import Document
 from airflow_chatter.testing.fakes import FakePublisher
 
 PK_PATH = "/tenant"
+#: The first bootstrap server of the Kafka connection ``install_world`` defines.
+KAFKA_SERVER = "broker-1:9092"
 
 
 def source(**changes: Any) -> SourceConfig:
@@ -92,12 +95,18 @@ def install_world(
     """Route ChatterCosmosHook/ChatterKafkaHook to memory containers and a fake publisher.
 
     ``clock`` gives the monitored container's ``_ts`` (tests about points in time move it by hand). The default
-    Cosmos connection exists (the hook reads its extras, e.g. the 429 limits), with ``cosmos_extras``.
+    Cosmos connection exists (the hook reads its extras, e.g. the 429 limits), with ``cosmos_extras``, and so does
+    the default Kafka connection (bootstrap servers ``KAFKA_SERVER`` and a second one) unless the test set its own.
     """
     monkeypatch.setenv(
         "AIRFLOW_CONN_CHATTER_COSMOS_DEFAULT",
         json.dumps({"conn_type": "chattercosmos", "host": "https://127.0.0.1:8081/", "extra": cosmos_extras or {}}),
     )
+    if "AIRFLOW_CONN_CHATTER_KAFKA_DEFAULT" not in os.environ:  # a test's own Kafka connection stands
+        monkeypatch.setenv(
+            "AIRFLOW_CONN_CHATTER_KAFKA_DEFAULT",
+            json.dumps({"conn_type": "chatterkafka", "host": f"{KAFKA_SERVER},broker-2:9092"}),
+        )
     from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
     from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
 
@@ -138,3 +147,19 @@ def xcoms(run: Any, task_id: str, key: str = "return_value") -> list[Any]:
             )
         ).all()
         return [XComModel.deserialize_value(row) for row in rows]
+
+
+def break_the_feed(world: World, message: str) -> None:
+    """Make every change-feed read after a range's first page fail with ``RuntimeError(message)``: a drain
+    delivers that page, then fails."""
+    from airflow_chatter.adapters.memory.faults import fail
+    from airflow_chatter.testing.handlers import first_of
+
+    world.monitored.handler = first_of(
+        world.monitored.handler,
+        fail(
+            "read_change_feed",
+            error=RuntimeError(message),
+            when=lambda call: call.arguments["continuation"] is not None,
+        ),
+    )

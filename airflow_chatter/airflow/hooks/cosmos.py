@@ -207,6 +207,13 @@ class ChatterCosmosHook(AzureCosmosDBHook):
             )
         return name
 
+    def database(self, database_name: str | None = None) -> str:
+        """The database a container of this hook lives in: ``database_name``, the hook's, or the connection's
+        ``database_name`` extra. No network I/O."""
+        if database_name is None and not self.database_name:
+            self.client_kwargs()  # resolves the connection's default database
+        return self._database(database_name)
+
     # -- what a drain needs -----------------------------------------------------------------
 
     def get_container(self, container_name: str, *, database_name: str | None = None) -> DocumentContainer:

@@ -90,6 +90,17 @@ class ChatterKafkaHook(BaseHook):
         mask(*self._secrets)
         return values
 
+    def bootstrap_server(self) -> str:
+        """The first bootstrap server (``host:port``): what names these brokers in asset URIs and OpenLineage
+        namespaces (``kafka://<server>``). Reads the connection only: no network I/O, no secret."""
+        servers = self._servers(self.get_connection(self.conn_id))
+        first = (servers or "").split(",")[0].strip()
+        if not first:
+            raise ConfigurationError(
+                f"connection {self.conn_id!r} host", None, "must be the bootstrap servers (host:port[,host:port])"
+            )
+        return first
+
     def settings(self, **overrides: Any) -> KafkaSettings:
         """This connection's ``KafkaSettings`` (``acks=all``, idempotent), validated once; no network I/O."""
         from airflow_chatter.adapters.kafka.settings import KafkaSettings, KafkaSettingsError

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
+    from airflow_chatter.airflow.operators.lineage import LineageDataset
     from airflow_chatter.drain.engine import DrainEngine
     from airflow_chatter.drain.source import SourceLeases
     from airflow_chatter.ports import DocumentContainer
@@ -181,6 +182,18 @@ class ChatterSourceBaseOperator(BaseOperator):
         from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
 
         return ChatterKafkaHook(self.kafka_conn_id or self.config.kafka_conn_id).get_publisher()
+
+    def kafka_server(self) -> str:
+        """The first bootstrap server of the source's Kafka connection: its topics' asset URIs and lineage name it."""
+        from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
+
+        return ChatterKafkaHook(self.kafka_conn_id or self.config.kafka_conn_id).bootstrap_server()
+
+    def monitored_dataset(self) -> LineageDataset:
+        """The OpenLineage dataset of the source's monitored container (connection reads only)."""
+        from airflow_chatter.airflow.operators.lineage import cosmos_dataset
+
+        return cosmos_dataset(self.cosmos_hook(), self.config.monitored_container)
 
     def source_leases(
         self, context: Context | Mapping[str, Any], *, since: datetime | None = None, start_from: datetime | None = None

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from airflow_chatter.airflow.assets import TOPICS_KEY, emit_topic_events
+from airflow_chatter.airflow.assets import KAFKA_SERVER_KEY, TOPICS_KEY, emit_topic_events
 from airflow_chatter.airflow.hooks.values import as_bool, as_datetime, as_float, as_int, as_list, is_unset
 from airflow_chatter.airflow.operators.base import ChatterSourceBaseOperator, task_scope
+from airflow_chatter.airflow.operators.lineage import ChatterLineage, LineageRecord, kafka_dataset
 from airflow_chatter.airflow.operators.topic_events import ConfirmedTopics
 from airflow_chatter.errors import ConfigurationError
 
@@ -22,6 +24,9 @@ if TYPE_CHECKING:
 
     from airflow_chatter.drain.source import SourceLeases
     from airflow_chatter.drain.tries import Attempt
+
+#: The drain summary's counts the ``chatter_drain`` lineage facet carries.
+_DRAIN_FACET = ("delivered", "undeliverable", "skipped", "dropped", "documents")
 
 
 class ChatterListLeasesOperator(ChatterSourceBaseOperator):
@@ -121,9 +126,10 @@ class ChatterListLeasesOperator(ChatterSourceBaseOperator):
             refuse_empty_backfill(wanted=wanted, tokens=tokens, lease_ids=known, since=None, now=datetime.now(UTC))
 
 
-class ChatterDrainOperator(ChatterSourceBaseOperator):
+class ChatterDrainOperator(ChatterLineage, ChatterSourceBaseOperator):
     """Run one bounded drain of one lease and return its ``DrainSummary.to_dict()`` (XCom), with ``topics``: the
-    messages the broker confirmed, per Kafka topic (what ``ChatterTopicEventsOperator`` turns into asset events).
+    messages the broker confirmed, per Kafka topic, and ``kafka_server``: the first bootstrap server (what
+    ``ChatterTopicEventsOperator`` turns into asset events).
 
     Logs the summary on one line. A failed drain raises its original error after pushing the summary
     as XCom ``summary``, so Airflow retries it; a lease held by another live drain is left alone and
@@ -136,8 +142,9 @@ class ChatterDrainOperator(ChatterSourceBaseOperator):
     :param lease_set: ``"scheduled"`` (default) or ``"backfill"`` (the source's backfill prefix).
     :param exclusive_with_scheduled: also hold the scheduled lease of the same range while draining
         (backfills), so a backfill and the scheduled drain never own a range together.
-    :param outlets: give an ``AssetAlias`` and the task emits through it one asset event
-        ``chatter://<source>/<topic>`` per topic it delivered to (``extra``: ``published``, ``lease``). The DAG
+    :param outlets: give an ``AssetAlias`` and the task emits through it, per topic it delivered to, an asset event
+        ``kafka://<bootstrap server>/<topic>`` and the deprecated ``chatter://<source>/<topic>`` (``extra``:
+        ``published``, ``lease``). The DAG
         factories do not: mapped drains reaching a new topic together race Airflow's creation of its asset, so
         their DAGs emit the events from one ``ChatterTopicEventsOperator`` after the drains.
     :param since: (templated) only publish documents modified at or after this ISO timestamp: a ``_ts``
@@ -147,6 +154,10 @@ class ChatterDrainOperator(ChatterSourceBaseOperator):
     A source with ``follow: true`` keeps the lease once caught up and polls every ``follow_poll_seconds`` until
     ``max_seconds`` / ``max_documents`` (drain/follow.py). SIGTERM (Airflow calls ``on_kill``) asks it to stop at the
     next page boundary: the page in hand is published and checkpointed, the lease released, the task succeeds.
+
+    OpenLineage (with ``apache-airflow-providers-openlineage``): input the monitored container, outputs the topics
+    the broker confirmed messages on (``outputStatistics.rowCount``), run facet ``chatter_drain`` (delivered,
+    undeliverable, skipped, ...); a failed drain adds its error (``errorMessage``).
     """
 
     template_fields: Sequence[str] = (
@@ -176,6 +187,9 @@ class ChatterDrainOperator(ChatterSourceBaseOperator):
         self.exclusive_with_scheduled = exclusive_with_scheduled
         self.since = since
         self._stop: Any = None  # the running drain's StopRequest (on_kill sets it)
+
+    def lineage_before_run(self) -> LineageRecord:
+        return LineageRecord(inputs=[self.monitored_dataset()], outputs=[])
 
     def on_kill(self) -> None:
         """SIGTERM: stop the drain at its next page boundary. Only sets a flag: this runs in a signal handler."""
@@ -228,12 +242,22 @@ class ChatterDrainOperator(ChatterSourceBaseOperator):
                 )
         finally:
             publisher.close()
+        server = self.kafka_server()
+        self.record_lineage(
+            LineageRecord(
+                inputs=[replace(self.monitored_dataset(), rows=summary.documents)],
+                outputs=[kafka_dataset(server, topic, count) for topic, count in sorted(publisher.confirmed.items())],
+                facet=("chatter_drain", {"lease": self.lease_id, **{k: getattr(summary, k) for k in _DRAIN_FACET}}),
+                error=f"{summary.error_type}: {summary.error_message}" if summary.failed else None,
+            )
+        )
         if summary.lease_token is None:
             # The engine logs the summary line of every drain that took its lease; one that did not (held by
             # another drain, or the take failed) is logged here, so each task logs exactly one summary line.
             self.log.info("%s", summary.log_line())
         result = summary.to_dict()
         result[TOPICS_KEY] = dict(sorted(publisher.confirmed.items()))
+        result[KAFKA_SERVER_KEY] = server
         if summary.failed:
             if context and context.get("ti") is not None:
                 context["ti"].xcom_push(key="summary", value=result)
@@ -244,6 +268,7 @@ class ChatterDrainOperator(ChatterSourceBaseOperator):
             config.name,
             publisher.confirmed,
             {topic: {"lease": self.lease_id} for topic in publisher.confirmed},
+            server=server,
         )
         if summary.split_into:
             self.log.info("Lease %s split into %s; the next run drains them", self.lease_id, summary.split_into)
@@ -262,7 +287,7 @@ def _attempt(context: Context | Mapping[str, Any] | None) -> Attempt | None:
     return Attempt(run, int(getattr(ti, "try_number", 1) or 1))
 
 
-class ChatterRequeueUndeliverableOperator(ChatterSourceBaseOperator):
+class ChatterRequeueUndeliverableOperator(ChatterLineage, ChatterSourceBaseOperator):
     """Set undeliverable outbox documents back to pending once their writer is fixed; log who and what.
 
     Select by ``message_ids`` (the outbox messages' ids) or ``document_ids`` (outbox item ids), by ``where`` (a
@@ -279,6 +304,9 @@ class ChatterRequeueUndeliverableOperator(ChatterSourceBaseOperator):
     :param limit: (templated) most documents to requeue in one run; default 1000.
     :param requested_by: (templated) who asked; default the user who triggered the DAG run.
     :param plan_only: (templated) a dry run: select and log, change nothing.
+
+    OpenLineage: the monitored container in and out (``outputStatistics.rowCount``: documents requeued), run facet
+    ``chatter_requeue``.
     """
 
     template_fields: Sequence[str] = (
@@ -314,6 +342,21 @@ class ChatterRequeueUndeliverableOperator(ChatterSourceBaseOperator):
         self.limit = limit
         self.requested_by = requested_by
         self.plan_only = plan_only
+
+    def lineage_before_run(self) -> LineageRecord:
+        container = self.monitored_dataset()
+        return LineageRecord(inputs=[container], outputs=[container])
+
+    def _requeue_lineage(self, requeued: int, changed: int, not_found: int, *, dry_run: bool) -> None:
+        container = self.monitored_dataset()
+        counts = {"requeued": requeued, "changed_meanwhile": changed, "not_found": not_found, "dry_run": dry_run}
+        self.record_lineage(
+            LineageRecord(
+                inputs=[container],
+                outputs=[replace(container, rows=requeued)],
+                facet=("chatter_requeue", counts),
+            )
+        )
 
     def _who(self, context: Context | Mapping[str, Any]) -> str:
         if self.requested_by:
@@ -354,6 +397,7 @@ class ChatterRequeueUndeliverableOperator(ChatterSourceBaseOperator):
             self.log.info(
                 "Dry run by %s: would requeue %d document(s) %s (selection %s)", who, len(found), found, selection
             )
+            self._requeue_lineage(0, 0, 0, dry_run=True)
             return {"requested_by": who, "dry_run": True, "would_requeue": found}
         paths = self.config.to_options().partition_key_paths
         result = requeue_undeliverable(monitored, paths, documents, requested=ids)
@@ -367,4 +411,5 @@ class ChatterRequeueUndeliverableOperator(ChatterSourceBaseOperator):
             list(result.changed_meanwhile),
             list(result.not_found),
         )
+        self._requeue_lineage(len(result.requeued), len(result.changed_meanwhile), len(result.not_found), dry_run=False)
         return {"requested_by": who, "dry_run": False, **result.to_dict()}

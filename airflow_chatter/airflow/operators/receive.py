@@ -8,11 +8,18 @@ writes, outbox messages and Inbox Marker commit together before its offset is co
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from airflow_chatter.airflow.operators.lineage import (
+    ChatterLineage,
+    LineageRecord,
+    cosmos_dataset,
+    kafka_dataset,
+)
 from airflow_chatter.errors import ConfigurationError
 from airflow_chatter.inbox.receiver import check_tier
 
@@ -31,7 +38,7 @@ def _positive(value: Any, option: str, kind: type[int] | type[float]) -> Any:
     return number
 
 
-class ChatterReceiveOperator(BaseOperator):
+class ChatterReceiveOperator(ChatterLineage, BaseOperator):
     """Receive deliveries idempotently: the handler's Cosmos writes are applied once per identity and receiver.
 
     :param topic: the topic to consume (templated).
@@ -50,6 +57,10 @@ class ChatterReceiveOperator(BaseOperator):
     :param chatter_kafka_conn_id: default ``chatter_kafka_default``.
     :param chatter_cosmos_conn_id: default ``chatter_cosmos_default``.
     :param database_name: overrides the Cosmos connection's ``database_name`` extra.
+
+    OpenLineage (with ``apache-airflow-providers-openlineage``): input the topic (``inputStatistics.rowCount``:
+    deliveries received), output the container, run facet ``chatter_receive`` (received, processed, duplicates,
+    dispatched); a failed run adds its error.
     """
 
     template_fields: Sequence[str] = ("topic", "group_id", "receiver_name", "container", "max_messages", "max_seconds")
@@ -95,6 +106,14 @@ class ChatterReceiveOperator(BaseOperator):
         self.chatter_kafka_conn_id = chatter_kafka_conn_id
         self.chatter_cosmos_conn_id = chatter_cosmos_conn_id
         self.database_name = database_name
+
+    def lineage_before_run(self) -> LineageRecord:
+        from airflow_chatter.airflow.hooks.inbox import ChatterInboxHook
+        from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
+
+        topic = kafka_dataset(ChatterKafkaHook(self.chatter_kafka_conn_id).bootstrap_server(), str(self.topic))
+        hook = ChatterInboxHook(self.chatter_cosmos_conn_id, database_name=self.database_name)
+        return LineageRecord(inputs=[topic], outputs=[cosmos_dataset(hook, str(self.container))])
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_chatter.airflow.operators.base import fail_fast
@@ -142,12 +161,26 @@ class ChatterReceiveOperator(BaseOperator):
                 topics=[self.topic],
                 group_id=self.group_id,
             )
-        except (MissingIdentityError, ForeignDocumentError) as error:
-            # A retry would meet the same message: fail now, without retries; its offset stays uncommitted.
-            raise AirflowFailException(str(error)) from error
+        except Exception as error:
+            self.record_lineage_error(error)
+            if isinstance(error, (MissingIdentityError, ForeignDocumentError)):
+                # A retry would meet the same message: fail now, without retries; its offset stays uncommitted.
+                raise AirflowFailException(str(error)) from error
+            raise
         finally:
             source.close()
         result = summary.to_dict()
+        before = self.lineage_before_run()
+        self.record_lineage(
+            replace(
+                before,
+                inputs=[replace(before.inputs[0], rows=summary.received)],
+                facet=(
+                    "chatter_receive",
+                    {k: result[k] for k in ("group_id", "received", "processed", "duplicates", "dispatched")},
+                ),
+            )
+        )
         self.log.info(
             "receive topic=%s group=%s receiver=%s received=%d processed=%d duplicates=%d dispatched=%d stopped_by=%s",
             self.topic,

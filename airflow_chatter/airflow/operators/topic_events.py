@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_chatter.airflow.assets import TOPICS_KEY, emit_topic_events, topic_asset_uri
+from airflow_chatter.airflow.assets import KAFKA_SERVER_KEY, TOPICS_KEY, emit_topic_events, topic_asset_uris
 from airflow_chatter.ports import OutgoingMessage, Publisher, PublishOutcome
 
 if TYPE_CHECKING:
@@ -50,15 +50,17 @@ def _summaries(pulled: Any) -> list[Mapping[str, Any]]:
 
 class ChatterTopicEventsOperator(BaseOperator):
     """After a run's drains, emit one asset event per topic they delivered to, through the ``AssetAlias`` in
-    ``outlets``: ``chatter://<source>/<topic>`` with ``extra`` ``{"published": <messages confirmed by the run's
-    drains>, "leases": [<lease ids that delivered to it>]}``.
+    ``outlets``: ``kafka://<bootstrap server>/<topic>`` (the Kafka provider's asset of the topic; the server is
+    the first of the drains' Kafka connection) and the deprecated ``chatter://<source>/<topic>``, each with
+    ``extra`` ``{"published": <messages confirmed by the run's drains>, "leases": [<lease ids that delivered to
+    it>]}``.
 
     It reads each drain's summary (XCom ``return_value``, or ``summary`` of a drain that failed after delivering
     some messages: they are in Kafka all the same). The DAG factories make it a teardown task without setups, so it
     runs when the drains are done, whatever their states, and the run's state stays the drains' (a failed drain
     still fails the run). Returns ``{asset uri: published}``.
 
-    :param source_name: (templated) the source, the middle of the asset URIs.
+    :param source_name: (templated) the source, the middle of the deprecated ``chatter://`` asset URIs.
     :param drain_task_id: the (mapped) drain task whose summaries are read.
     """
 
@@ -76,19 +78,24 @@ class ChatterTopicEventsOperator(BaseOperator):
             *_summaries(ti.xcom_pull(task_ids=self.drain_task_id)),
             *_summaries(ti.xcom_pull(task_ids=self.drain_task_id, key="summary")),
         ]
-        published: Counter[str] = Counter()
-        leases: dict[str, list[str]] = {}
+        published: dict[str | None, Counter[str]] = {}  # per Kafka server (one per source), per topic
+        leases: dict[tuple[str | None, str], list[str]] = {}
         for summary in summaries:
+            server = summary.get(KAFKA_SERVER_KEY)
             for topic, count in (summary.get(TOPICS_KEY) or {}).items():
                 if count > 0:
-                    published[topic] += count
-                    leases.setdefault(topic, []).append(str(summary.get("lease")))
-        extras = {topic: {"leases": sorted(ids)} for topic, ids in leases.items()}
-        uris = emit_topic_events(context, self.outlets, self.source_name, published, extras)
-        result = {topic_asset_uri(self.source_name, topic): count for topic, count in sorted(published.items())}
+                    published.setdefault(server, Counter())[topic] += count
+                    leases.setdefault((server, topic), []).append(str(summary.get("lease")))
+        result: dict[str, int] = {}
+        emitted: list[str] = []
+        for server, counts in sorted(published.items(), key=lambda item: item[0] or ""):
+            extras = {topic: {"leases": sorted(leases[server, topic])} for topic in counts}
+            emitted += emit_topic_events(context, self.outlets, self.source_name, counts, extras, server=server)
+            for topic, count in sorted(counts.items()):
+                result.update(dict.fromkeys(topic_asset_uris(server, self.source_name, topic), count))
         self.log.info(
             "%d drain summaries; asset events: %s",
             len(summaries),
-            ", ".join(f"{uri} published={result[uri]}" for uri in uris) or "none",
+            ", ".join(f"{uri} published={result[uri]}" for uri in emitted) or "none",
         )
         return result

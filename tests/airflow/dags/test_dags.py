@@ -431,7 +431,7 @@ def test_mapped_drains_are_labelled_by_lease_and_the_run_emits_one_asset_event_p
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
-    from tests.airflow._support import PK_PATH, install_world, xcoms
+    from tests.airflow._support import KAFKA_SERVER, PK_PATH, install_world, xcoms
 
     sources_file({"sources": [valid(partition_key_paths=PK_PATH, pool=None, topics={"pay.events": "payments.v1"})]})
     world = install_world(monkeypatch, feed_ranges=2)
@@ -451,15 +451,19 @@ def test_mapped_drains_are_labelled_by_lease_and_the_run_emits_one_asset_event_p
     summaries = xcoms(run, "drain")
     assert sum(s["topics"].get("orders.events", 0) for s in summaries) == 6, "each drain's XCom counts per topic"
     events = _asset_events(run)
-    assert [uri for uri, _ in events] == ["chatter://orders/orders.events", "chatter://orders/payments.v1"], (
-        "one event per topic for the whole run, not one per mapped drain"
-    )
-    assert [extra["published"] for _, extra in events] == [6, 3], events
+    assert [uri for uri, _ in events] == [
+        "chatter://orders/orders.events",
+        "chatter://orders/payments.v1",
+        f"kafka://{KAFKA_SERVER}/orders.events",
+        f"kafka://{KAFKA_SERVER}/payments.v1",
+    ], "one event per topic for the whole run, not one per mapped drain: the Kafka provider's asset and the old one"
+    assert [extra["published"] for _, extra in events] == [6, 3, 6, 3], events
     delivering = {uri: set(extra["leases"]) for uri, extra in events}
-    assert delivering["chatter://orders/orders.events"] <= set(lease_ids)
-    assert delivering["chatter://orders/orders.events"] == {
+    assert delivering[f"kafka://{KAFKA_SERVER}/orders.events"] <= set(lease_ids)
+    assert delivering[f"kafka://{KAFKA_SERVER}/orders.events"] == {
         s["lease"] for s in summaries if s["topics"].get("orders.events")
     }, "each event names the leases whose drains delivered to its topic"
+    assert delivering["chatter://orders/orders.events"] == delivering[f"kafka://{KAFKA_SERVER}/orders.events"]
 
 
 @pytest.mark.airflow
@@ -469,7 +473,7 @@ def test_a_failed_drain_fails_the_run_and_the_messages_it_delivered_still_get_th
     """The asset events come from one task after the drains (a teardown): it runs although a drain failed, counts
     what that drain delivered before failing (in Kafka all the same), and the run is failed all the same."""
     from airflow_chatter.airflow.dags import factory
-    from tests.airflow._support import PK_PATH, install_world, xcoms
+    from tests.airflow._support import KAFKA_SERVER, PK_PATH, install_world, xcoms
 
     monkeypatch.setitem(factory.DEFAULT_ARGS, "retries", 0)
     sources_file({"sources": [valid(partition_key_paths=PK_PATH, pool=None, max_batch_size=2)]})
@@ -496,7 +500,8 @@ def test_a_failed_drain_fails_the_run_and_the_messages_it_delivered_still_get_th
     [succeeded] = xcoms(run, "drain")
     delivered = failed["topics"]["orders.events"] + succeeded["topics"]["orders.events"]
     assert delivered == len(world.publisher.sent) < 12, "the broken range stopped part way"
-    [(uri, extra)] = _asset_events(run)
-    assert uri == "chatter://orders/orders.events"
+    [(old_uri, old_extra), (uri, extra)] = _asset_events(run)
+    assert (old_uri, uri) == ("chatter://orders/orders.events", f"kafka://{KAFKA_SERVER}/orders.events")
     assert extra["published"] == delivered, "what the failed drain delivered counts too"
     assert sorted(extra["leases"]) == sorted([failed["lease"], succeeded["lease"]])
+    assert old_extra == extra, "the deprecated asset gets the same event"

@@ -1,0 +1,131 @@
+"""Publish → effect latency of the example receivers on the live loopback deployment: started by messages (an
+``AssetWatcher`` on the topic) beside a receiver run every minute, in the same run, on the same topic.
+
+    .venv/bin/python -m benchmarks.receiver_latency [--messages 20] [--interval 7]
+
+Starts ``scripts/airflow-live.sh`` (api-server, scheduler, dag-processor, triggerer; LocalExecutor, SQLite) with one
+source, ``orders``, so ``dags/example_chatter_consume_orders.py`` defines both its DAGs for it, against the project
+broker and the Cosmos emulator. ``chatter_consume_orders_on_arrival`` (group ``chatter-example-consume-orders``,
+watcher poll 5 s) is unpaused; ``chatter_consume_orders`` is triggered at every wall-clock minute with another group,
+as a ``* * * * *`` cron would create its runs. Then ``--messages`` times, ``--interval`` seconds apart: publish one
+``OrderPlaced`` event to the topic. A delivery's effect is its receipt and its Inbox Marker, committed in one
+transactional batch; the marker is per receiver, so each receiver's effect time is when its marker is readable.
+
+Printed: per receiver the median, min and max of publish → effect, and the runs each DAG made.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+import uuid
+from datetime import UTC, datetime
+
+from azure.cosmos import exceptions
+
+from airflow_chatter.adapters.kafka.admin import ensure_topics
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
+from airflow_chatter.adapters.kafka.settings import KafkaSettings
+from airflow_chatter.inbox.markers import marker_id
+from airflow_chatter.ports import OutgoingMessage
+from airflow_chatter.testing.live_airflow import stack_for, wait_until
+from airflow_chatter.testing.services import services
+
+WATCHER_DAG = "chatter_consume_orders_on_arrival"
+WATCHER_GROUP = "chatter-example-consume-orders"
+CRON_DAG = "chatter_consume_orders"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=20)
+    parser.add_argument("--interval", type=float, default=7)
+    args = parser.parse_args()
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    cron_group = f"bench-cron-{uuid.uuid4().hex[:6]}"
+    groups = {"watcher": WATCHER_GROUP, "cron": cron_group}
+    with (
+        services("airflow-chatter-bench") as (endpoint, database, bootstrap),
+        stack_for(
+            endpoint,
+            database,
+            bootstrap,
+            session_prefix="receiver-bench-",
+            source_names=("orders",),
+            source_settings={},
+        ) as stack,
+    ):
+        api = stack.client("admin")
+        source = stack.sources["orders"]
+        settings = KafkaSettings(bootstrap_servers=bootstrap, api_version=(2, 8))
+        ensure_topics(settings, [source.topic], partitions=3)
+        for dag_id in (WATCHER_DAG, CRON_DAG):
+            stack.wait_for_dag(api, dag_id)
+            stack.unpause(api, dag_id)
+        published: dict[str, tuple[float, str]] = {}  # message id → (when, partition key)
+        effects: dict[tuple[str, str], float] = {}  # (receiver, message id) → publish → effect, seconds
+        next_publish = time.monotonic()
+        last_minute = datetime.now(UTC).replace(second=0, microsecond=0)
+        deadline = time.monotonic() + args.messages * args.interval + 240
+        with KafkaPublisher(settings) as publisher:
+            while len(effects) < 2 * args.messages and time.monotonic() < deadline:
+                now = time.monotonic()
+                if len(published) < args.messages and now >= next_publish:
+                    n = len(published)
+                    message_id = f"bench-{n}-{uuid.uuid4().hex[:6]}"
+                    key = f"cust-{n % 7}"
+                    body = json.dumps({"orderId": f"bench-{n}-{uuid.uuid4().hex[:4]}", "total": n}).encode()
+                    headers = (("message-id", message_id.encode()), ("event-type", b"OrderPlaced"))
+                    event = OutgoingMessage(topic=source.topic, value=body, key=key.encode(), headers=headers)
+                    [outcome] = publisher.send_batch([event])
+                    assert outcome.confirmation is not None, outcome.error
+                    published[message_id] = (time.monotonic(), key)
+                    next_publish += args.interval
+                minute = datetime.now(UTC).replace(second=0, microsecond=0)
+                if minute > last_minute:  # what a "* * * * *" schedule does at each minute
+                    last_minute = minute
+                    response = api.post(
+                        f"/api/v2/dags/{CRON_DAG}/dagRuns",
+                        json={"logical_date": None, "conf": {"group_id": cron_group}},
+                    )
+                    assert response.status_code == 200, response.text
+                for message_id, (at, key) in published.items():
+                    for receiver, group in groups.items():
+                        if (receiver, message_id) in effects:
+                            continue
+                        try:
+                            source.monitored.read_item(marker_id(message_id, group), partition_key=key)
+                        except exceptions.CosmosResourceNotFoundError:
+                            continue
+                        effects[receiver, message_id] = time.monotonic() - at
+                        print(f"{receiver:7s} {message_id}: {effects[receiver, message_id]:5.1f} s", flush=True)
+                time.sleep(0.2)
+
+        def runs(dag_id: str) -> list[dict[str, object]]:
+            return list(api.get(f"/api/v2/dags/{dag_id}/dagRuns", params={"limit": 100}).json()["dag_runs"])
+
+        wait_until(
+            lambda: all(r["state"] in ("success", "failed") for d in (WATCHER_DAG, CRON_DAG) for r in runs(d)),
+            timeout_s=180,
+            what="the receiver runs to finish",
+        )
+        print(f"{args.messages} messages, {args.interval:g} s apart")
+        for receiver, dag_id in (("watcher", WATCHER_DAG), ("cron", CRON_DAG)):
+            got = [s for (r, _), s in effects.items() if r == receiver]
+            made = runs(dag_id)
+            states = sorted({str(r["state"]) for r in made})
+            if not got:
+                print(f"{receiver}: no effect seen; {len(made)} runs {states}")
+                continue
+            print(
+                f"{receiver} ({dag_id}): publish → effect median {statistics.median(got):.1f} s, "
+                f"min {min(got):.1f} s, max {max(got):.1f} s over {len(got)} messages; {len(made)} runs {states}"
+            )
+
+
+if __name__ == "__main__":
+    main()
