@@ -81,11 +81,16 @@ def drain(stack: LiveAirflow, api: Any, source: LiveSource, count: int) -> Measu
     return Measured(span, whole, mean, frozenset(str(ti["hostname"]).split("@")[0] for ti in drains))
 
 
-def worker(stack: LiveAirflow, action: str) -> None:
+def stack_script(stack: LiveAirflow, *args: str) -> None:
+    """``scripts/celery-stack.sh <args>`` in the stack's environment (e.g. ``stop-worker 2``)."""
     done = subprocess.run(
-        ["bash", str(SCRIPT), action, "2"], env=stack.env, capture_output=True, text=True, timeout=300, check=False
+        ["bash", str(SCRIPT), *args], env=stack.env, capture_output=True, text=True, timeout=300, check=False
     )
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def worker(stack: LiveAirflow, action: str, n: int = 2) -> None:
+    stack_script(stack, action, str(n))
 
 
 def main() -> None:

@@ -10,6 +10,9 @@
 #   scripts/airflow-live.sh stop-worker N / start-worker N
 #                                    (CeleryExecutor only) stop or start Celery worker N alone, e.g. to measure one
 #                                    worker against two; start-worker waits until the worker is ready
+#   scripts/airflow-live.sh restart-scheduler
+#                                    stop the scheduler (TERM to its process groups) and start it again (a fault the
+#                                    soak injects: tests/reliability/soak.py)
 #
 # Environment (read at start):
 #   AIRFLOW_LIVE_PORT           api-server port on 127.0.0.1 (default: a free port, picked at start)
@@ -349,6 +352,21 @@ cmd_worker() {
   log "started $name"
 }
 
+cmd_restart_scheduler() {
+  exec 8>"$home/.lock"
+  flock -w 60 8 || die "another airflow-live.sh holds $home/.lock"
+  running_pid api-server >/dev/null || die "the stack is not running; start it first"
+  stop_component scheduler
+  local port dags
+  port="$(cat "$home/port")"
+  dags="$(cd "${AIRFLOW_LIVE_DAGS_FOLDER:-$here/dags}" && pwd)"
+  local_connections
+  export_settings "$port" "$dags"
+  setsid "$airflow" scheduler --skip-serve-logs </dev/null >>"$logs/scheduler.log" 2>&1 8>&- &
+  echo "$! $(start_time $!)" >"$pids/scheduler.pid"
+  log "restarted scheduler"
+}
+
 print_connection() {
   echo "AIRFLOW_LIVE_URL=http://127.0.0.1:$1"
   echo "AIRFLOW_LIVE_HOME=$home"
@@ -399,5 +417,6 @@ case "${1:-}" in
   status) cmd_status ;;
   stop-worker) cmd_worker stop "${2:-}" ;;
   start-worker) cmd_worker start "${2:-}" ;;
-  *) echo "usage: $0 {start|stop|status|stop-worker N|start-worker N}" >&2; exit 2 ;;
+  restart-scheduler) cmd_restart_scheduler ;;
+  *) echo "usage: $0 {start|stop|status|stop-worker N|start-worker N|restart-scheduler}" >&2; exit 2 ;;
 esac

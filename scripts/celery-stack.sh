@@ -9,6 +9,7 @@
 #   scripts/celery-stack.sh stop      stop what start started (Airflow by its pid files, then Redis, then PostgreSQL)
 #   scripts/celery-stack.sh status    say what runs
 #   scripts/celery-stack.sh stop-worker N / start-worker N   one Celery worker alone (scripts/airflow-live.sh)
+#   scripts/celery-stack.sh restart-scheduler                 the scheduler stopped and started (airflow-live.sh)
 #
 # Environment (read at start):
 #   CELERY_STACK_HOME       state of this stack (default $CHATTER_STATE_DIR/celery-stack): pg/ (the cluster), redis/,
@@ -234,6 +235,6 @@ case "${1:-}" in
   start) cmd_start ;;
   stop) cmd_stop ;;
   status) cmd_status ;;
-  stop-worker | start-worker) cmd_worker "$1" "${2:-}" ;;
-  *) echo "usage: $0 {install|start|stop|status|stop-worker N|start-worker N}" >&2; exit 2 ;;
+  stop-worker | start-worker | restart-scheduler) cmd_worker "$1" "${2:-}" ;;
+  *) echo "usage: $0 {install|start|stop|status|stop-worker N|start-worker N|restart-scheduler}" >&2; exit 2 ;;
 esac

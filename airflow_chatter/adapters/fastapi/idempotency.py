@@ -29,6 +29,7 @@ the handler again. ``Set-Cookie`` is never stored unless asked. FastAPI is impor
 
 from __future__ import annotations
 
+import copy
 import inspect
 import logging
 import math
@@ -43,7 +44,7 @@ from starlette.concurrency import run_in_threadpool
 
 from airflow_chatter.idempotency.errors import InvalidIdempotencyRequestError
 from airflow_chatter.idempotency.fingerprint import HEADER_NAME, parse_sf_string, request_fingerprint
-from airflow_chatter.idempotency.keys import validate_key, validate_scope
+from airflow_chatter.idempotency.keys import MAX_KEY_LENGTH, validate_key, validate_scope
 from airflow_chatter.idempotency.values import (
     AlreadyInFlight,
     BodyHashMismatch,
@@ -93,6 +94,23 @@ class HttpIdempotencyOptions:
         object.__setattr__(self, "methods", frozenset(method.upper() for method in self.methods))
 
 
+#: RFC 9457 problem details as :func:`problem` answers them, for the OpenAPI schema.
+PROBLEM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "title": "Problem",
+    "required": ["type", "title", "status", "detail"],
+    "properties": {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+    },
+}
+#: An RFC 8941 sf-string the guard accepts: printable ASCII in double quotes (a quote or backslash escaped with a
+#: backslash), 1 to ``MAX_KEY_LENGTH`` characters.
+_SF_STRING_PATTERN = r'^"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\]){1,' + str(MAX_KEY_LENGTH) + '}"$'
+
+
 def problem(status: int, title: str, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
     """An RFC 9457 problem-details response."""
     return JSONResponse(
@@ -124,6 +142,11 @@ class Idempotency:
         guard = self
 
         class IdempotentRoute(APIRoute):
+            def __init__(self, path: str, endpoint: Endpoint, **kwargs: Any) -> None:
+                super().__init__(path, endpoint, **kwargs)
+                if self.methods & guard.options.methods:
+                    self.openapi_extra = guard.openapi(self.openapi_extra, self.status_code)
+
             def get_route_handler(self) -> Callable[[Request], Any]:
                 original = super().get_route_handler()
 
@@ -144,6 +167,47 @@ class Idempotency:
             return endpoint
 
         return register
+
+    def openapi(self, extra: dict[str, Any] | None = None, status_code: int | None = None) -> dict[str, Any]:
+        """``extra`` (a route's ``openapi_extra``) plus what the guard adds to the operation: the key header, the
+        replay header on the success answer, and the problem answers it gives (400, 409, 413 and the mismatch's)."""
+        name = self.options.header_name
+        merged = copy.deepcopy(extra or {})
+        parameters = merged.setdefault("parameters", [])
+        if not any(p.get("in") == "header" and str(p.get("name")).lower() == name.lower() for p in parameters):
+            parameters.append(
+                {
+                    "name": name,
+                    "in": "header",
+                    "required": self.options.require_key,
+                    "description": f"A quoted RFC 8941 string of 1 to {MAX_KEY_LENGTH} characters, e.g. "
+                    '"8e0f3c2a": a request sent again with the same key and body gets the first answer again.',
+                    "schema": {"type": "string", "pattern": _SF_STRING_PATTERN},
+                }
+            )
+        responses = merged.setdefault("responses", {})
+        success = responses.setdefault(str(status_code or 200), {})
+        success.setdefault("headers", {})[self.options.replay_header_name] = {
+            "description": "`true` when this is the stored answer to an earlier request with the same key.",
+            "schema": {"type": "string", "enum": ["true"]},
+        }
+        refusals = {
+            400: ("The idempotency key is missing or malformed, or the scope is invalid.", None),
+            409: ("A request with this key is still being processed; retry after `Retry-After` seconds.", "retry"),
+            413: (f"The request body is over {self.options.max_request_body_bytes} bytes.", None),
+            self.options.mismatch_status_code: ("The key was already used with a different request.", None),
+        }
+        for status, (description, headers) in refusals.items():
+            answer = responses.setdefault(str(status), {})
+            answer.setdefault("description", description)
+            answer.setdefault("content", {})["application/problem+json"] = {"schema": PROBLEM_SCHEMA}
+            if headers:
+                answer.setdefault("headers", {})["Retry-After"] = {
+                    "description": "Seconds to wait before retrying.",
+                    "required": True,
+                    "schema": {"type": "string", "pattern": "^[0-9]+$"},
+                }
+        return merged
 
     # -- the request flow ------------------------------------------------------------------------------------------
 
@@ -332,4 +396,4 @@ def _resumed(response: StreamingResponse, buffered: list[bytes], rest: AsyncIter
     return resumed
 
 
-__all__ = ["HttpIdempotencyOptions", "Idempotency", "problem"]
+__all__ = ["PROBLEM_SCHEMA", "HttpIdempotencyOptions", "Idempotency", "problem"]

@@ -242,3 +242,21 @@ def test_f11_a_store_throttled_on_reserve_answers_503_with_retry_after_and_the_h
     assert "throttled" in str(_problem(throttled)["detail"]) and calls.counts["orders"] == 0
     again = client.post("/orders", json=ORDER, headers=_key("k-429"))
     assert again.status_code == 201 and calls.counts["orders"] == 1, again.text
+
+
+def test_the_guard_declares_the_key_and_its_answers_on_opted_in_routes_only(calls: Calls) -> None:
+    options = HttpIdempotencyOptions(require_key=False, mismatch_status_code=409)
+    paths = TestClient(make_app(MemoryIdempotencyStore(), calls, options)).get("/openapi.json").json()["paths"]
+    single = paths["/single"]["post"]  # one route at a time, status 202
+    (key,) = [p for p in single["parameters"] if p["name"] == "Idempotency-Key"]
+    assert key["in"] == "header" and key["required"] is False
+    assert "Idempotent-Replayed" in single["responses"]["202"]["headers"]
+    assert sorted(
+        s for s in single["responses"] if "application/problem+json" in single["responses"][s]["content"]
+    ) == [
+        "400",
+        "409",
+        "413",
+    ]
+    assert "parameters" not in paths["/orders"]["get"]  # GET is not an opted-in method
+    assert "parameters" not in paths["/plain"]["post"]  # not a guarded route

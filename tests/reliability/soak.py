@@ -1,0 +1,544 @@
+"""A soak: steady writes through the Unit of Work, scheduled drains on the CeleryExecutor stack, the inbox receiver
+writing one effect per message, and faults on a schedule, for ``--minutes`` (issue 29 part 1).
+
+    .venv/bin/python -m tests.reliability.soak [--minutes 30] [--rate 5] [--customers 200]
+
+What runs: ``scripts/celery-stack.sh`` (PostgreSQL, Redis, api-server, scheduler, dag-processor, triggerer, two
+Celery workers) with one source drained every minute (4 leases: the emulator gives its container 4 partition key
+ranges; a SIGKILLed worker's task is failed after 30 s without a heartbeat, Airflow's default being 300 s),
+against the Cosmos emulator with its account-like switches on (``latency_ms`` 5, request charges, the
+monitored container provisioned near the load) and a Kafka broker of the soak's own (``KAFKA_PORT + 2``, so its
+outage touches nothing else). In this process: writers commit one order and its outbox message per Unit of Work at
+``--rate`` a second over ``--customers`` partition keys, each recorded in a ledger with its commit time; a receiver
+consumes the topic through the document-tier inbox (``IdempotentReceiver``) and writes one effect document per
+message; a sampler records the lease documents, the inbox markers, held-but-expired leases and the RSS of every
+long-lived process.
+
+Faults, scaled to ``--minutes`` (T): a Celery worker's process groups SIGKILLed every ``min(3 min, T/3)``, the
+workers taking turns, and started again; the broker stopped once for ``min(60 s, T/6)``; two 429 bursts (the
+container's RU/s cut to a tenth for 15 s); a split of one partition key range; a scheduler restart. Then the writers
+stop, the drains and the receiver catch up (bounded), and one table is printed:
+
+    writes | lost (ledger vs Kafka) | lost (ledger vs effects) | duplicates on Kafka | effects applied twice |
+    p50/p99 write -> Kafka per window | leases stuck | RSS start/end | lease and marker documents over time
+
+Exits 1 when anything was lost, an effect applied twice or a lease stuck. ``tests/reliability/test_soak.py`` runs
+a short one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer, create_container
+from airflow_chatter.adapters.kafka.admin import ensure_topics
+from airflow_chatter.adapters.kafka.settings import KafkaSettings
+from airflow_chatter.adapters.kafka.source import received_message
+from airflow_chatter.inbox.receiver import Delivery, DeliveryOutcome, IdempotentReceiver
+from airflow_chatter.outbox.document import OutboxMessage
+from airflow_chatter.outbox.unit_of_work import UnitOfWork
+from airflow_chatter.testing.live_airflow import DESTINATION, PK_PATH, LiveAirflow, LiveSource, stack_for
+from airflow_chatter.testing.services import (
+    CHECKOUT,
+    PROJECT_KAFKA_PORT,
+    CosmosEndpoint,
+    KafkaBroker,
+    configure_emulator,
+    cosmos_service,
+    emulator_admin,
+    emulator_configured,
+    machine,
+)
+from benchmarks.celery_scaling import SCRIPT, stack_script, worker
+
+DATABASE = "airflow-chatter-soak"
+SOURCE = "soak"
+LEASE_SECONDS = 60
+#: A 429 burst cuts the monitored container's RU/s to this share of its provisioned throughput.
+BURST_SHARE = 0.1
+#: How soon the scheduler fails the task of a SIGKILLed worker (Airflow's default is 300 s): until then the source's
+#: next run waits (``max_active_runs=1``), so this bounds how long a worker crash stalls the source.
+HEARTBEAT_TIMEOUT_S = 30
+
+
+@dataclass
+class Sample:
+    at: float
+    leases: int
+    markers: int
+    effects: int
+    stuck: int
+
+
+@dataclass
+class Soak:
+    """Everything the soak records while it runs."""
+
+    written: dict[str, float] = field(default_factory=dict)  # message id -> commit time (epoch s)
+    write_errors: Counter[str] = field(default_factory=Counter)
+    processed: Counter[str] = field(default_factory=Counter)  # message id -> receiver PROCESSED outcomes
+    receiver_errors: Counter[str] = field(default_factory=Counter)
+    samples: list[Sample] = field(default_factory=list)
+    rss_start: dict[str, int] = field(default_factory=dict)
+    rss_end: dict[str, int] = field(default_factory=dict)
+    faults: list[tuple[float, str]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    stop: threading.Event = field(default_factory=threading.Event)
+    #: Set once the drains have caught up: the receiver stops then.
+    drained: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass
+class Report:
+    writes: int
+    lost_kafka: int
+    lost_effects: int
+    kafka_records: int
+    max_copies: int
+    duplicated_ids: int
+    effects_twice: int
+    stuck_leases: int
+    windows: list[tuple[str, int, float, float]]
+    rss: list[tuple[str, int, int]]
+    samples: list[Sample]
+    faults: list[tuple[float, str]]
+    write_errors: dict[str, int]
+    receiver_errors: dict[str, int]
+
+    @property
+    def passed(self) -> bool:
+        return self.lost_kafka == 0 and self.lost_effects == 0 and self.effects_twice == 0 and self.stuck_leases == 0
+
+    def table(self) -> str:
+        lines = [
+            "| measure | value |",
+            "|---|---|",
+            f"| writes (committed Units of Work) | {self.writes} |",
+            f"| lost: ledger vs Kafka | {self.lost_kafka} |",
+            f"| lost: ledger vs effect documents | {self.lost_effects} |",
+            f"| Kafka records / message ids seen twice or more / most copies of one | "
+            f"{self.kafka_records} / {self.duplicated_ids} / {self.max_copies} |",
+            f"| effects applied twice | {self.effects_twice} |",
+            f"| leases held and expired for over two lease durations (max at a sample) | {self.stuck_leases} |",
+            f"| write errors (not committed, not in the ledger) | {dict(self.write_errors) or 0} |",
+            f"| receiver errors (retried) | {dict(self.receiver_errors) or 0} |",
+        ]
+        lines += ["", "| window | writes | p50 write → Kafka (s) | p99 write → Kafka (s) |", "|---|---|---|---|"]
+        lines += [f"| {w} | {n} | {p50:.1f} | {p99:.1f} |" for w, n, p50, p99 in self.windows]
+        lines += ["", "| process | RSS start (MiB) | RSS end (MiB) |", "|---|---|---|"]
+        lines += [f"| {name} | {a / 1024:.0f} | {b / 1024:.0f} |" for name, a, b in self.rss]
+        lines += ["", "| minute | lease documents | inbox markers | effect documents | stuck leases |"]
+        lines += ["|---|---|---|---|---|"]
+        t0 = self.samples[0].at if self.samples else 0.0
+        lines += [
+            f"| {(s.at - t0) / 60:.1f} | {s.leases} | {s.markers} | {s.effects} | {s.stuck} |" for s in self.samples
+        ]
+        lines += ["", "| minute | fault |", "|---|---|"]
+        lines += [f"| {at / 60:.1f} | {what} |" for at, what in self.faults]
+        return "\n".join(lines)
+
+
+# ============================================================================================== processes
+
+
+def _pids(stack: LiveAirflow) -> dict[str, int]:
+    found = {}
+    for file in sorted((stack.home / "pids").glob("*.pid")):
+        if file.name.endswith(".celery.pid"):
+            continue
+        pid = int(file.read_text().split()[0])
+        if Path(f"/proc/{pid}").exists():
+            found[file.stem] = pid
+    return found
+
+
+def _stat(pid: int) -> list[str]:
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text[text.rindex(")") + 2 :].split()  # fields from 3 (state) on
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                children.setdefault(int(_stat(int(entry.name))[1]), []).append(int(entry.name))
+            except (OSError, ValueError, IndexError):
+                continue
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def _rss_kib(pid: int) -> int:
+    """The resident memory of ``pid`` and its descendants (a component with its workers)."""
+    total = 0
+    for member in _descendants(pid):
+        try:
+            for line in Path(f"/proc/{member}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total
+
+
+def kill_worker(stack: LiveAirflow, n: int) -> None:
+    """SIGKILL Celery worker ``n``'s process group and those of its descendants (Airflow's task runners), as a
+    crashed machine would, then start it again."""
+    pid = _pids(stack)[f"worker{n}"]
+    groups = {pid}
+    for member in _descendants(pid):
+        try:
+            groups.add(int(_stat(member)[2]))
+        except (OSError, ValueError, IndexError):
+            continue
+    for group in groups:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    time.sleep(5)
+    worker(stack, "start-worker", n)
+
+
+# ============================================================================================== load
+
+
+def _writer(soak: Soak, source: LiveSource, rate: float, customers: int) -> None:
+    container = CosmosDocumentContainer(source.monitored)
+    n = 0
+    started = time.monotonic()
+    while not soak.stop.is_set():
+        due = started + n / rate
+        if due > time.monotonic():
+            time.sleep(min(due - time.monotonic(), 0.5))
+            continue
+        customer = f"cust-{n % customers}"
+        message_id = f"soak-{n}-{uuid.uuid4().hex[:8]}"
+        try:
+            with UnitOfWork(container, PK_PATH, customer) as unit:
+                unit.create({"id": f"order-{message_id}", "customerId": customer, "n": n, "pad": "x" * 300})
+                unit.add_message(OutboxMessage(message_id, DESTINATION, json.dumps({"order": n}), "application/json"))
+            with soak.lock:
+                soak.written[message_id] = time.time()
+        except Exception as error:  # noqa: BLE001 - counted and reported; the write was not committed
+            soak.write_errors[type(error).__name__] += 1
+        n += 1
+
+
+def _record_effect(delivery: Delivery) -> None:
+    unit = delivery.unit_of_work
+    assert unit is not None
+    unit.create({"id": f"effect-{delivery.identity}", "customerId": unit.partition_key, "kind": "effect"})
+
+
+def _receiver(soak: Soak, bootstrap: str, topic: str, effects: Any) -> None:
+    from kafka import KafkaConsumer
+
+    receiver = IdempotentReceiver(
+        _record_effect, name="soak", container=CosmosDocumentContainer(effects), partition_key_paths=PK_PATH
+    )
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=f"soak-{uuid.uuid4().hex[:8]}",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=10000,
+        heartbeat_interval_ms=2000,
+    )
+    try:
+        while not soak.drained.is_set():
+            try:
+                batch = consumer.poll(timeout_ms=1000, max_records=200)
+            except Exception as error:  # noqa: BLE001 - the broker outage: poll again
+                soak.receiver_errors[type(error).__name__] += 1
+                time.sleep(1)
+                continue
+            for records in batch.values():
+                for record in records:
+                    message = received_message(record)
+                    while True:
+                        try:
+                            outcome = receiver.handle_delivery(message)
+                            break
+                        except Exception as error:  # noqa: BLE001 - 429s, the outage: the same delivery again
+                            soak.receiver_errors[type(error).__name__] += 1
+                            time.sleep(1)
+                    if outcome is DeliveryOutcome.PROCESSED:
+                        soak.processed[message.header("message-id") or ""] += 1
+            if batch:
+                try:
+                    consumer.commit()
+                except Exception as error:  # noqa: BLE001 - uncommitted: redelivered, and the inbox dedupes
+                    soak.receiver_errors[type(error).__name__] += 1
+    finally:
+        consumer.close()
+
+
+def _count(container: Any, where: str = "") -> int:
+    query = f"SELECT VALUE COUNT(1) FROM c {where}"
+    return int(sum(container.query_items(query, enable_cross_partition_query=True)))
+
+
+def _stuck(leases: Any) -> int:
+    """Leases with an owner whose expiry is more than two lease durations ago."""
+    now = datetime.now(UTC).timestamp()
+    stuck = 0
+    for lease in leases.query_items("SELECT * FROM c", enable_cross_partition_query=True):
+        expires = lease.get("expires_at")
+        if lease.get("owner") and expires:
+            at = datetime.fromisoformat(str(expires).replace("Z", "+00:00")).timestamp()
+            stuck += now - at > 2 * LEASE_SECONDS
+    return stuck
+
+
+def _sample(soak: Soak, source: LiveSource, effects: Any) -> None:
+    soak.samples.append(
+        Sample(
+            time.time(),
+            _count(source.leases),
+            _count(effects, "WHERE NOT STARTSWITH(c.id, 'effect-')"),
+            _count(effects, "WHERE STARTSWITH(c.id, 'effect-')"),
+            _stuck(source.leases),
+        )
+    )
+
+
+# ============================================================================================== the run
+
+
+def schedule(seconds: float) -> list[tuple[float, str]]:
+    """(offset in seconds, fault) for a run of ``seconds``."""
+    kill_every = min(180.0, seconds / 3)
+    plan = [(kill_every * i, f"kill worker{1 + (i - 1) % 2}") for i in range(1, int(seconds / kill_every))]
+    plan += [
+        (0.15 * seconds, "429 burst"),
+        (0.30 * seconds, f"broker stop {min(60.0, seconds / 6):.0f}s"),
+        (0.55 * seconds, "split range"),
+        (0.70 * seconds, "429 burst"),
+        (0.85 * seconds, "restart scheduler"),
+    ]
+    return sorted(plan)
+
+
+def _fault(
+    what: str, stack: LiveAirflow, endpoint: CosmosEndpoint, broker: KafkaBroker, container_link: str, ru: float
+) -> None:
+    if what.startswith("kill worker"):
+        kill_worker(stack, int(what[-1]))
+    elif what == "429 burst":
+        configure_emulator(endpoint, containers={container_link: {"provisioned_ru_per_second": ru * BURST_SHARE}})
+        time.sleep(15)
+        configure_emulator(endpoint, containers={container_link: {"provisioned_ru_per_second": ru}})
+    elif what.startswith("broker stop"):
+        broker.stop()
+        time.sleep(float(what.split()[-1].rstrip("s")))
+        broker.start()
+    elif what == "split range":
+        first = emulator_admin(endpoint, "GET", "ranges", params={"container": container_link})["ranges"][0]["id"]
+        emulator_admin(endpoint, "POST", "split", {"container": container_link, "range_id": first})
+    elif what == "restart scheduler":
+        stack_script(stack, "restart-scheduler")
+
+
+@contextmanager
+def _threads(*targets: Callable[[], None]) -> Iterator[list[threading.Thread]]:
+    threads = [threading.Thread(target=t, daemon=True) for t in targets]
+    for thread in threads:
+        thread.start()
+    yield threads
+
+
+def _final_kafka(bootstrap: str, topic: str) -> list[Any]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    try:
+        partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        ends = consumer.end_offsets(partitions)
+        records: list[Any] = []
+        deadline = time.monotonic() + 120
+        while any(consumer.position(tp) < ends[tp] for tp in partitions) and time.monotonic() < deadline:
+            for batch in consumer.poll(timeout_ms=1000).values():
+                records.extend(batch)
+        return records
+    finally:
+        consumer.close()
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def run(
+    minutes: float, rate: float, customers: int, settle_s: float = 600.0, log: Callable[[str], None] = print
+) -> Report:
+    seconds = minutes * 60
+    window_s = 600.0 if minutes >= 20 else 60.0
+    soak = Soak()
+    # Near the load: a write is a two-operation batch; the drains read and stamp each document again.
+    ru = max(50.0, rate * 40)
+    broker = KafkaBroker(PROJECT_KAFKA_PORT + 2, keep_data=True)
+    bootstrap = broker.start()
+    try:
+        with (
+            cosmos_service() as endpoint,
+            emulator_configured(endpoint, latency_ms=5, request_charges=True),
+            stack_for(
+                endpoint,
+                endpoint_database(endpoint),
+                bootstrap,
+                script=SCRIPT,
+                session_prefix="soak-",
+                source_names=(SOURCE,),
+                source_settings={SOURCE: {"schedule": "* * * * *", "max_documents": 5000, "max_seconds": 50}},
+                partition_ranges=4,
+                extra_env={
+                    "AIRFLOW_LIVE_CELERY_WORKERS": "2",
+                    "AIRFLOW_LIVE_WORKER_CONCURRENCY": "2",
+                    "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT_S),
+                },
+            ) as stack,
+        ):
+            source = stack.sources[SOURCE]
+            link = f"dbs/{stack.database}/colls/{source.monitored.id}"
+            configure_emulator(endpoint, containers={link: {"provisioned_ru_per_second": ru}})
+            ensure_topics(KafkaSettings(bootstrap_servers=bootstrap), [source.topic], partitions=3)
+            effects = create_container(endpoint_database(endpoint), f"{source.monitored.id}-effects", (PK_PATH,))
+            api = stack.client("admin")
+            stack.unpause(api, source.drain_dag_id)
+            soak.rss_start = {name: _rss_kib(pid) for name, pid in _pids(stack).items()}
+            t0 = time.time()
+            log(f"soak: {minutes} min at {rate}/s over {customers} customers; RU/s {ru}; stack {stack.url}")
+            with _threads(
+                lambda: _writer(soak, source, rate, customers),
+                lambda: _receiver(soak, bootstrap, source.topic, effects),
+            ) as threads:
+                plan = schedule(seconds)
+                next_sample = 0.0
+                while time.time() - t0 < seconds:
+                    elapsed = time.time() - t0
+                    if elapsed >= next_sample:
+                        _sample(soak, source, effects)
+                        next_sample += 30.0
+                    if plan and elapsed >= plan[0][0]:
+                        _, what = plan.pop(0)
+                        soak.faults.append((elapsed, what))
+                        log(f"soak: {elapsed / 60:.1f} min: {what} ({len(soak.written)} written)")
+                        _fault(what, stack, endpoint, broker, link, ru)
+                        continue
+                    time.sleep(1)
+                soak.stop.set()
+                threads[0].join()
+                log(f"soak: writers stopped at {len(soak.written)}; waiting for drains and receiver")
+                wanted = set(soak.written)
+                deadline = time.time() + settle_s
+                while time.time() < deadline:
+                    _sample(soak, source, effects)
+                    if soak.samples[-1].effects >= len(wanted):
+                        break
+                    time.sleep(15)
+                soak.drained.set()
+                threads[1].join(timeout=30)
+            soak.rss_end = {name: _rss_kib(pid) for name, pid in _pids(stack).items()}
+            records = _final_kafka(bootstrap, source.topic)
+            effect_ids = {
+                d["id"].removeprefix("effect-")
+                for d in effects.query_items(
+                    "SELECT c.id FROM c WHERE STARTSWITH(c.id, 'effect-')", enable_cross_partition_query=True
+                )
+            }
+    finally:
+        if broker.running:
+            broker.stop()
+    return _report(soak, records, effect_ids, window_s)
+
+
+def endpoint_database(endpoint: CosmosEndpoint) -> Any:
+    from airflow_chatter.adapters.cosmos.container import ensure_database
+
+    return ensure_database(endpoint.client(), DATABASE)
+
+
+def _report(soak: Soak, records: list[Any], effect_ids: set[str], window_s: float) -> Report:
+    copies: Counter[str] = Counter()
+    first_seen: dict[str, float] = {}
+    for record in records:
+        headers = dict((k, v) for k, v in record.headers or ())
+        mid = (headers.get("message-id") or b"").decode()
+        copies[mid] += 1
+        first_seen.setdefault(mid, record.timestamp / 1000)
+    written = soak.written
+    t0 = min(written.values()) if written else 0.0
+    by_window: dict[int, list[float]] = {}
+    for mid, at in written.items():
+        if mid in first_seen:
+            by_window.setdefault(int((at - t0) // window_s), []).append(first_seen[mid] - at)
+    windows = [
+        (
+            f"{i * window_s / 60:.0f}–{(i + 1) * window_s / 60:.0f} min",
+            len(v),
+            statistics.median(v),
+            _percentile(v, 0.99),
+        )
+        for i, v in sorted(by_window.items())
+    ]
+    names = sorted(set(soak.rss_start) | set(soak.rss_end))
+    return Report(
+        writes=len(written),
+        lost_kafka=len(set(written) - set(copies)),
+        lost_effects=len(set(written) - effect_ids),
+        kafka_records=len(records),
+        max_copies=max(copies.values(), default=0),
+        duplicated_ids=sum(1 for c in copies.values() if c > 1),
+        effects_twice=sum(1 for c in soak.processed.values() if c > 1),
+        stuck_leases=max((s.stuck for s in soak.samples), default=0),
+        windows=windows,
+        rss=[(n, soak.rss_start.get(n, 0), soak.rss_end.get(n, 0)) for n in names],
+        samples=soak.samples,
+        faults=soak.faults,
+        write_errors=dict(soak.write_errors),
+        receiver_errors=dict(soak.receiver_errors),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=30.0, help="how long the writers and faults run (30)")
+    parser.add_argument("--rate", type=float, default=5.0, help="Units of Work committed a second (5)")
+    parser.add_argument("--customers", type=int, default=200, help="partition key values (200)")
+    args = parser.parse_args(argv)
+    print(f"machine: {machine()}; checkout {CHECKOUT}")
+    report = run(args.minutes, args.rate, args.customers)
+    print(report.table())
+    print("PASS" if report.passed else "FAIL")
+    return 0 if report.passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
