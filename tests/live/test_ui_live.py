@@ -414,6 +414,19 @@ def test_ui_a_backfill_triggered_from_the_page_is_listed_with_its_source_s_runs(
     assert cells["cells"][0] == run_id and cells["cells"][-1] == "–", "a dry run drains no lease"
 
 
+def _click_until(browser: Browser, element: str, reached: str, *, what: str, tries: int = 5) -> None:
+    """Click ``element`` until ``reached`` holds: a click measured while the run page is still laying itself out can
+    land beside the tab (the page keeps loading its panels), and then nothing navigates."""
+    for _ in range(tries):
+        browser.click(element, what=what)
+        try:
+            browser.wait_for(reached, timeout_s=10, what=f"{what} to open")
+            return
+        except AssertionError:
+            continue
+    browser.wait_for(reached, timeout_s=1, what=f"{what} to open after {tries} clicks")
+
+
 def test_ui_the_outbox_tab_of_a_drain_run_shows_that_runs_totals_and_only_its_source(
     scenario: dict[str, Any], live_airflow: LiveAirflow, viewer: httpx.Client, viewer_page: Browser, tmp_path: Path
 ) -> None:
@@ -430,7 +443,7 @@ def test_ui_the_outbox_tab_of_a_drain_run_shows_that_runs_totals_and_only_its_so
         " && (e.getAttribute('href') || '').endsWith('/plugin/chatter-run'))"
     )
     browser.wait_for(f"!!({tab})", what="the Outbox tab on the run page")
-    browser.click(tab, what="the Outbox tab")
+    _click_until(browser, tab, "location.pathname.endsWith('/plugin/chatter-run')", what="the Outbox tab")
     browser.wait_for(
         "location.pathname.endsWith('/plugin/chatter-run') && !!document.querySelector('[data-testid=this-run]') "
         "&& document.querySelectorAll('[data-testid=undeliverable-row]').length === 2",
