@@ -1,7 +1,7 @@
 """Write → Kafka latency of a following drain, ``schedule: on_pending`` and a one-minute cron side by side on the live
 loopback Airflow, and what each costs idle. One run.
 
-    .venv/bin/python -m benchmarks.mode_latency [--writes 200] [--rate 1] [--idle-seconds 120] [--quick]
+    .venv/bin/python -m benchmarks.mode_latency [--writes 200] [--rate 2] [--idle-seconds 120] [--quick]
 
 Starts ``scripts/airflow-live.sh`` (api-server, scheduler, dag-processor, triggerer; LocalExecutor, SQLite) against
 the project broker and the Cosmos emulator (request charges on), with three sources, each with its own monitored
@@ -17,8 +17,8 @@ After one warm-up write per source (each mode's first run, not measured), two pa
 round trip). In each pass a writer thread per source creates ``--writes`` pending documents at ``--rate`` per second,
 the three concurrently, and a consumer per topic notes when each record arrives. A latency is from just before the
 create call to the record's arrival at the consumer. Printed per pass and mode: p50 / p99 / max, the writes that
-arrived, and the drain DAG runs that overlapped the pass (at the default 200 writes at 1/s a pass lasts 200 s, so the
-cron mode sees at least three runs).
+arrived, and the drain DAG runs that overlapped the pass (at the default 200 writes at 2/s, 100 s of writes and the
+cron mode's last run after them: about three cron runs per pass).
 
 Then, with nothing written for ``--idle-seconds``: each source's emulator request charges (monitored plus lease
 container, from ``/_chatter/stats``) scaled to an hour: RU per idle hour of one following lease, of the on_pending
@@ -234,14 +234,14 @@ def measure_idle(endpoint: CosmosEndpoint, stack: LiveAirflow, seconds: float, l
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--writes", type=int, default=200, help="writes per source and pass")
-    parser.add_argument("--rate", type=float, default=1.0, help="writes per second, per source")
+    parser.add_argument("--rate", type=float, default=2.0, help="writes per second, per source")
     parser.add_argument("--idle-seconds", type=float, default=120.0, help="idle window for the RU per idle hour")
     parser.add_argument("--poll-seconds", type=float, default=1.0, help="on_pending_poll_seconds of the pending source")
     parser.add_argument("--added-latency-ms", type=int, default=5, help="emulator latency of pass (b)")
-    parser.add_argument("--quick", action="store_true", help="20 writes at 2/s, a 30 s idle window (a smoke run)")
+    parser.add_argument("--quick", action="store_true", help="20 writes per source and pass, 30 s idle (a smoke run)")
     args = parser.parse_args()
     if args.quick:
-        args.writes, args.rate, args.idle_seconds = 20, 2.0, 30.0
+        args.writes, args.idle_seconds = 20, 30.0
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     print(f"machine: {machine()}")
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
