@@ -34,7 +34,6 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -244,7 +243,7 @@ def main() -> None:
         args.writes, args.idle_seconds = 20, 30.0
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     print(f"machine: {machine()}")
-    print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
+    print(f"command: {' '.join(['.venv/bin/python -m benchmarks.mode_latency', *sys.argv[1:]])}")
     labels = {name: label.format(poll=args.poll_seconds) for name, (label, _) in MODES.items()}
     settings = {name: dict(extra) for name, (_, extra) in MODES.items()}
     settings["pending"]["on_pending_poll_seconds"] = args.poll_seconds
