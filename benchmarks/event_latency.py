@@ -24,8 +24,14 @@ import uuid
 from kafka import KafkaConsumer
 
 from airflow_chatter.outbox.document import OutboxMessage
-from airflow_chatter.testing.live_airflow import DESTINATION, PK_PATH, stack_for, wait_until
+from airflow_chatter.testing.live_airflow import DESTINATION, PK_PATH, LiveSource, stack_for, wait_until
 from airflow_chatter.testing.services import services
+
+
+def write_pending(source: LiveSource, message_id: str, n: int) -> None:
+    """Create one pending outbox document (a small JSON body, one of 7 customers) in ``source``'s container."""
+    message = OutboxMessage(message_id, DESTINATION, json.dumps({"n": n}), "application/json")
+    source.monitored.create_item(message.to_document(PK_PATH, f"cust-{n % 7}"))
 
 
 def main() -> None:
@@ -55,9 +61,8 @@ def main() -> None:
         try:
             for n in range(args.writes):
                 message_id = f"latency-{n}-{uuid.uuid4().hex[:6]}"
-                message = OutboxMessage(message_id, DESTINATION, json.dumps({"n": n}), "application/json")
                 started = time.monotonic()
-                source.monitored.create_item(message.to_document(PK_PATH, f"cust-{n % 7}"))
+                write_pending(source, message_id, n)
 
                 def arrived(message_id: str = message_id) -> bool:
                     for record in consumer:

@@ -13,7 +13,7 @@ is wrapped to note when each ``send_batch`` returned). Printed:
 (c) RU per idle hour of one following lease: a following drain with nothing written for ``--idle-seconds``, its
     measured charges (feed reads, lease renewals) scaled to an hour. An extrapolation from a short window.
 
-Not measured here: ``on_pending`` and a one-minute cron on the live Airflow (see docs/benchmarks.md).
+The same three figures on the live Airflow, beside ``on_pending`` and a one-minute cron: ``benchmarks/mode_latency.py``.
 """
 
 from __future__ import annotations

@@ -348,6 +348,14 @@ def configure_emulator(endpoint: CosmosEndpoint, **settings: Any) -> dict[str, A
     return config
 
 
+def emulator_stats(endpoint: CosmosEndpoint, container: Any) -> dict[str, Any]:
+    """Cumulative ``{requests, throttled, request_charge}`` of this container's (an SDK ``ContainerProxy``) document
+    requests, as the emulator counted them (zeros before its first request)."""
+    every: dict[str, Any] = emulator_admin(endpoint, "GET", "stats")["containers"]
+    found: dict[str, Any] = every.get(container.container_link, {"requests": 0, "throttled": 0, "request_charge": 0})
+    return found
+
+
 @contextmanager
 def emulator_configured(endpoint: CosmosEndpoint, **settings: Any) -> Iterator[dict[str, Any]]:
     """Apply these switches for the ``with`` block, then put the previous config back exactly (containers too)."""
