@@ -26,7 +26,7 @@ import httpx
 import pytest
 
 from airflow_chatter.outbox.document import OutboxMessage
-from tests.fixtures.kafka import consume_records
+from tests.fixtures.kafka import consume_records, topic_record_count
 from tests.fixtures.live_airflow import DESTINATION, PK_PATH, LiveAirflow, LiveSource, running_stack, wait_until
 from tests.live._browser import Browser
 from tests.live.test_ui_live import _log_in
@@ -85,18 +85,6 @@ def _lease(source: LiveSource) -> dict[str, Any] | None:
     query = "SELECT * FROM c WHERE c._chatterType = 'lease'"
     leases = list(source.leases.query_items(query, enable_cross_partition_query=True))
     return leases[0] if len(leases) == 1 else None
-
-
-def _on_topic(bootstrap: str, topic: str) -> int:
-    """How many records the topic holds (its partitions' end offsets): what to consume, duplicates included."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="chatter-test-offsets")
-    try:
-        partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
-        return sum(consumer.end_offsets(partitions).values())
-    finally:
-        consumer.close()
 
 
 def _page_shows_it_live(stack: LiveAirflow, source: LiveSource, profile: Path) -> dict[str, Any]:
@@ -194,7 +182,7 @@ def test_f04_a_following_drain_task_stopped_through_airflow_releases_its_lease_a
     )
     expected = {d["MessageId"] for d in written}
     records = consume_records(
-        stack.kafka_bootstrap, source.topic, _on_topic(stack.kafka_bootstrap, source.topic), timeout_s=60
+        stack.kafka_bootstrap, source.topic, topic_record_count(stack.kafka_bootstrap, source.topic), timeout_s=60
     )
     counts = Counter(dict(r.headers)["message-id"].decode() for r in records)
     assert set(counts) == expected, "nothing lost: every write reached Kafka"

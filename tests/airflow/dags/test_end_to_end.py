@@ -19,6 +19,7 @@ import pytest
 from airflow_chatter.outbox.document import OutboxMessage
 from airflow_chatter.outbox.partition_keys import partition_key_to_kafka_key
 from tests.airflow._support import xcoms
+from tests.fixtures.kafka import topic_record_count
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka, pytest.mark.cosmos]
 
@@ -51,17 +52,6 @@ def _run(dag: Any, **kwargs: Any) -> Any:
     run = dag.test(**kwargs)
     assert run.state == "success", f"{dag.dag_id} ended {run.state}"
     return run
-
-
-def _end_offsets(bootstrap: str, topic: str) -> int:
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="chatter-test-offsets")
-    try:
-        partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
-        return sum(consumer.end_offsets(partitions).values())
-    finally:
-        consumer.close()
 
 
 def test_scheduled_drain_backfill_and_sensor_end_to_end(
@@ -151,7 +141,7 @@ def test_scheduled_drain_backfill_and_sensor_end_to_end(
     # 2. A second run publishes nothing.
     run = _run(drain_dag)
     assert [s["published"] for s in xcoms(run, "drain")] == [0]
-    assert _end_offsets(kafka_bootstrap, kafka_topic) == 500, "nothing new on the topic"
+    assert topic_record_count(kafka_bootstrap, kafka_topic) == 500, "nothing new on the topic"
 
     # 3. A backfill from the beginning re-drains only what is still pending; scheduled checkpoints stay.
     checkpoints = {l["id"]: l["continuation"] for l in scheduled_leases}
@@ -175,7 +165,7 @@ def test_scheduled_drain_backfill_and_sensor_end_to_end(
     assert all(l["owner"] is None for l in after.values()), "the backfill released the scheduled lease it held"
     run = _run(drain_dag)
     assert [s["published"] for s in xcoms(run, "drain")] == [0], "the scheduled drain finds them already delivered"
-    assert _end_offsets(kafka_bootstrap, kafka_topic) == 506
+    assert topic_record_count(kafka_bootstrap, kafka_topic) == 506
 
     # 4. The deferrable sensor defers (its trigger runs inline in dag.test) and resumes into a drain.
     _orders(monitored, customers=1, per_customer=2, tag="c")
