@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import time
 import uuid
@@ -33,7 +31,7 @@ from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.inbox.markers import marker_id
 from airflow_chatter.ports import OutgoingMessage
 from airflow_chatter.testing.live_airflow import stack_for, wait_until
-from airflow_chatter.testing.services import services
+from airflow_chatter.testing.services import machine, services
 
 WATCHER_DAG = "chatter_consume_orders_on_arrival"
 WATCHER_GROUP = "chatter-example-consume-orders"
@@ -45,7 +43,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=20)
     parser.add_argument("--interval", type=float, default=7)
     args = parser.parse_args()
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(f"machine: {machine()}")
     cron_group = f"bench-cron-{uuid.uuid4().hex[:6]}"
     groups = {"watcher": WATCHER_GROUP, "cron": cron_group}
     with (
