@@ -5,6 +5,10 @@
  *
  *   POST   /_chatter/holds {"container", "operations": [...], "range_id"?}   park every matching document request
  *                                                                           (not answered) until released
+ *   POST   /_chatter/holds {..., "fail": {"status", "substatus"?,           a failing hold: answer every matching
+ *                                         "message"?}}                      request at once with that error (e.g. a
+ *                                                                           403 on the stamps: a read-only key),
+ *                                                                           until released
  *   GET    /_chatter/holds                                                  each hold: how many wait now, matched,
  *                                                                           dropped
  *   DELETE /_chatter/holds?id=<id>                                          release one: each parked request whose
@@ -54,7 +58,7 @@ function classify(req) {
 
 function parseHold(body) {
   if (body === null || typeof body !== "object" || Array.isArray(body)) throw new ConfigError("a hold must be a JSON object");
-  const known = new Set(["container", "operations", "range_id"]);
+  const known = new Set(["container", "operations", "range_id", "fail"]);
   for (const name of Object.keys(body)) {
     if (!known.has(name)) throw new ConfigError(`unknown hold field '${name}' (known: ${[...known].join(", ")})`);
   }
@@ -68,7 +72,41 @@ function parseHold(body) {
   if (body.range_id !== undefined && body.range_id !== null && typeof body.range_id !== "string") {
     throw new ConfigError("range_id must be a string (a partition key range id) or null");
   }
-  return { dbId: m[1], collId: m[2], operations: new Set(operations), rangeId: body.range_id ?? null };
+  return { dbId: m[1], collId: m[2], operations: new Set(operations), rangeId: body.range_id ?? null,
+    fail: parseFail(body.fail ?? null) };
+}
+
+/** A failing hold's error: `{status: 400..599 except 429 (the throttle's), substatus?: int, message?: string}`. */
+function parseFail(fail) {
+  if (fail === null) return null;
+  if (typeof fail !== "object" || Array.isArray(fail)) throw new ConfigError("fail must be an object or null");
+  for (const name of Object.keys(fail)) {
+    if (!["status", "substatus", "message"].includes(name)) {
+      throw new ConfigError(`unknown field fail.${name} (known: status, substatus, message)`);
+    }
+  }
+  const { status, substatus = 0, message = "Request refused by a failing hold of the emulator" } = fail;
+  if (!Number.isInteger(status) || status < 400 || status > 599 || status === 429) {
+    throw new ConfigError(`fail.status must be an HTTP error status 400-599 other than 429; got ${JSON.stringify(status)}`);
+  }
+  if (!Number.isInteger(substatus) || substatus < 0) throw new ConfigError("fail.substatus must be an integer >= 0");
+  if (typeof message !== "string" || message === "") throw new ConfigError("fail.message must be a non-empty string");
+  return { status, substatus, message };
+}
+
+const ERROR_CODES = { 400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 408: "RequestTimeout",
+  409: "Conflict", 412: "PreconditionFailed", 413: "RequestEntityTooLarge", 500: "InternalServerError",
+  503: "ServiceUnavailable" };
+
+/** Answer a request of a failing hold with its error, shaped as an account's error response. */
+function answerFailed(req, res, fail) {
+  req.resume();
+  res.statusCode = fail.status;
+  res.setHeader("content-type", "application/json");
+  res.setHeader("x-ms-substatus", String(fail.substatus));
+  res.setHeader("x-ms-request-charge", "1");
+  res.setHeader("x-ms-activity-id", require("crypto").randomUUID());
+  res.end(JSON.stringify({ code: ERROR_CODES[fail.status] || String(fail.status), message: fail.message }));
 }
 
 function describe(hold) {
@@ -77,6 +115,7 @@ function describe(hold) {
     container: `dbs/${hold.dbId}/colls/${hold.collId}`,
     operations: [...hold.operations],
     range_id: hold.rangeId,
+    fail: hold.fail,
     waiting: hold.parked.filter((p) => !p.gone).length,
     matched: hold.matched,
     dropped: hold.dropped,
@@ -104,6 +143,11 @@ function holdFor(req) {
 function gate(req, res, serve) {
   const hold = holdFor(req);
   if (!hold) return false;
+  if (hold.fail) {
+    hold.matched += 1;
+    answerFailed(req, res, hold.fail);
+    return true;
+  }
   const parked = { serve, gone: false };
   hold.matched += 1;
   hold.parked.push(parked);

@@ -103,6 +103,34 @@ def test_a_hold_parks_the_batches_of_one_range_until_released_and_serves_the_res
     assert emulator_admin(cosmos_endpoint, "GET", "holds")["holds"] == [], "a released hold is gone"
 
 
+def test_a_failing_hold_answers_its_error_at_once_to_the_matching_requests_only_until_released(
+    cosmos_endpoint: CosmosEndpoint, cosmos_container_factory: ContainerFactory
+) -> None:
+    """A read-only key as an account shows it: the stamps (``batch``, ``patch``) answer 403, reads and creates
+    pass; after the release the same batch is applied."""
+    _emulator_only(cosmos_endpoint)
+    container = cosmos_container_factory(("/pk",))
+    for n in range(2):
+        container.create_item({"id": f"ro-{n}", "pk": "p", "status": "pending"})
+    refusal = {"status": 403, "substatus": 5301, "message": "Request blocked by Auth: the key is read-only"}
+    with emulator_hold(cosmos_endpoint, container, ["batch", "patch"], fail=refusal) as hold:
+        with pytest.raises(exceptions.CosmosHttpResponseError) as batch_refused:
+            _patch_batch(container, "p", ["ro-0", "ro-1"])
+        with pytest.raises(exceptions.CosmosHttpResponseError) as patch_refused:
+            container.patch_item("ro-0", "p", [{"op": "set", "path": "/status", "value": "delivered"}])
+        for refused in (batch_refused.value, patch_refused.value):
+            assert (refused.status_code, refused.sub_status) == (403, 5301)
+            assert "the key is read-only" in str(refused)
+        container.create_item({"id": "ro-2", "pk": "p", "status": "pending"})
+        assert container.read_item("ro-0", "p")["status"] == "pending", "nothing refused was applied"
+        state = hold.state()
+        assert (state["matched"], state["waiting"], state["fail"]) == (2, 0, {**refusal}), state
+        released = hold.release()
+    assert (released["served"], released["dropped"]) == (0, 0)
+    assert len(_patch_batch(container, "p", ["ro-0", "ro-1"])) == 2
+    assert container.read_item("ro-1", "p")["status"] == "delivered"
+
+
 _CHILD = """
 import json, sys
 from azure.cosmos import CosmosClient
@@ -152,6 +180,9 @@ def test_a_held_request_whose_client_was_killed_is_dropped_on_release_not_applie
         ({"container": "c", "operations": ["batch"]}, "container"),
         ({"container": "dbs/d/colls/c", "operations": ["batch"], "range_id": 0}, "range_id"),
         ({"container": "dbs/d/colls/c", "operations": ["batch"], "after": 1}, "after"),
+        ({"container": "dbs/d/colls/c", "operations": ["batch"], "fail": {"status": 429}}, "fail.status"),
+        ({"container": "dbs/d/colls/c", "operations": ["batch"], "fail": {"status": 200}}, "fail.status"),
+        ({"container": "dbs/d/colls/c", "operations": ["batch"], "fail": {"status": 403, "code": 1}}, "fail.code"),
     ],
 )
 def test_a_bad_hold_is_refused_naming_the_field(cosmos_endpoint: CosmosEndpoint, body: Any, field: str) -> None:
