@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 
-def uncommitted_records(consumer: Any, topic: str) -> dict[int, int]:
-    """Records past ``consumer``'s group's committed offsets, per partition of ``topic`` (only partitions with any).
+def uncommitted_ranges(consumer: Any, topic: str) -> dict[int, tuple[int, int]]:
+    """The offsets past ``consumer``'s group's committed offsets, per partition of ``topic`` with any: ``(first,
+    end)``, the first uncommitted offset and the partition's end offset.
 
     ``consumer`` is a ``kafka.KafkaConsumer`` built with the group's ``group_id``, subscribed to nothing and with
     auto-commit off: ``committed`` reads the group's offsets without joining it.
@@ -24,13 +25,19 @@ def uncommitted_records(consumer: Any, topic: str) -> dict[int, int]:
         return {}
     ends = consumer.end_offsets(partitions)
     beginnings = consumer.beginning_offsets(partitions)
-    backlog: dict[int, int] = {}
+    ranges: dict[int, tuple[int, int]] = {}
     for tp in partitions:
         committed = consumer.committed(tp)
         start = beginnings[tp] if committed is None else max(committed, beginnings[tp])
         if ends[tp] > start:
-            backlog[tp.partition] = ends[tp] - start
-    return backlog
+            ranges[tp.partition] = (start, ends[tp])
+    return ranges
 
 
-__all__ = ["uncommitted_records"]
+def uncommitted_records(consumer: Any, topic: str) -> dict[int, int]:
+    """Records past ``consumer``'s group's committed offsets, per partition of ``topic`` (only partitions with any);
+    see ``uncommitted_ranges``."""
+    return {partition: end - start for partition, (start, end) in uncommitted_ranges(consumer, topic).items()}
+
+
+__all__ = ["uncommitted_ranges", "uncommitted_records"]

@@ -21,7 +21,9 @@ class ChatterTopicBacklogTrigger(BaseEventTrigger):
     Read-only: the consumer it polls with never joins the group and never commits (``enable_auto_commit`` off,
     no subscription), so the receiver that runs afterwards reads exactly what it would have read on a cron. The
     event is ``{"status": "records", "topic", "group_id", "partitions": {partition: count}, "records"}``. Once it
-    fired, it fires again only after the backlog changes (the receiver committed, or more records arrived).
+    fired, it fires again only after the uncommitted offsets change (the receiver committed, or more records
+    arrived): offsets, not counts, so a record that arrives just after the receiver committed the previous one fires
+    although the count is again 1.
 
     :param topic: the topic the receiver consumes.
     :param group_id: the receiver's consumer group.
@@ -58,16 +60,16 @@ class ChatterTopicBacklogTrigger(BaseEventTrigger):
         config = ChatterKafkaHook(self.kafka_conn_id).consumer_config(self.group_id)  # auto-commit is off
         return KafkaConsumer(**config)
 
-    def _poll(self) -> dict[int, int]:
-        from airflow_chatter.adapters.kafka.backlog import uncommitted_records
+    def _poll(self) -> dict[int, tuple[int, int]]:
+        from airflow_chatter.adapters.kafka.backlog import uncommitted_ranges
 
         if self._consumer is None:
             self._consumer = self._open()
-        return uncommitted_records(self._consumer, self.topic)
+        return uncommitted_ranges(self._consumer, self.topic)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         failures = 0
-        last: dict[int, int] = {}
+        last: dict[int, tuple[int, int]] = {}
         while True:
             try:
                 backlog = await asyncio.to_thread(self._poll)
@@ -86,8 +88,8 @@ class ChatterTopicBacklogTrigger(BaseEventTrigger):
                         "status": "records",
                         "topic": self.topic,
                         "group_id": self.group_id,
-                        "partitions": {str(p): n for p, n in backlog.items()},
-                        "records": sum(backlog.values()),
+                        "partitions": {str(p): end - start for p, (start, end) in backlog.items()},
+                        "records": sum(end - start for start, end in backlog.values()),
                     }
                 )
             last = backlog

@@ -94,6 +94,43 @@ def test_the_trigger_stays_quiet_when_the_group_committed_everything(kafka_boots
     assert asyncio.run(_first_event(trigger, 4)) is None
 
 
+def test_a_record_arriving_just_after_the_receiver_committed_fires_again_though_the_count_is_the_same(
+    kafka_bootstrap: str,
+) -> None:
+    """Between two polls the receiver commits the one record the trigger fired for, and one more arrives on the same
+    partition: one record past the offsets again, but new offsets, so the trigger fires."""
+    topic = _topic(kafka_bootstrap, 1)
+    trigger = _Trigger(topic=topic, group_id="one-by-one", poll_interval=1)
+    trigger.bootstrap = kafka_bootstrap
+
+    async def two_events() -> tuple[Any, Any]:
+        events = trigger.run()
+        try:
+            first = (await asyncio.wait_for(events.__anext__(), 30)).payload
+            # The generator is suspended at its yield: no poll happens while the receiver commits and the
+            # producer publishes.
+            _commit_all(kafka_bootstrap, topic, "one-by-one")
+            publisher = KafkaPublisher(KafkaSettings(bootstrap_servers=kafka_bootstrap, max_block_ms=15_000))
+            try:
+                assert publisher.send_batch([OutgoingMessage(topic, b"{}", b"k0", (("message-id", b"m-next"),))])[
+                    0
+                ].confirmed
+            finally:
+                publisher.close()
+            try:
+                second = (await asyncio.wait_for(events.__anext__(), 10)).payload
+            except TimeoutError:
+                second = None
+            return first, second
+        finally:
+            await events.aclose()
+            await trigger.cleanup()
+
+    first, second = asyncio.run(two_events())
+    assert second is not None, "the new record fired nothing"
+    assert first["partitions"] == second["partitions"] and second["records"] == 1, (first, second)
+
+
 def test_the_trigger_serializes_exactly_its_kwargs() -> None:
     trigger = ChatterTopicBacklogTrigger(topic="t", group_id="g", kafka_conn_id="c", poll_interval=2)
     path, kwargs = trigger.serialize()
