@@ -40,7 +40,7 @@ SOURCE = "orders"
 DAG_ID = f"chatter_consume_{SOURCE}"
 WATCHER_DAG_ID = f"{DAG_ID}_on_arrival"
 #: Seconds between the watcher's looks at the group's backlog (a read of end and committed offsets).
-WATCH_POLL_SECONDS = 5.0
+WATCH_POLL_SECONDS = 2.0
 #: The destination the demo's orders are written to; an unmapped destination is the topic itself.
 ORDERS_DESTINATION = "chatter-demo.orders"
 DEFAULT_GROUP_ID = "chatter-example-consume-orders"

@@ -86,7 +86,7 @@ def topic_backlog_asset(
     *,
     kafka_conn_id: str = "chatter_kafka_default",
     server: str | None = None,
-    poll_interval: float = 5.0,
+    poll_interval: float = 2.0,
 ) -> Asset:
     """The ``kafka://`` asset of ``topic``, watched for records past ``group_id``'s committed offsets: a receiver
     DAG scheduled on it runs when its group has records to read (``ChatterTopicBacklogTrigger`` in the triggerer),

@@ -28,11 +28,11 @@ class ChatterTopicBacklogTrigger(BaseEventTrigger):
     :param topic: the topic the receiver consumes.
     :param group_id: the receiver's consumer group.
     :param kafka_conn_id: the ``chatter_kafka`` connection.
-    :param poll_interval: seconds between polls (1 to 600).
+    :param poll_interval: seconds between polls (1 to 600; default 2: a poll is a few broker reads, no Cosmos RU).
     """
 
     def __init__(
-        self, *, topic: str, group_id: str, kafka_conn_id: str = "chatter_kafka_default", poll_interval: float = 5.0
+        self, *, topic: str, group_id: str, kafka_conn_id: str = "chatter_kafka_default", poll_interval: float = 2.0
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.topic = topic

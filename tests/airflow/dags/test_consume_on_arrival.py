@@ -65,7 +65,7 @@ def test_the_on_arrival_receiver_is_scheduled_on_the_topics_kafka_asset_watched_
     [watcher] = asset.watchers
     assert watcher.trigger.serialize() == (
         "airflow_chatter.airflow.triggers.topic_backlog.ChatterTopicBacklogTrigger",
-        {"topic": TOPIC, "group_id": GROUP, "kafka_conn_id": "orders_kafka", "poll_interval": 5.0},
+        {"topic": TOPIC, "group_id": GROUP, "kafka_conn_id": "orders_kafka", "poll_interval": 2.0},
     ), "the watcher waits for the receiver's own group, on the source's connection"
     receive = dag.get_task("receive")
     assert (receive.topic, receive.group_id) == (TOPIC, GROUP), "fixed at parse time: what the watcher watches"
