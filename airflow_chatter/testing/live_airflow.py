@@ -26,6 +26,7 @@ import yaml
 
 from airflow_chatter.adapters.cosmos.container import create_container
 from airflow_chatter.adapters.cosmos.provision import provision_idempotency_container
+from airflow_chatter.ports import OutgoingMessage
 from airflow_chatter.testing.services import CHECKOUT
 
 REPO = CHECKOUT
@@ -66,6 +67,16 @@ def wait_until(check: Callable[[], T | None], *, timeout_s: float, what: str, in
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
         time.sleep(interval_s)
+
+
+def order_placed(topic: str, n: int, tag: str) -> tuple[OutgoingMessage, str, str]:
+    """The ``n``-th ``OrderPlaced`` event of a run tagged ``tag``, as the example receiver
+    (``dags/example_chatter_consume_orders.py``) reads it, its message id and its Kafka key (``cust-<n % 7>``: the
+    partition key of its receipt and Inbox Marker)."""
+    message_id, key = f"{tag}-{n}-{uuid.uuid4().hex[:6]}", f"cust-{n % 7}"
+    body = json.dumps({"orderId": f"{tag}-{n}-{uuid.uuid4().hex[:4]}", "total": n}).encode()
+    headers = (("message-id", message_id.encode()), ("event-type", b"OrderPlaced"))
+    return OutgoingMessage(topic=topic, value=body, key=key.encode(), headers=headers), message_id, key
 
 
 @dataclass(frozen=True)
@@ -179,6 +190,44 @@ class LiveAirflow:
     def task_states(self, api: httpx.Client, run: dict[str, Any]) -> dict[str, Any]:
         path = f"/api/v2/dags/{run['dag_id']}/dagRuns/{run['dag_run_id']}/taskInstances"
         return {f"{ti['task_id']}[{ti['map_index']}]": ti["state"] for ti in api.get(path).json()["task_instances"]}
+
+    def topic_watchers(self, api: httpx.Client, topic: str) -> list[dict[str, Any]]:
+        """The watchers (``name``, ``trigger_id``) of the topic's ``kafka://`` asset, as ``GET /api/v2/assets`` shows
+        them: none until a DAG scheduled on the asset is unpaused and its watcher registered."""
+        response = api.get("/api/v2/assets", params={"uri_pattern": topic})
+        assert response.status_code == 200, response.text
+        return [w for a in response.json()["assets"] if a["uri"].endswith(f"/{topic}") for w in a["watchers"]]
+
+    def _metadata(self, query: str, *args: Any) -> Any:
+        """One row of a read-only query of the stack's SQLite metadata DB (what REST does not show), or None."""
+        import sqlite3
+
+        with sqlite3.connect(f"file:{self.home / 'airflow.db'}?mode=ro", uri=True, timeout=30) as db:
+            return db.execute(query, args).fetchone()
+
+    def running_triggerer(self) -> int | None:
+        """The job id of the running triggerer."""
+        row = self._metadata(
+            "SELECT id FROM job WHERE job_type = 'TriggererJob' AND state = 'running' ORDER BY id DESC"
+        )
+        return None if row is None else int(row[0])
+
+    def triggerer_of(self, trigger_id: int) -> int | None:
+        """The job id of the triggerer running this trigger (``trigger.triggerer_id``), None while unassigned."""
+        row = self._metadata("SELECT triggerer_id FROM trigger WHERE id = ?", trigger_id)
+        return None if row is None or row[0] is None else int(row[0])
+
+    def wait_for_topic_watcher(self, api: httpx.Client, topic: str, *, timeout_s: float = 180) -> dict[str, Any]:
+        """The topic's watcher, once the running triggerer runs its trigger."""
+        [watcher] = wait_until(
+            lambda: self.topic_watchers(api, topic) or None, timeout_s=timeout_s, what=f"the watcher of {topic}"
+        )
+        wait_until(
+            lambda: (job := self.triggerer_of(watcher["trigger_id"])) is not None and job == self.running_triggerer(),
+            timeout_s=timeout_s,
+            what=f"the running triggerer to take the trigger of {topic}'s watcher",
+        )
+        return dict(watcher)
 
     def xcom(self, api: httpx.Client, run: dict[str, Any], task_id: str, map_index: int = -1) -> Any:
         path = (
