@@ -6,31 +6,34 @@
 Starts ``scripts/airflow-live.sh`` (api-server, scheduler, dag-processor, triggerer; LocalExecutor, SQLite) with one
 source, ``orders``, so ``dags/example_chatter_consume_orders.py`` defines both its DAGs for it, against the project
 broker and the Cosmos emulator. ``chatter_consume_orders_on_arrival`` (group ``chatter-example-consume-orders``,
-watcher poll 5 s) is unpaused; ``chatter_consume_orders`` is triggered at every wall-clock minute with another group,
+watcher poll 2 s) is unpaused; ``chatter_consume_orders`` is triggered at every wall-clock minute with another group,
 as a ``* * * * *`` cron would create its runs. Then ``--messages`` times, ``--interval`` seconds apart: publish one
 ``OrderPlaced`` event to the topic. A delivery's effect is its receipt and its Inbox Marker, committed in one
 transactional batch; the marker is per receiver, so each receiver's effect time is when its marker is readable.
 
-Printed: per receiver the median, min and max of publish → effect, and the runs each DAG made.
+Printed: per receiver the median, min and max of publish → effect, and the runs each DAG made; then, for the
+watcher, where the seconds go, from the times Airflow records (``stages``): publish → the watcher's first asset
+event after it (``timestamp``) → the run that event made (``queued_at``) → the run started (``start_date``) → the
+receive task queued (``queued_when``) → the task started (``start_date``) → the effect seen. A message that a run
+already running received before its own event's run started has no stages of its own and is left out of them.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
+import httpx
 from azure.cosmos import exceptions
 
 from airflow_chatter.adapters.kafka.admin import ensure_topics
 from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
 from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.inbox.markers import marker_id
-from airflow_chatter.ports import OutgoingMessage
-from airflow_chatter.testing.live_airflow import stack_for, wait_until
+from airflow_chatter.testing.live_airflow import order_placed, stack_for, wait_until
 from airflow_chatter.testing.services import machine, services
 
 WATCHER_DAG = "chatter_consume_orders_on_arrival"
@@ -64,8 +67,10 @@ def main() -> None:
         for dag_id in (WATCHER_DAG, CRON_DAG):
             stack.wait_for_dag(api, dag_id)
             stack.unpause(api, dag_id)
+        stack.wait_for_topic_watcher(api, source.topic)  # measured from when it watches, not from the unpause
         published: dict[str, tuple[float, str]] = {}  # message id → (when, partition key)
         effects: dict[tuple[str, str], float] = {}  # (receiver, message id) → publish → effect, seconds
+        published_at: dict[str, datetime] = {}  # message id → when, wall clock (Airflow's times are wall clock)
         next_publish = time.monotonic()
         last_minute = datetime.now(UTC).replace(second=0, microsecond=0)
         deadline = time.monotonic() + args.messages * args.interval + 240
@@ -73,15 +78,11 @@ def main() -> None:
             while len(effects) < 2 * args.messages and time.monotonic() < deadline:
                 now = time.monotonic()
                 if len(published) < args.messages and now >= next_publish:
-                    n = len(published)
-                    message_id = f"bench-{n}-{uuid.uuid4().hex[:6]}"
-                    key = f"cust-{n % 7}"
-                    body = json.dumps({"orderId": f"bench-{n}-{uuid.uuid4().hex[:4]}", "total": n}).encode()
-                    headers = (("message-id", message_id.encode()), ("event-type", b"OrderPlaced"))
-                    event = OutgoingMessage(topic=source.topic, value=body, key=key.encode(), headers=headers)
+                    event, message_id, key = order_placed(source.topic, len(published), "bench")
                     [outcome] = publisher.send_batch([event])
                     assert outcome.confirmation is not None, outcome.error
                     published[message_id] = (time.monotonic(), key)
+                    published_at[message_id] = datetime.now(UTC)
                     next_publish += args.interval
                 minute = datetime.now(UTC).replace(second=0, microsecond=0)
                 if minute > last_minute:  # what a "* * * * *" schedule does at each minute
@@ -123,6 +124,75 @@ def main() -> None:
                 f"{receiver} ({dag_id}): publish → effect median {statistics.median(got):.1f} s, "
                 f"min {min(got):.1f} s, max {max(got):.1f} s over {len(got)} messages; {len(made)} runs {states}"
             )
+        effect_at = {m: published_at[m] + timedelta(seconds=s) for (r, m), s in effects.items() if r == "watcher"}
+        print_stages(stages(api, source.topic, published_at, effect_at))
+
+
+STAGES = (
+    "publish → asset event",
+    "asset event → run queued",
+    "run queued → run started",
+    "run started → task queued",
+    "task queued → task started",
+    "task started → effect",
+)
+
+
+def _at(value: object) -> datetime:
+    return datetime.fromisoformat(str(value))
+
+
+def stages(
+    api: httpx.Client, topic: str, published_at: dict[str, datetime], effect_at: dict[str, datetime]
+) -> list[dict[str, float]]:
+    """Per message the watcher's receiver ran for, the seconds of each of ``STAGES``, from Airflow's records."""
+    [asset] = [
+        a
+        for a in api.get("/api/v2/assets", params={"uri_pattern": topic}).json()["assets"]
+        if a["uri"].endswith(f"/{topic}")
+    ]
+    events = api.get("/api/v2/assets/events", params={"asset_id": asset["id"], "limit": 100}).json()["asset_events"]
+    fired = sorted((e for e in events if (e["extra"] or {}).get("from_trigger")), key=lambda e: _at(e["timestamp"]))
+    runs = {
+        r["dag_run_id"]: r
+        for r in api.get(f"/api/v2/dags/{WATCHER_DAG}/dagRuns", params={"limit": 100}).json()["dag_runs"]
+    }
+    measured = []
+    for message, at in published_at.items():
+        done = effect_at.get(message)
+        # The watcher's first event after the publish, and the run it made (several events may make one run).
+        event = next((e for e in fired if _at(e["timestamp"]) >= at), None)
+        if done is None or event is None or not event["created_dagruns"]:
+            continue
+        run = runs[event["created_dagruns"][0]["run_id"]]
+        path = f"/api/v2/dags/{WATCHER_DAG}/dagRuns/{run['dag_run_id']}/taskInstances"
+        [task] = api.get(path).json()["task_instances"]
+        if task["start_date"] is None or _at(task["start_date"]) > done:
+            continue  # a run already running received it before its own event's run started
+        points = [
+            at,
+            _at(event["timestamp"]),
+            _at(run["queued_at"]),
+            _at(run["start_date"]),
+            _at(task["queued_when"]),
+            _at(task["start_date"]),
+            done,
+        ]
+        spans = zip(STAGES, points[:-1], points[1:], strict=True)
+        measured.append({name: (b - a).total_seconds() for name, a, b in spans})
+    return measured
+
+
+def print_stages(measured: list[dict[str, float]]) -> None:
+    if not measured:
+        print("watcher stages: no message started a run of its own")
+        return
+    print(f"watcher stages over {len(measured)} messages that started a run of their own (median / min / max, s):")
+    for name in STAGES:
+        values = [m[name] for m in measured]
+        print(f"  {name:28s} {statistics.median(values):5.1f} {min(values):5.1f} {max(values):5.1f}")
+    totals = [sum(m.values()) for m in measured]
+    print(f"  {'publish → effect':28s} {statistics.median(totals):5.1f} {min(totals):5.1f} {max(totals):5.1f}")
 
 
 if __name__ == "__main__":
