@@ -606,7 +606,9 @@ def run(
                 deadline = time.time() + settle_s
                 while time.time() < deadline:
                     _sample(soak, source, effects, long_lived(stack, endpoint, broker))
-                    if soak.samples[-1].effects >= len(wanted):
+                    s = soak.samples[-1]
+                    log(f"soak: catching up: pending {s.pending}, effects {s.effects} of {len(wanted)}")
+                    if s.effects >= len(wanted):
                         break
                     time.sleep(15)
                 soak.drained.set()
