@@ -9,10 +9,11 @@ ranges; a SIGKILLed worker's task is failed after 30 s without a heartbeat, Airf
 against the Cosmos emulator with its account-like switches on (``latency_ms`` 5, request charges, the
 monitored container provisioned near the load) and a Kafka broker of the soak's own (``KAFKA_PORT + 2``, so its
 outage touches nothing else). In this process: writers commit one order and its outbox message per Unit of Work at
-``--rate`` a second over ``--customers`` partition keys, each recorded in a ledger with its commit time; a receiver
-consumes the topic through the document-tier inbox (``IdempotentReceiver``) and writes one effect document per
-message; a sampler records the lease documents, the inbox markers, held-but-expired leases and the RSS of every
-long-lived process.
+``--rate`` a second over ``--customers`` partition keys (``--writers`` threads sharing one schedule), each recorded
+in a ledger with its commit time; receivers (``--receivers`` consumers of one group) consume the topic through the
+document-tier inbox (``IdempotentReceiver``) and write one effect document per message; every 30 s a sampler
+records the lease documents, the inbox markers, the pending outbox documents, held-but-expired leases, how far the
+writers are behind their schedule, and the RSS and CPU time of every long-lived process.
 
 Faults, scaled to ``--minutes`` (T): a Celery worker's process groups SIGKILLed every ``min(3 min, T/3)``, the
 workers taking turns, and started again; the broker stopped once for ``min(60 s, T/6)``; two 429 bursts (the
@@ -20,7 +21,9 @@ container's RU/s cut to a tenth for 15 s); a split of one partition key range; a
 stop, the drains and the receiver catch up (bounded), and one table is printed:
 
     writes | lost (ledger vs Kafka) | lost (ledger vs effects) | duplicates on Kafka | effects applied twice |
-    p50/p99 write -> Kafka per window | leases stuck | RSS start/end | lease and marker documents over time
+    p50/p99 write -> Kafka per window | leases stuck | RSS start/end, slope per hour and CPU per process |
+    lease, marker and effect documents and the backlogs per window | duplicates attributed to the fault that caused
+    them (tests/reliability/soak_report.py)
 
 Exits 1 when anything was lost, an effect applied twice or a lease stuck. ``tests/reliability/test_soak.py`` runs
 a short one.
