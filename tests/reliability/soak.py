@@ -9,10 +9,11 @@ ranges; a SIGKILLed worker's task is failed after 30 s without a heartbeat, Airf
 against the Cosmos emulator with its account-like switches on (``latency_ms`` 5, request charges, the
 monitored container provisioned near the load) and a Kafka broker of the soak's own (``KAFKA_PORT + 2``, so its
 outage touches nothing else). In this process: writers commit one order and its outbox message per Unit of Work at
-``--rate`` a second over ``--customers`` partition keys, each recorded in a ledger with its commit time; a receiver
-consumes the topic through the document-tier inbox (``IdempotentReceiver``) and writes one effect document per
-message; a sampler records the lease documents, the inbox markers, held-but-expired leases and the RSS of every
-long-lived process.
+``--rate`` a second over ``--customers`` partition keys (``--writers`` threads sharing one schedule), each recorded
+in a ledger with its commit time; receivers (``--receivers`` consumers of one group) consume the topic through the
+document-tier inbox (``IdempotentReceiver``) and write one effect document per message; every 30 s a sampler
+records the lease documents, the inbox markers, the pending outbox documents, held-but-expired leases, how far the
+writers are behind their schedule, and the RSS and CPU time of every long-lived process.
 
 Faults, scaled to ``--minutes`` (T): a Celery worker's process groups SIGKILLed every ``min(3 min, T/3)``, the
 workers taking turns, and started again; the broker stopped once for ``min(60 s, T/6)``; two 429 bursts (the
@@ -20,7 +21,9 @@ container's RU/s cut to a tenth for 15 s); a split of one partition key range; a
 stop, the drains and the receiver catch up (bounded), and one table is printed:
 
     writes | lost (ledger vs Kafka) | lost (ledger vs effects) | duplicates on Kafka | effects applied twice |
-    p50/p99 write -> Kafka per window | leases stuck | RSS start/end | lease and marker documents over time
+    p50/p99 write -> Kafka per window | leases stuck | RSS start/end, slope per hour and CPU per process |
+    lease, marker and effect documents and the backlogs per window | duplicates attributed to the fault that caused
+    them (tests/reliability/soak_report.py)
 
 Exits 1 when anything was lost, an effect applied twice or a lease stuck. ``tests/reliability/test_soak.py`` runs
 a short one.
@@ -62,9 +65,21 @@ from airflow_chatter.testing.services import (
     cosmos_service,
     emulator_admin,
     emulator_configured,
+    kafka_state_dir,
     machine,
 )
 from benchmarks.celery_scaling import SCRIPT, stack_script, worker
+from tests.reliability.soak_report import (
+    Attribution,
+    CountRow,
+    FaultWindow,
+    RssRow,
+    Sample,
+    attribute_duplicates,
+    count_rows,
+    fault_kind,
+    rss_rows,
+)
 
 DATABASE = "airflow-chatter-soak"
 SOURCE = "soak"
@@ -77,15 +92,6 @@ HEARTBEAT_TIMEOUT_S = 30
 
 
 @dataclass
-class Sample:
-    at: float
-    leases: int
-    markers: int
-    effects: int
-    stuck: int
-
-
-@dataclass
 class Soak:
     """Everything the soak records while it runs."""
 
@@ -94,9 +100,15 @@ class Soak:
     processed: Counter[str] = field(default_factory=Counter)  # message id -> receiver PROCESSED outcomes
     receiver_errors: Counter[str] = field(default_factory=Counter)
     samples: list[Sample] = field(default_factory=list)
-    rss_start: dict[str, int] = field(default_factory=dict)
-    rss_end: dict[str, int] = field(default_factory=dict)
-    faults: list[tuple[float, str]] = field(default_factory=list)
+    #: (offset from t0 in s, schedule entry, epoch s it started, epoch s it ended)
+    faults: list[tuple[float, str, float, float]] = field(default_factory=list)
+    #: (epoch s, error type) of the drain task attempts that failed (from the task logs, after the run).
+    failures: list[tuple[float, str]] = field(default_factory=list)
+    #: The writers' schedule: the next slot to take, and how many slots were attempted (committed or refused).
+    next_slot: int = 0
+    attempted: int = 0
+    writers_started: float = 0.0
+    rate: float = 1.0
     lock: threading.Lock = field(default_factory=threading.Lock)
     stop: threading.Event = field(default_factory=threading.Event)
     #: Set once the drains have caught up: the receiver stops then.
@@ -114,11 +126,17 @@ class Report:
     effects_twice: int
     stuck_leases: int
     windows: list[tuple[str, int, float, float]]
-    rss: list[tuple[str, int, int]]
-    samples: list[Sample]
-    faults: list[tuple[float, str]]
+    rss: list[RssRow]
+    counts: list[CountRow]
+    duplicates: list[Attribution]
+    #: Ids whose extra copies no fault explains, with their Kafka timestamps (epoch s).
+    unexplained: dict[str, list[float]]
+    faults: list[tuple[float, str, float, float]]
+    failures: list[tuple[float, str]]
     write_errors: dict[str, int]
     receiver_errors: dict[str, int]
+    writer_behind_max: int
+    t0: float
 
     @property
     def passed(self) -> bool:
@@ -137,19 +155,44 @@ class Report:
             f"| leases held and expired for over two lease durations (max at a sample) | {self.stuck_leases} |",
             f"| write errors (not committed, not in the ledger) | {dict(self.write_errors) or 0} |",
             f"| receiver errors (retried) | {dict(self.receiver_errors) or 0} |",
+            f"| writers behind their schedule (most Units of Work due but not attempted, at a sample) | "
+            f"{self.writer_behind_max} |",
         ]
         lines += ["", "| window | writes | p50 write → Kafka (s) | p99 write → Kafka (s) |", "|---|---|---|---|"]
         lines += [f"| {w} | {n} | {p50:.1f} | {p99:.1f} |" for w, n, p50, p99 in self.windows]
-        lines += ["", "| process | RSS start (MiB) | RSS end (MiB) |", "|---|---|---|"]
-        lines += [f"| {name} | {a / 1024:.0f} | {b / 1024:.0f} |" for name, a, b in self.rss]
-        lines += ["", "| minute | lease documents | inbox markers | effect documents | stuck leases |"]
-        lines += ["|---|---|---|---|---|"]
-        t0 = self.samples[0].at if self.samples else 0.0
         lines += [
-            f"| {(s.at - t0) / 60:.1f} | {s.leases} | {s.markers} | {s.effects} | {s.stuck} |" for s in self.samples
+            "",
+            "| process | restarted at (min) | series (min) | RSS start (MiB) | RSS end (MiB) | slope (MiB/hour) "
+            "| CPU (% of a core) |",
+            "|---|---|---|---|---|---|---|",
         ]
-        lines += ["", "| minute | fault |", "|---|---|"]
-        lines += [f"| {at / 60:.1f} | {what} |" for at, what in self.faults]
+        lines += [
+            f"| {r.name} | {', '.join(f'{m:.1f}' for m in r.restarts) or '–'} | {r.from_min:.1f}–{r.to_min:.1f} "
+            f"| {r.start_mib:.0f} | {r.end_mib:.0f} | {r.slope_mib_per_hour:+.0f} | {r.cpu_percent:.0f} |"
+            for r in self.rss
+        ]
+        lines += [
+            "",
+            "| window | ledger writes (end) | lease documents (max) | inbox markers (end) | effect documents (end) "
+            "| outbox pending (max) | written, no effect yet (max) | writers behind schedule (max) |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {c.window} | {c.written} | {c.leases_max} | {c.markers} | {c.effects} | {c.pending_max} "
+            f"| {c.receiver_behind_max} | {c.writer_behind_max} |"
+            for c in self.counts
+        ]
+        lines += ["", "| fault | message ids duplicated | extra copies |", "|---|---|---|"]
+        lines += [f"| {a.kind} | {a.ids} | {a.extra_copies} |" for a in self.duplicates]
+        for mid, stamps in sorted(self.unexplained.items())[:20]:
+            at = ", ".join(f"{(t - self.t0) / 60:.2f}" for t in stamps)
+            lines.append(f"\nnot explained by a fault: {mid} published at minutes {at}")
+        failed = Counter(error for _, error in self.failures)
+        lines.append(f"\ndrain task attempts failed: {dict(failed) or 0}")
+        for at, error in self.failures:
+            lines.append(f"\ndrain attempt failed at minute {(at - self.t0) / 60:.2f}: {error}")
+        lines += ["", "| minute | fault | lasted (s) |", "|---|---|---|"]
+        lines += [f"| {at / 60:.1f} | {what} | {end - start:.0f} |" for at, what, start, end in self.faults]
         return "\n".join(lines)
 
 
@@ -172,7 +215,7 @@ def _stat(pid: int) -> list[str]:
     return text[text.rindex(")") + 2 :].split()  # fields from 3 (state) on
 
 
-def _descendants(root: int) -> list[int]:
+def _children() -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -180,6 +223,11 @@ def _descendants(root: int) -> list[int]:
                 children.setdefault(int(_stat(int(entry.name))[1]), []).append(int(entry.name))
             except (OSError, ValueError, IndexError):
                 continue
+    return children
+
+
+def _descendants(root: int, children: dict[int, list[int]] | None = None) -> list[int]:
+    children = _children() if children is None else children
     found, todo = [], [root]
     while todo:
         pid = todo.pop()
@@ -188,17 +236,66 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
-def _rss_kib(pid: int) -> int:
-    """The resident memory of ``pid`` and its descendants (a component with its workers)."""
-    total = 0
-    for member in _descendants(pid):
+def _pid_file(path: Path) -> int | None:
+    """The pid in the first word of ``path`` when that process is alive."""
+    try:
+        pid = int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid if Path(f"/proc/{pid}").exists() else None
+
+
+def long_lived(stack: LiveAirflow, endpoint: CosmosEndpoint, broker: KafkaBroker) -> dict[str, int]:
+    """Every long-lived process of the soak by name: the Airflow components and workers, PostgreSQL, Redis, the
+    emulator, the broker and this process (the writers and the receiver)."""
+    state = Path(stack.env.get("CHATTER_STATE_DIR") or CHECKOUT / ".cache" / "services")
+    found = _pids(stack)
+    files = {
+        "postgresql": state / "celery-stack" / "pg" / "postmaster.pid",
+        "redis": state / "celery-stack" / "redis.pid",
+        "emulator": kafka_state_dir(broker.port).parent
+        / f"cosmos-{endpoint.url.rstrip('/').rsplit(':', 1)[-1]}"
+        / "server.pid",
+        "kafka broker": kafka_state_dir(broker.port) / "kafka.pid",
+    }
+    for name, path in files.items():
+        pid = _pid_file(path)
+        if pid is not None:
+            found[name] = pid
+    found["soak (writers, receivers)"] = os.getpid()
+    return found
+
+
+def _usage(pid: int, children: dict[int, list[int]] | None = None) -> tuple[int, int, float]:
+    """(pid, resident memory in KiB, CPU seconds) of ``pid`` and its descendants (a component with its workers
+    and task runners; the CPU includes descendants that exited). This process counts itself alone."""
+    rss, ticks = 0, 0
+    for member in [pid] if pid == os.getpid() else _descendants(pid, children):
         try:
             for line in Path(f"/proc/{member}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-        except OSError:
+                    rss += int(line.split()[1])
+            ticks += sum(int(v) for v in _stat(member)[11:15])  # utime stime cutime cstime
+        except (OSError, ValueError, IndexError):
             continue
-    return total
+    return pid, rss, ticks / os.sysconf("SC_CLK_TCK")
+
+
+def drain_failures(stack: LiveAirflow) -> list[tuple[float, str]]:
+    """(epoch s, error type) of every drain task attempt that failed, from the task logs."""
+    failures = []
+    for path in stack.home.glob("logs/dag_id=chatter_drain_*/**/task_id=drain/**/attempt=*.log"):
+        for line in path.read_text(errors="replace").splitlines():
+            if '"Task failed with exception"' not in line:
+                continue
+            try:
+                event = json.loads(line)
+                at = datetime.fromisoformat(event["timestamp"].replace("Z", "+00:00")).timestamp()
+                error = (event.get("error_detail") or [{}])[0].get("exc_type", "?")
+            except (ValueError, KeyError, TypeError):
+                continue
+            failures.append((at, str(error)))
+    return sorted(failures)
 
 
 def kill_worker(stack: LiveAirflow, n: int) -> None:
@@ -223,15 +320,19 @@ def kill_worker(stack: LiveAirflow, n: int) -> None:
 # ============================================================================================== load
 
 
-def _writer(soak: Soak, source: LiveSource, rate: float, customers: int) -> None:
+def _writer(soak: Soak, source: LiveSource, customers: int) -> None:
+    """One of the writers: each takes the next slot of the shared schedule (``rate`` a second from
+    ``writers_started``), waits until it is due and commits it."""
     container = CosmosDocumentContainer(source.monitored)
-    n = 0
-    started = time.monotonic()
     while not soak.stop.is_set():
-        due = started + n / rate
-        if due > time.monotonic():
-            time.sleep(min(due - time.monotonic(), 0.5))
-            continue
+        with soak.lock:
+            n = soak.next_slot
+            soak.next_slot += 1
+        due = soak.writers_started + n / soak.rate
+        while due > time.time() and not soak.stop.is_set():
+            time.sleep(min(due - time.time(), 0.5))
+        if soak.stop.is_set():
+            break
         customer = f"cust-{n % customers}"
         message_id = f"soak-{n}-{uuid.uuid4().hex[:8]}"
         try:
@@ -241,8 +342,10 @@ def _writer(soak: Soak, source: LiveSource, rate: float, customers: int) -> None
             with soak.lock:
                 soak.written[message_id] = time.time()
         except Exception as error:  # noqa: BLE001 - counted and reported; the write was not committed
-            soak.write_errors[type(error).__name__] += 1
-        n += 1
+            with soak.lock:
+                soak.write_errors[type(error).__name__] += 1
+        with soak.lock:
+            soak.attempted += 1
 
 
 def _record_effect(delivery: Delivery) -> None:
@@ -251,7 +354,7 @@ def _record_effect(delivery: Delivery) -> None:
     unit.create({"id": f"effect-{delivery.identity}", "customerId": unit.partition_key, "kind": "effect"})
 
 
-def _receiver(soak: Soak, bootstrap: str, topic: str, effects: Any) -> None:
+def _receiver(soak: Soak, bootstrap: str, topic: str, effects: Any, group: str) -> None:
     from kafka import KafkaConsumer
 
     receiver = IdempotentReceiver(
@@ -260,7 +363,7 @@ def _receiver(soak: Soak, bootstrap: str, topic: str, effects: Any) -> None:
     consumer = KafkaConsumer(
         topic,
         bootstrap_servers=bootstrap,
-        group_id=f"soak-{uuid.uuid4().hex[:8]}",
+        group_id=group,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
         session_timeout_ms=10000,
@@ -285,7 +388,8 @@ def _receiver(soak: Soak, bootstrap: str, topic: str, effects: Any) -> None:
                             soak.receiver_errors[type(error).__name__] += 1
                             time.sleep(1)
                     if outcome is DeliveryOutcome.PROCESSED:
-                        soak.processed[message.header("message-id") or ""] += 1
+                        with soak.lock:
+                            soak.processed[message.header("message-id") or ""] += 1
             if batch:
                 try:
                     consumer.commit()
@@ -295,16 +399,29 @@ def _receiver(soak: Soak, bootstrap: str, topic: str, effects: Any) -> None:
         consumer.close()
 
 
+def _query(container: Any, query: str) -> list[Any]:
+    """A sampler query, retried while the container answers 429 (its RU/s spent by the load it observes)."""
+    from azure.cosmos.exceptions import CosmosHttpResponseError
+
+    for _ in range(60):
+        try:
+            return list(container.query_items(query, enable_cross_partition_query=True))
+        except CosmosHttpResponseError as error:
+            if error.status_code != 429:
+                raise
+            time.sleep(0.5)
+    return list(container.query_items(query, enable_cross_partition_query=True))
+
+
 def _count(container: Any, where: str = "") -> int:
-    query = f"SELECT VALUE COUNT(1) FROM c {where}"
-    return int(sum(container.query_items(query, enable_cross_partition_query=True)))
+    return int(sum(_query(container, f"SELECT VALUE COUNT(1) FROM c {where}")))
 
 
 def _stuck(leases: Any) -> int:
     """Leases with an owner whose expiry is more than two lease durations ago."""
     now = datetime.now(UTC).timestamp()
     stuck = 0
-    for lease in leases.query_items("SELECT * FROM c", enable_cross_partition_query=True):
+    for lease in _query(leases, "SELECT * FROM c"):
         expires = lease.get("expires_at")
         if lease.get("owner") and expires:
             at = datetime.fromisoformat(str(expires).replace("Z", "+00:00")).timestamp()
@@ -312,14 +429,23 @@ def _stuck(leases: Any) -> int:
     return stuck
 
 
-def _sample(soak: Soak, source: LiveSource, effects: Any) -> None:
+def _sample(soak: Soak, source: LiveSource, effects: Any, processes: dict[str, int]) -> None:
+    now = time.time()
+    with soak.lock:
+        written, attempted = len(soak.written), soak.attempted
+    due = int((now - soak.writers_started) * soak.rate) if soak.writers_started and not soak.stop.is_set() else 0
+    children = _children()
     soak.samples.append(
         Sample(
-            time.time(),
+            now,
             _count(source.leases),
             _count(effects, "WHERE NOT STARTSWITH(c.id, 'effect-')"),
             _count(effects, "WHERE STARTSWITH(c.id, 'effect-')"),
             _stuck(source.leases),
+            written=written,
+            pending=_count(source.monitored, "WHERE c._chatterType = 'outbox' AND c.status = 'pending'"),
+            writer_behind=max(0, due - attempted),
+            rss={name: _usage(pid, children) for name, pid in processes.items()},
         )
     )
 
@@ -396,11 +522,24 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def run(
-    minutes: float, rate: float, customers: int, settle_s: float = 600.0, log: Callable[[str], None] = print
+    minutes: float,
+    rate: float,
+    customers: int,
+    settle_s: float = 600.0,
+    log: Callable[[str], None] = print,
+    *,
+    writers: int = 0,
+    receivers: int = 0,
+    faults: bool = True,
 ) -> Report:
+    """The soak; ``writers`` threads share the schedule of ``rate`` Units of Work a second and ``receivers``
+    consumers of one group share the topic (0: one per 10/s, at most 3 receivers, the topic's partitions);
+    ``faults=False`` runs without the fault schedule (to measure what rate the machine sustains)."""
     seconds = minutes * 60
     window_s = 600.0 if minutes >= 20 else 60.0
-    soak = Soak()
+    writers = writers or max(1, round(rate / 10))
+    receivers = receivers or min(3, max(1, round(rate / 10)))
+    soak = Soak(rate=rate)
     # Near the load: a write is a two-operation batch; the drains read and stamp each document again.
     ru = max(50.0, rate * 40)
     broker = KafkaBroker(PROJECT_KAFKA_PORT + 2, keep_data=True)
@@ -432,41 +571,54 @@ def run(
             effects = create_container(endpoint_database(endpoint), f"{source.monitored.id}-effects", (PK_PATH,))
             api = stack.client("admin")
             stack.unpause(api, source.drain_dag_id)
-            soak.rss_start = {name: _rss_kib(pid) for name, pid in _pids(stack).items()}
-            t0 = time.time()
-            log(f"soak: {minutes} min at {rate}/s over {customers} customers; RU/s {ru}; stack {stack.url}")
+            t0 = soak.writers_started = time.time()
+            log(
+                f"soak: {minutes} min at {rate}/s over {customers} customers ({writers} writers, {receivers} "
+                f"receivers); RU/s {ru}; faults {faults}; stack {stack.url}"
+            )
+            group = f"soak-{uuid.uuid4().hex[:8]}"
             with _threads(
-                lambda: _writer(soak, source, rate, customers),
-                lambda: _receiver(soak, bootstrap, source.topic, effects),
+                *[lambda: _writer(soak, source, customers) for _ in range(writers)],
+                *[lambda: _receiver(soak, bootstrap, source.topic, effects, group) for _ in range(receivers)],
             ) as threads:
-                plan = schedule(seconds)
+                plan = schedule(seconds) if faults else []
                 next_sample = 0.0
                 while time.time() - t0 < seconds:
                     elapsed = time.time() - t0
                     if elapsed >= next_sample:
-                        _sample(soak, source, effects)
+                        _sample(soak, source, effects, long_lived(stack, endpoint, broker))
+                        s = soak.samples[-1]
+                        log(
+                            f"soak: {elapsed / 60:.1f} min: written {s.written}, writers behind {s.writer_behind}, "
+                            f"pending {s.pending}, effects {s.effects}, load {os.getloadavg()[0]:.1f}"
+                        )
                         next_sample += 30.0
                     if plan and elapsed >= plan[0][0]:
                         _, what = plan.pop(0)
-                        soak.faults.append((elapsed, what))
                         log(f"soak: {elapsed / 60:.1f} min: {what} ({len(soak.written)} written)")
+                        started = time.time()
                         _fault(what, stack, endpoint, broker, link, ru)
+                        soak.faults.append((elapsed, what, started, time.time()))
                         continue
                     time.sleep(1)
                 soak.stop.set()
-                threads[0].join()
+                for thread in threads[:writers]:
+                    thread.join()
                 log(f"soak: writers stopped at {len(soak.written)}; waiting for drains and receiver")
                 wanted = set(soak.written)
                 deadline = time.time() + settle_s
                 while time.time() < deadline:
-                    _sample(soak, source, effects)
-                    if soak.samples[-1].effects >= len(wanted):
+                    _sample(soak, source, effects, long_lived(stack, endpoint, broker))
+                    s = soak.samples[-1]
+                    log(f"soak: catching up: pending {s.pending}, effects {s.effects} of {len(wanted)}")
+                    if s.effects >= len(wanted):
                         break
                     time.sleep(15)
                 soak.drained.set()
-                threads[1].join(timeout=30)
-            soak.rss_end = {name: _rss_kib(pid) for name, pid in _pids(stack).items()}
+                for thread in threads[writers:]:
+                    thread.join(timeout=30)
             records = _final_kafka(bootstrap, source.topic)
+            soak.failures = drain_failures(stack)
             effect_ids = {
                 d["id"].removeprefix("effect-")
                 for d in effects.query_items(
@@ -476,7 +628,7 @@ def run(
     finally:
         if broker.running:
             broker.stop()
-    return _report(soak, records, effect_ids, window_s)
+    return _report(soak, records, effect_ids, window_s, t0)
 
 
 def endpoint_database(endpoint: CosmosEndpoint) -> Any:
@@ -485,16 +637,15 @@ def endpoint_database(endpoint: CosmosEndpoint) -> Any:
     return ensure_database(endpoint.client(), DATABASE)
 
 
-def _report(soak: Soak, records: list[Any], effect_ids: set[str], window_s: float) -> Report:
-    copies: Counter[str] = Counter()
-    first_seen: dict[str, float] = {}
+def _report(soak: Soak, records: list[Any], effect_ids: set[str], window_s: float, t0: float) -> Report:
+    stamps: dict[str, list[float]] = {}
     for record in records:
         headers = dict((k, v) for k, v in record.headers or ())
         mid = (headers.get("message-id") or b"").decode()
-        copies[mid] += 1
-        first_seen.setdefault(mid, record.timestamp / 1000)
+        stamps.setdefault(mid, []).append(record.timestamp / 1000)
+    copies = Counter({mid: len(at) for mid, at in stamps.items()})
+    first_seen = {mid: min(at) for mid, at in stamps.items()}
     written = soak.written
-    t0 = min(written.values()) if written else 0.0
     by_window: dict[int, list[float]] = {}
     for mid, at in written.items():
         if mid in first_seen:
@@ -508,7 +659,9 @@ def _report(soak: Soak, records: list[Any], effect_ids: set[str], window_s: floa
         )
         for i, v in sorted(by_window.items())
     ]
-    names = sorted(set(soak.rss_start) | set(soak.rss_end))
+    duplicates, unexplained = attribute_duplicates(
+        stamps, [FaultWindow(fault_kind(what), start, end) for _, what, start, end in soak.faults], soak.failures
+    )
     return Report(
         writes=len(written),
         lost_kafka=len(set(written) - set(copies)),
@@ -519,11 +672,16 @@ def _report(soak: Soak, records: list[Any], effect_ids: set[str], window_s: floa
         effects_twice=sum(1 for c in soak.processed.values() if c > 1),
         stuck_leases=max((s.stuck for s in soak.samples), default=0),
         windows=windows,
-        rss=[(n, soak.rss_start.get(n, 0), soak.rss_end.get(n, 0)) for n in names],
-        samples=soak.samples,
+        rss=rss_rows(soak.samples, t0),
+        counts=count_rows(soak.samples, t0, window_s),
+        duplicates=duplicates,
+        unexplained=unexplained,
         faults=soak.faults,
+        failures=soak.failures,
         write_errors=dict(soak.write_errors),
         receiver_errors=dict(soak.receiver_errors),
+        writer_behind_max=max((s.writer_behind for s in soak.samples), default=0),
+        t0=t0,
     )
 
 
@@ -532,9 +690,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=30.0, help="how long the writers and faults run (30)")
     parser.add_argument("--rate", type=float, default=5.0, help="Units of Work committed a second (5)")
     parser.add_argument("--customers", type=int, default=200, help="partition key values (200)")
+    parser.add_argument("--writers", type=int, default=0, help="writer threads (0: one per 10/s)")
+    parser.add_argument("--receivers", type=int, default=0, help="receiver consumers (0: one per 10/s, at most 3)")
+    parser.add_argument("--no-faults", action="store_true", help="no fault schedule (to measure a rate)")
     args = parser.parse_args(argv)
-    print(f"machine: {machine()}; checkout {CHECKOUT}")
-    report = run(args.minutes, args.rate, args.customers)
+    print(f"machine: {machine()}; checkout {CHECKOUT}; load average {os.getloadavg()}")
+    print(f"command: python -m tests.reliability.soak {' '.join(argv if argv is not None else sys.argv[1:])}")
+    print(f"started {datetime.now(UTC).isoformat(timespec='seconds')}")
+    report = run(
+        args.minutes,
+        args.rate,
+        args.customers,
+        writers=args.writers,
+        receivers=args.receivers,
+        faults=not args.no_faults,
+    )
+    print(f"ended {datetime.now(UTC).isoformat(timespec='seconds')}; load average {os.getloadavg()}")
     print(report.table())
     print("PASS" if report.passed else "FAIL")
     return 0 if report.passed else 1

@@ -23,8 +23,15 @@ def test_a_short_soak_loses_nothing_applies_nothing_twice_and_leaves_no_lease_st
     report = run(minutes=3, rate=4, customers=100)
     print(report.table())
     assert report.writes > 300, report.table()
-    assert [what for _, what in report.faults] == [what for _, what in schedule(180)], report.table()
+    assert [what for _, what, _, _ in report.faults] == [what for _, what in schedule(180)], report.table()
     assert report.lost_kafka == 0, report.table()
     assert report.lost_effects == 0, report.table()
     assert report.effects_twice == 0, report.table()
     assert report.stuck_leases == 0, report.table()
+    # Every long-lived process has an RSS series; the workers' series restart when a fault restarts them.
+    names = {row.name for row in report.rss}
+    assert {"scheduler", "worker1", "worker2", "emulator", "kafka broker", "postgresql", "redis"} <= names, names
+    assert next(r for r in report.rss if r.name == "worker1").restarts, report.table()
+    # Every extra copy on Kafka is attributed once: to a fault or to none.
+    extra = sum(a.extra_copies for a in report.duplicates)
+    assert extra == report.kafka_records - (report.writes - report.lost_kafka), report.table()
