@@ -192,19 +192,23 @@ def _key(partition_key: PartitionKey) -> object:
     return (list, json.dumps(partition_key, sort_keys=True, default=str))
 
 
-def _size(request: StampRequest) -> int:
-    """A request's share of a batch's bytes: its id and its operations as JSON."""
-    operations = json.dumps([op.as_cosmos() for op in request.operations], default=str)
-    return len(json.dumps(request.item_id)) + len(operations) + _OPERATION_OVERHEAD
+def _operations_size(operations: Operations) -> int:
+    """A stamp's operations' share of a batch's bytes: the operations as JSON, and an operation's own overhead."""
+    return len(json.dumps([op.as_cosmos() for op in operations], default=str)) + _OPERATION_OVERHEAD
 
 
 def _batches(requests: Sequence[StampRequest], max_operations: int) -> list[list[int]]:
     """The requests' positions grouped per partition key (feed order kept inside a group), cut at the batch limits."""
     open_batches: dict[object, tuple[list[int], int]] = {}  # per group key: its open batch and that batch's bytes
     batches: list[list[int]] = []
+    # Measured once per operations tuple (by identity: the requests hold them): a run's stamps share one or two.
+    operations_sizes: dict[int, int] = {}
     for index, request in enumerate(requests):
         key = _key(request.partition_key)
-        size = _size(request)
+        operations_size = operations_sizes.get(id(request.operations))
+        if operations_size is None:
+            operations_size = operations_sizes[id(request.operations)] = _operations_size(request.operations)
+        size = len(json.dumps(request.item_id)) + operations_size
         current = open_batches.get(key)
         if current is None or len(current[0]) >= max_operations or current[1] + size > _BATCH_ROOM:
             batch = [index]
