@@ -39,7 +39,7 @@ from airflow_chatter.drain.telemetry import OUTCOME_DROPPED, DrainTelemetry, Sen
 from airflow_chatter.errors import ConfirmationFailed
 from airflow_chatter.outbox.contract import Undeliverable
 from airflow_chatter.outbox.document import UNDELIVERABLE
-from airflow_chatter.ports import Document, MessageRejected, PartitionKey, PatchOperation, PublishError
+from airflow_chatter.ports import MessageRejected, PatchOperation, PublishError
 
 #: CTR-04: one op, and no ttl: an undeliverable document must outlive any container default.
 UNDELIVERABLE_OPERATIONS = (PatchOperation("set", STATUS_PATCH_PATH, UNDELIVERABLE),)
@@ -71,37 +71,47 @@ class RunStamps:
         """Stamp the confirmed prefix of ``run`` (``sent``: each published subject's outcome and send span, in feed
         order), count and log each landed stamp, and raise as the module says."""
         published = iter(sent)
-        stamps: list[tuple[StampRequest, StampKind, str]] = []  # each stamp, what it records, its violation text
+        # The stamps as columns: each one's request and what it records, and the violation text of the undeliverable.
+        requests: list[StampRequest] = []
+        kinds: list[StampKind] = []
+        violations: dict[int, str] = {}
         failure: BaseException | None = None
         for document, key, verdict in zip(run.documents, run.keys, run.verdicts, strict=True):
             if verdict is None:
                 tally.dropped += 1  # RSV-02: drop-and-acknowledge, counted when its stamp is tried
                 self._telemetry.record_document(OUTCOME_DROPPED)
-                stamps.append((self._delivered(document, key), StampKind.DROPPED, ""))
-                continue
-            if isinstance(verdict, Undeliverable):
-                stamps.append((_undeliverable(document, key), StampKind.UNDELIVERABLE, verdict.message))
-                continue
-            subject, outcome, span = next(published)
-            error = _end_send_span(subject, outcome, span)
-            if isinstance(error, MessageRejected):
-                violation = _rejected_reason(subject, error)
-                stamps.append((_undeliverable(document, key), StampKind.UNDELIVERABLE, violation))
-                continue
-            if error is not None:
-                failure = error
-                break
-            stamps.append((self._delivered(document, key), StampKind.DELIVERED, ""))
-        receipt = self._write(stamps, tally) if stamps else None
+                kind = StampKind.DROPPED
+            elif isinstance(verdict, Undeliverable):
+                violations[len(requests)] = verdict.message
+                kind = StampKind.UNDELIVERABLE
+            else:
+                subject, outcome, span = next(published)
+                error = _end_send_span(subject, outcome, span)
+                if isinstance(error, MessageRejected):
+                    violations[len(requests)] = _rejected_reason(subject, error)
+                    kind = StampKind.UNDELIVERABLE
+                elif error is not None:
+                    failure = error
+                    break
+                else:
+                    kind = StampKind.DELIVERED
+            if kind is StampKind.UNDELIVERABLE:
+                requests.append(StampRequest(document["id"], key, UNDELIVERABLE_OPERATIONS, UNDELIVERABLE))
+            else:
+                requests.append(StampRequest(document["id"], key, self._delivered_operations, self._delivered_status))
+            kinds.append(kind)
+        receipt = self._write(requests, kinds, violations, tally) if requests else None
         if failure is not None:
             raise failure  # RLY-05: no stamp; not a Confirmation Failure
         return receipt
 
-    def _write(self, stamps: list[tuple[StampRequest, StampKind, str]], tally: DrainCounts) -> ConfirmationReceipt:
-        outcomes = self._writer.write([request for request, _, _ in stamps])
+    def _write(
+        self, requests: list[StampRequest], kinds: list[StampKind], violations: dict[int, str], tally: DrainCounts
+    ) -> ConfirmationReceipt:
+        outcomes = self._writer.write(requests)
         confirmation_failure: BaseException | None = None
         other_failure: BaseException | None = None
-        for outcome, (_, kind, violation) in zip(outcomes, stamps, strict=False):  # a sequential writer stops early
+        for index, (outcome, kind) in enumerate(zip(outcomes, kinds, strict=False)):  # a sequential writer stops early
             if outcome.error is not None:
                 if kind is StampKind.DELIVERED:
                     confirmation_failure = confirmation_failure or outcome.error
@@ -111,7 +121,7 @@ class RunStamps:
                 tally.delivered += 1
             elif kind is StampKind.UNDELIVERABLE:
                 tally.undeliverable += 1
-                self._telemetry.record_undeliverable(violation)
+                self._telemetry.record_undeliverable(violations[index])
         if confirmation_failure is not None:
             raise ConfirmationFailed(confirmation_failure) from confirmation_failure
         if other_failure is not None:
@@ -119,13 +129,6 @@ class RunStamps:
         last = outcomes[-1]
         assert last.written is not None
         return ConfirmationReceipt.from_status_write(last.written, last.request.status)
-
-    def _delivered(self, document: Document, partition_key: PartitionKey) -> StampRequest:
-        return StampRequest(document["id"], partition_key, self._delivered_operations, self._delivered_status)
-
-
-def _undeliverable(document: Document, partition_key: PartitionKey) -> StampRequest:
-    return StampRequest(document["id"], partition_key, UNDELIVERABLE_OPERATIONS, UNDELIVERABLE)
 
 
 def _end_send_span(subject: Subject, outcome: Any, span: SendSpan) -> BaseException | None:

@@ -92,7 +92,8 @@ class StampWriter:
         batches = _batches(requests, self.max_batch_operations)
         if len(batches) <= 1 or self.concurrency <= 1:
             for batch in batches:
-                if not self._batch(requests, batch, outcomes) and self.stops_at_failure:
+                self._batch(requests, batch, outcomes)
+                if self.stops_at_failure and not _all_landed(outcomes, batch):
                     break
         else:
             self._in_lanes(requests, batches, outcomes)
@@ -148,13 +149,12 @@ class StampWriter:
             return StampOutcome(request, error=exc)
         return StampOutcome(request, written=written)
 
-    def _batch(self, requests: Sequence[StampRequest], batch: list[int], outcomes: list[StampOutcome | None]) -> bool:
-        """Write the positions ``batch`` (one partition key, feed order) into ``outcomes``; whether all landed."""
+    def _batch(self, requests: Sequence[StampRequest], batch: list[int], outcomes: list[StampOutcome | None]) -> None:
+        """Write the positions ``batch`` (one partition key, feed order) into ``outcomes``."""
         if len(batch) > 1:
             self._transactional(requests, batch, outcomes)
         else:
             outcomes[batch[0]] = self._one(requests[batch[0]])
-        return all(outcome is not None and outcome.landed for outcome in (outcomes[index] for index in batch))
 
     def _transactional(
         self, requests: Sequence[StampRequest], batch: list[int], outcomes: list[StampOutcome | None]
@@ -182,6 +182,10 @@ class StampWriter:
                 outcomes[index] = StampOutcome(request, written=written)
 
 
+def _all_landed(outcomes: Sequence[StampOutcome | None], batch: list[int]) -> bool:
+    return all(outcome is not None and outcome.landed for outcome in (outcomes[index] for index in batch))
+
+
 def _key(partition_key: PartitionKey) -> object:
     """A hashable group key: a string as itself, another scalar with its type (so 1, 1.0 and True stay apart), and a
     hierarchical key as its JSON text in a tuple (so it never meets a string key that happens to spell it)."""
@@ -192,28 +196,32 @@ def _key(partition_key: PartitionKey) -> object:
     return (list, json.dumps(partition_key, sort_keys=True, default=str))
 
 
-def _size(request: StampRequest) -> int:
-    """A request's share of a batch's bytes: its id and its operations as JSON."""
-    operations = json.dumps([op.as_cosmos() for op in request.operations], default=str)
-    return len(json.dumps(request.item_id)) + len(operations) + _OPERATION_OVERHEAD
+def _operations_size(operations: Operations) -> int:
+    """A stamp's operations' share of a batch's bytes: the operations as JSON, and an operation's own overhead."""
+    return len(json.dumps([op.as_cosmos() for op in operations], default=str)) + _OPERATION_OVERHEAD
 
 
 def _batches(requests: Sequence[StampRequest], max_operations: int) -> list[list[int]]:
     """The requests' positions grouped per partition key (feed order kept inside a group), cut at the batch limits."""
-    open_batches: dict[object, tuple[list[int], int]] = {}  # per group key: its open batch and that batch's bytes
+    open_batches: dict[object, list[int]] = {}  # per group key: its open batch
+    open_bytes: dict[object, int] = {}  # and that batch's bytes
     batches: list[list[int]] = []
+    # Measured once per operations tuple (by identity: the requests hold them): a run's stamps share one or two.
+    operations_sizes: dict[int, int] = {}
     for index, request in enumerate(requests):
         key = _key(request.partition_key)
-        size = _size(request)
-        current = open_batches.get(key)
-        if current is None or len(current[0]) >= max_operations or current[1] + size > _BATCH_ROOM:
-            batch = [index]
+        operations_size = operations_sizes.get(id(request.operations))
+        if operations_size is None:
+            operations_size = operations_sizes[id(request.operations)] = _operations_size(request.operations)
+        size = len(json.dumps(request.item_id)) + operations_size
+        batch = open_batches.get(key)
+        if batch is None or len(batch) >= max_operations or open_bytes[key] + size > _BATCH_ROOM:
+            batch = open_batches[key] = [index]
             batches.append(batch)
+            open_bytes[key] = size
         else:
-            batch = current[0]
             batch.append(index)
-            size += current[1]
-        open_batches[key] = (batch, size)
+            open_bytes[key] += size
     return batches
 
 
