@@ -20,7 +20,7 @@ cannot serve safely is refused with every violation at once, never drained degra
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Unpack
 
@@ -29,7 +29,7 @@ from airflow_chatter.drain.follow import Follow
 from airflow_chatter.drain.identity import SourceRegistry
 from airflow_chatter.drain.leases import ACTIVE, SPLIT, Lease, LeaseHeldError
 from airflow_chatter.drain.options import SourceOptions
-from airflow_chatter.drain.page_run import PublishRun, Resolved, Run, Subject
+from airflow_chatter.drain.page_run import BodyResolver, PublishRun, ResolveContext, Resolved, Run, Subject
 from airflow_chatter.drain.publishers import DEFAULT_PUBLISHER, PublisherTable
 from airflow_chatter.drain.read_ahead import FeedReader, FeedRequest
 from airflow_chatter.drain.run_stamps import RunStamps
@@ -62,23 +62,6 @@ from airflow_chatter.ports import (
 )
 
 _LARGEST_TS = 253402300799  # 9999-12-31T23:59:59Z; a larger ``_ts`` is out of range (MET-01)
-
-
-@dataclass(frozen=True)
-class ResolveContext:
-    """What a body resolver is given for one pending document (RSV-04).
-
-    A fresh context is built per admitted document, so a resolver never sees another's state.
-    """
-
-    message_id: str
-    partition_key: PartitionKey
-    partition_key_paths: tuple[str, ...]
-    document: Document
-
-
-#: ``body_resolver(context) -> OutgoingMessage | None``; ``None`` drops and acknowledges (RSV-02).
-BodyResolver = Callable[[ResolveContext], "OutgoingMessage | None"]
 
 
 class DrainEngine:

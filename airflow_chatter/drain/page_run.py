@@ -30,6 +30,23 @@ from airflow_chatter.outbox.document import MESSAGE_CONTEXT_FIELD
 from airflow_chatter.ports import Document, OutgoingMessage, PartitionKey, Publisher
 
 
+@dataclass(frozen=True)
+class ResolveContext:
+    """What a body resolver is given for one pending document (RSV-04).
+
+    A fresh context is built per admitted document, so a resolver never sees another's state.
+    """
+
+    message_id: str
+    partition_key: PartitionKey
+    partition_key_paths: tuple[str, ...]
+    document: Document
+
+
+#: ``body_resolver(context) -> OutgoingMessage | None``; ``None`` drops and acknowledges (RSV-02).
+BodyResolver = Callable[[ResolveContext], "OutgoingMessage | None"]
+
+
 @dataclass(frozen=True, slots=True)
 class Resolved:
     """What a body resolver made of a document (RSV-01): the message to send, and its send span's subject."""
