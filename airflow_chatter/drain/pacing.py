@@ -3,9 +3,10 @@
 Why a bucket over *measured* charges rather than a request rate: a request's cost is only known from its answer
 (a 1 KB patch costs ~10 RU, a batch of 15 ~150, a change-feed page depends on its size). So the bucket is spent
 after the fact, by each request's reported charge, and may go into debt; a request waits *before* it is sent
-until the debt is repaid at ``rate`` RU/s. Over a run the spent RU therefore never exceeds
-``rate × elapsed + burst``: the average stays at or under the cap, with at most ``burst`` RU (``rate ×
-burst_seconds``, default a tenth of a second's worth) ahead of it.
+until the debt is repaid at ``rate`` RU/s. Over a run the spent RU therefore never exceed
+``rate × elapsed + burst`` plus the charges of the requests in flight at once (each sent when the bucket was out of
+debt: up to ``stamp_concurrency`` stamps and a feed read), with ``burst`` = ``rate × burst_seconds``, default a tenth
+of a second's worth. Over a run of seconds the average stays at the cap; a run shorter than that ends above it.
 
 Thread-safe: the concurrent stamp writers of one drain share one bucket. The clock and the sleep are injectable so
 tests drive time by hand.
