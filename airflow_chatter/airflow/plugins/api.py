@@ -7,9 +7,9 @@ otherwise). Actions also pass the Idempotency-Key guard (a double click acts onc
 authorised **before** the guard runs, and the guard's scope is the authenticated user, so one user's key never
 replays to another and a refused request is never stored. Every action is logged with the user and what changed.
 
-The guard's store is per source: the Cosmos idempotency container the source names (``ui_idempotency_container``),
-shared by every api-server worker; without one, this process's memory, which is right for a single worker only: the
-API says so (``idempotency`` in the overview and in each action's answer) and logs a warning once per source.
+The guard's store is per source (``guards.py``): the Cosmos idempotency container the source names
+(``ui_idempotency_container``), shared by every api-server worker; without one, this process's memory, which is
+right for a single worker only: the API says so (``idempotency`` in the overview and in each action's answer).
 
 What only Airflow knows (who asks, what they may do, the recent runs' XCom, triggering a run) comes through a
 ``Backend`` (``backend.py`` in Airflow; a fake in the API tests). The Cosmos side is the core's read model
@@ -34,8 +34,6 @@ from fastapi.routing import APIRoute
 from fastapi.security import APIKeyCookie, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
-from airflow_chatter.adapters.fastapi.idempotency import HttpIdempotencyOptions, Idempotency
-from airflow_chatter.adapters.memory.idempotency import MemoryIdempotencyStore
 from airflow_chatter.airflow.dags.config import LoadedSources, SourceConfig, SourcesConfigError
 from airflow_chatter.airflow.plugins.api_shapes import (
     ACTION_ERRORS,
@@ -56,8 +54,8 @@ from airflow_chatter.airflow.plugins.api_shapes import (
     valid_page_size,
     validation_problem,
 )
-from airflow_chatter.errors import ChatterError, ConfigurationError
-from airflow_chatter.idempotency.container_store import ContainerIdempotencyStore
+from airflow_chatter.airflow.plugins.guards import SourceGuards
+from airflow_chatter.errors import ConfigurationError
 from airflow_chatter.operations.interventions import (
     LeaseChangedError,
     Selected,
@@ -114,73 +112,11 @@ class Backend(Protocol):
 # ------------------------------------------------------------------------------------------------
 
 
-#: What the API says when a source's UI actions keep their keys in memory.
-MEMORY_WARNING = (
-    "ui_idempotency_container is not set for this source, so the UI actions' Idempotency-Keys are kept in one "
-    "api-server process's memory: a double click acts once only with a single api-server worker "
-    "(AIRFLOW__API__WORKERS=1)"
-)
-
-
-@dataclasses.dataclass(frozen=True)
-class IdempotencyInfo:
-    """Where a source's UI actions keep their Idempotency-Keys, as the API reports it."""
-
-    store: Literal["cosmos", "memory"]
-    shared_across_workers: bool
-    container: str | None = None
-    warning: str | None = None
-
-
 class _Api:
     def __init__(self, backend: Backend, store: IdempotencyStore | None, backfill_dag_id: str) -> None:
         self.backend = backend
         self.backfill_dag_id = backfill_dag_id
-        self._override = store
-        # The guard of every source without a container of its own (or of all, over an overriding store).
-        self._local = Idempotency(store or MemoryIdempotencyStore(), HttpIdempotencyOptions(), scope=self._scope)
-        self._guards: dict[tuple[str, str, str], Idempotency] = {}
-        self._warned: set[str] = set()
-
-    @staticmethod
-    def _scope(request: Request) -> str:
-        return f"chatter-ui:{request.state.chatter_user.name}"
-
-    def idempotency(self, source: SourceConfig) -> IdempotencyInfo:
-        if self._override is not None:
-            shared = not isinstance(self._override, MemoryIdempotencyStore)
-            return IdempotencyInfo("cosmos" if shared else "memory", shared, None, None if shared else MEMORY_WARNING)
-        if source.ui_idempotency_container is None:
-            return IdempotencyInfo("memory", False, None, MEMORY_WARNING)
-        return IdempotencyInfo("cosmos", True, f"{source.database}/{source.ui_idempotency_container}")
-
-    def guard(self, source: SourceConfig) -> Idempotency:
-        """The source's guard: over its Cosmos idempotency container (verified once), else over the local store."""
-        if self._override is not None:
-            return self._local
-        container = source.ui_idempotency_container
-        if container is None:
-            if source.name not in self._warned:
-                self._warned.add(source.name)
-                log.warning("UI actions on source %s: %s", source.name, MEMORY_WARNING)
-            return self._local
-        slot = (source.cosmos_conn_id, source.database, container)
-        guard = self._guards.get(slot)
-        if guard is None:
-            cosmos = ContainerIdempotencyStore(self.backend.idempotency_container(source))
-            try:
-                cosmos.verify_container()
-            except (ChatterError, ContainerError) as error:
-                where = f"{source.database}/{container}"
-                message = f"source {source.name}: {where} cannot keep the UI's keys: {error}"
-                raise HTTPException(503, {"field": "ui_idempotency_container", "message": message}) from None
-            guard = self._guards.setdefault(slot, Idempotency(cosmos, HttpIdempotencyOptions(), scope=self._scope))
-        return guard
-
-    def store_kind(self, source: SourceConfig) -> str:
-        """An action's answer says where its key is kept: ``cosmos``, or ``memory (single api-server worker only)``."""
-        info = self.idempotency(source)
-        return "cosmos" if info.shared_across_workers else "memory (single api-server worker only)"
+        self.guards = SourceGuards(backend.idempotency_container, store)
 
     def loaded(self) -> LoadedSources:
         """The sources file, entry by entry; a file nothing of which can be trusted answers 503 naming it."""
@@ -269,7 +205,7 @@ def create_app(
                     user, source = await api.check(request, "PUT")
                     if source is None:  # every action route has a {source}
                         return problem(404, "no source in the path", "source")
-                    guard = await run_in_threadpool(api.guard, source)
+                    guard = await run_in_threadpool(api.guards.guard, source)
                 except NotAuthorized as error:
                     return problem(error.status, error.detail)
                 except HTTPException as error:
@@ -365,7 +301,7 @@ def create_app(
             # The instruments are recorded in the workers' task processes; the api-server has only the summaries.
             "totals_from": "run summaries",
             "telemetry": backend.telemetry(),
-            "idempotency": dataclasses.asdict(api.idempotency(config)),
+            "idempotency": dataclasses.asdict(api.guards.info(config)),
             # What the caller may do here: the page hides the actions that would answer 403.
             "permissions": {
                 "edit": backend.authorized(user, "PUT", config.dag_id),
@@ -488,7 +424,12 @@ def create_app(
             list(result.already_pending),
             list(result.not_found),
         )
-        return {"source": config.name, "by": user.name, **result.to_dict(), "idempotency": api.store_kind(config)}
+        return {
+            "source": config.name,
+            "by": user.name,
+            **result.to_dict(),
+            "idempotency": api.guards.store_kind(config),
+        }
 
     @actions.post("/sources/{source}/leases/{lease_id}/release", summary="Release a stuck lease")
     def release(source: str, lease_id: str, body: ReleaseBody, request: Request) -> dict[str, Any]:
@@ -508,7 +449,12 @@ def create_app(
             released.previous_owner,
             released.released,
         )
-        return {"source": config.name, "by": user.name, **released.to_dict(), "idempotency": api.store_kind(config)}
+        return {
+            "source": config.name,
+            "by": user.name,
+            **released.to_dict(),
+            "idempotency": api.guards.store_kind(config),
+        }
 
     @actions.post("/sources/{source}/backfill", summary="Trigger a backfill drain of the source")
     def backfill(source: str, body: BackfillBody, request: Request) -> dict[str, Any]:
@@ -522,7 +468,7 @@ def create_app(
         except ParamsRejected as error:
             raise HTTPException(400, {"field": "params", "message": str(error)}) from None
         log.info("UI backfill by %s on source %s: run %s with %s", user.name, config.name, run.get("run_id"), conf)
-        return {"source": config.name, "by": user.name, **run, "idempotency": api.store_kind(config)}
+        return {"source": config.name, "by": user.name, **run, "idempotency": api.guards.store_kind(config)}
 
     app.include_router(reader)
     app.include_router(actions)
