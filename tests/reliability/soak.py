@@ -1,30 +1,31 @@
-"""A soak: steady writes through the Unit of Work, scheduled drains on the CeleryExecutor stack, the inbox receiver
-writing one effect per message, and faults on a schedule, for ``--minutes`` (issue 29 part 1).
+"""A soak: steady writes through the Unit of Work, a scheduled and a following drain on the CeleryExecutor stack,
+the inbox receiver writing one effect per message, and faults on a schedule, for ``--minutes`` (issue 29 part 1).
 
-    .venv/bin/python -m tests.reliability.soak [--minutes 30] [--rate 5] [--customers 200]
+    .venv/bin/python -m tests.reliability.soak [--minutes 30] [--rate 5] [--customers 200] [--no-follow]
 
 What runs: ``scripts/celery-stack.sh`` (PostgreSQL, Redis, api-server, scheduler, dag-processor, triggerer, two
-Celery workers) with one source drained every minute (4 leases: the emulator gives its container 4 partition key
-ranges; a SIGKILLed worker's task is failed after 30 s without a heartbeat, Airflow's default being 300 s),
-against the Cosmos emulator with its account-like switches on (``latency_ms`` 5, request charges, the
-monitored container provisioned near the load) and a Kafka broker of the soak's own (``KAFKA_PORT + 2``, so its
-outage touches nothing else). In this process: writers commit one order and its outbox message per Unit of Work at
-``--rate`` a second over ``--customers`` partition keys (``--writers`` threads sharing one schedule), each recorded
-in a ledger with its commit time; receivers (``--receivers`` consumers of one group) consume the topic through the
-document-tier inbox (``IdempotentReceiver``) and write one effect document per message; every 30 s (every 60 s in
-runs of 20 minutes or more) a sampler records the lease documents, the inbox markers, the pending outbox documents,
-held-but-expired leases, how far the writers are behind their schedule, and the RSS and CPU time of every long-lived
-process.
+Celery workers of four slots) with two sources of 4 leases each (the emulator gives each container 4 partition key
+ranges): ``soak`` drained every minute, and ``follow`` followed (``follow: true``, ``@continuous``, runs of a
+minute), the writers alternating between them. A SIGKILLed worker's task is failed after 30 s without a heartbeat
+(Airflow's default being 300 s). Against the Cosmos emulator with its account-like switches on (``latency_ms`` 5,
+request charges, each monitored container provisioned near its load) and a Kafka broker of the soak's own
+(``KAFKA_PORT + 2``, so its outage touches nothing else). In this process: writers commit one order and its outbox
+message per Unit of Work at ``--rate`` a second over ``--customers`` partition keys (``--writers`` threads sharing
+one schedule), each recorded in a ledger with its commit time; receivers (``--receivers`` consumers of one group)
+consume both topics through the document-tier inbox (``IdempotentReceiver``) and write one effect document per
+message; every 30 s (every 60 s in runs of 20 minutes or more) a sampler records the lease documents, the inbox
+markers, the pending outbox documents, held-but-expired leases, how far the writers are behind their schedule, and
+the RSS and CPU time of every long-lived process.
 
 Faults, scaled to ``--minutes`` (T): a Celery worker's process groups SIGKILLed every ``min(3 min, T/3)``, the
-workers taking turns, and started again; the broker stopped once for ``min(60 s, T/6)``; two 429 bursts (the
-container's RU/s cut to a tenth for 15 s); a split of one partition key range; a scheduler restart. Then the writers
-stop, the drains and the receiver catch up (bounded), and one table is printed:
+workers taking turns, and started again; the broker stopped once for ``min(60 s, T/6)``; two 429 bursts (each
+container's RU/s cut to a tenth for 15 s); a split of one partition key range per container; a scheduler restart.
+Then the writers stop, the drains and the receiver catch up (bounded), and one table is printed:
 
     writes | lost (ledger vs Kafka) | lost (ledger vs effects) | duplicates on Kafka | effects applied twice |
-    p50/p99 write -> Kafka per window | leases stuck | RSS start/end, slope per hour and CPU per process |
-    lease, marker and effect documents and the backlogs per window | duplicates attributed to the fault that caused
-    them (tests/reliability/soak_report.py)
+    p50/p99 write -> Kafka per drain mode and window | leases stuck | RSS start/end, slope per hour and CPU per
+    process | lease, marker and effect documents and the backlogs per window | duplicates attributed to the fault
+    that caused them (tests/reliability/soak_report.py)
 
 Exits 1 when anything was lost, an effect applied twice or a lease stuck. ``tests/reliability/test_soak.py`` runs
 a short one.
@@ -84,6 +85,21 @@ from tests.reliability.soak_report import (
 
 DATABASE = "airflow-chatter-soak"
 SOURCE = "soak"
+#: The following source (``--no-follow`` leaves it out): the writers alternate between the two sources.
+FOLLOW = "follow"
+SETTINGS: dict[str, dict[str, Any]] = {
+    SOURCE: {"schedule": "* * * * *", "max_documents": 5000, "max_seconds": 50},
+    # Runs of a minute: a SIGKILLed follower's lease is taken over by the next run well within two lease durations.
+    FOLLOW: {
+        "schedule": "@continuous",
+        "follow": True,
+        "follow_poll_seconds": 1.0,
+        "max_seconds": 60,
+        "max_documents": 1_000_000,
+    },
+}
+#: How the report names each source's drain mode (message ids start with the source's name).
+MODES = {SOURCE: "cron", FOLLOW: "follow"}
 LEASE_SECONDS = 60
 #: A 429 burst cuts the monitored container's RU/s to this share of its provisioned throughput.
 BURST_SHARE = 0.1
@@ -126,7 +142,8 @@ class Report:
     duplicated_ids: int
     effects_twice: int
     stuck_leases: int
-    windows: list[tuple[str, int, float, float]]
+    #: (drain mode, window, writes, p50, p99 write → Kafka in s)
+    windows: list[tuple[str, str, int, float, float]]
     rss: list[RssRow]
     counts: list[CountRow]
     duplicates: list[Attribution]
@@ -159,8 +176,12 @@ class Report:
             f"| writers behind their schedule (most Units of Work due but not attempted, at a sample) | "
             f"{self.writer_behind_max} |",
         ]
-        lines += ["", "| window | writes | p50 write → Kafka (s) | p99 write → Kafka (s) |", "|---|---|---|---|"]
-        lines += [f"| {w} | {n} | {p50:.1f} | {p99:.1f} |" for w, n, p50, p99 in self.windows]
+        lines += [
+            "",
+            "| drain mode | window | writes | p50 write → Kafka (s) | p99 write → Kafka (s) |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [f"| {m} | {w} | {n} | {p50:.1f} | {p99:.1f} |" for m, w, n, p50, p99 in self.windows]
         lines += [
             "",
             "| process | restarted at (min) | series (min) | RSS start (MiB) | RSS end (MiB) | slope (MiB/hour) "
@@ -186,8 +207,8 @@ class Report:
         lines += ["", "| fault | message ids duplicated | extra copies |", "|---|---|---|"]
         lines += [f"| {a.kind} | {a.ids} | {a.extra_copies} |" for a in self.duplicates]
         for mid, stamps in sorted(self.unexplained.items())[:20]:
-            at = ", ".join(f"{(t - self.t0) / 60:.2f}" for t in stamps)
-            lines.append(f"\nnot explained by a fault: {mid} published at minutes {at}")
+            minutes = ", ".join(f"{(t - self.t0) / 60:.2f}" for t in stamps)
+            lines.append(f"\nnot explained by a fault: {mid} published at minutes {minutes}")
         failed = Counter(error for _, error in self.failures)
         lines.append(f"\ndrain task attempts failed: {dict(failed) or 0}")
         for at, error in self.failures:
@@ -321,10 +342,10 @@ def kill_worker(stack: LiveAirflow, n: int) -> None:
 # ============================================================================================== load
 
 
-def _writer(soak: Soak, source: LiveSource, customers: int) -> None:
+def _writer(soak: Soak, sources: list[LiveSource], customers: int) -> None:
     """One of the writers: each takes the next slot of the shared schedule (``rate`` a second from
-    ``writers_started``), waits until it is due and commits it."""
-    container = CosmosDocumentContainer(source.monitored)
+    ``writers_started``), waits until it is due and commits it to the sources in turn."""
+    containers = [(source.name, CosmosDocumentContainer(source.monitored)) for source in sources]
     while not soak.stop.is_set():
         with soak.lock:
             n = soak.next_slot
@@ -335,7 +356,8 @@ def _writer(soak: Soak, source: LiveSource, customers: int) -> None:
         if soak.stop.is_set():
             break
         customer = f"cust-{n % customers}"
-        message_id = f"soak-{n}-{uuid.uuid4().hex[:8]}"
+        name, container = containers[n % len(containers)]
+        message_id = f"{name}-{n}-{uuid.uuid4().hex[:8]}"
         try:
             with UnitOfWork(container, PK_PATH, customer) as unit:
                 unit.create({"id": f"order-{message_id}", "customerId": customer, "n": n, "pad": "x" * 300})
@@ -355,14 +377,14 @@ def _record_effect(delivery: Delivery) -> None:
     unit.create({"id": f"effect-{delivery.identity}", "customerId": unit.partition_key, "kind": "effect"})
 
 
-def _receiver(soak: Soak, bootstrap: str, topic: str, effects: Any, group: str) -> None:
+def _receiver(soak: Soak, bootstrap: str, topics: list[str], effects: Any, group: str) -> None:
     from kafka import KafkaConsumer
 
     receiver = IdempotentReceiver(
         _record_effect, name="soak", container=CosmosDocumentContainer(effects), partition_key_paths=PK_PATH
     )
     consumer = KafkaConsumer(
-        topic,
+        *topics,
         bootstrap_servers=bootstrap,
         group_id=group,
         auto_offset_reset="earliest",
@@ -430,7 +452,7 @@ def _stuck(leases: Any) -> int:
     return stuck
 
 
-def _sample(soak: Soak, source: LiveSource, effects: Any, processes: dict[str, int]) -> None:
+def _sample(soak: Soak, sources: list[LiveSource], effects: Any, processes: dict[str, int]) -> None:
     now = time.time()
     with soak.lock:
         written, attempted = len(soak.written), soak.attempted
@@ -439,12 +461,15 @@ def _sample(soak: Soak, source: LiveSource, effects: Any, processes: dict[str, i
     soak.samples.append(
         Sample(
             now,
-            _count(source.leases),
+            sum(_count(source.leases) for source in sources),
             _count(effects, "WHERE NOT STARTSWITH(c.id, 'effect-')"),
             _count(effects, "WHERE STARTSWITH(c.id, 'effect-')"),
-            _stuck(source.leases),
+            sum(_stuck(source.leases) for source in sources),
             written=written,
-            pending=_count(source.monitored, "WHERE c._chatterType = 'outbox' AND c.status = 'pending'"),
+            pending=sum(
+                _count(source.monitored, "WHERE c._chatterType = 'outbox' AND c.status = 'pending'")
+                for source in sources
+            ),
             writer_behind=max(0, due - attempted),
             rss={name: _usage(pid, children) for name, pid in processes.items()},
         )
@@ -469,21 +494,25 @@ def schedule(seconds: float) -> list[tuple[float, str]]:
 
 
 def _fault(
-    what: str, stack: LiveAirflow, endpoint: CosmosEndpoint, broker: KafkaBroker, container_link: str, ru: float
+    what: str, stack: LiveAirflow, endpoint: CosmosEndpoint, broker: KafkaBroker, links: list[str], ru: float
 ) -> None:
+    """Inject ``what``; a burst and a split hit every monitored container."""
     if what.startswith("kill worker"):
         kill_worker(stack, int(what[-1]))
     elif what == "429 burst":
-        configure_emulator(endpoint, containers={container_link: {"provisioned_ru_per_second": ru * BURST_SHARE}})
+        configure_emulator(
+            endpoint, containers={link: {"provisioned_ru_per_second": ru * BURST_SHARE} for link in links}
+        )
         time.sleep(15)
-        configure_emulator(endpoint, containers={container_link: {"provisioned_ru_per_second": ru}})
+        configure_emulator(endpoint, containers={link: {"provisioned_ru_per_second": ru} for link in links})
     elif what.startswith("broker stop"):
         broker.stop()
         time.sleep(float(what.split()[-1].rstrip("s")))
         broker.start()
     elif what == "split range":
-        first = emulator_admin(endpoint, "GET", "ranges", params={"container": container_link})["ranges"][0]["id"]
-        emulator_admin(endpoint, "POST", "split", {"container": container_link, "range_id": first})
+        for link in links:
+            first = emulator_admin(endpoint, "GET", "ranges", params={"container": link})["ranges"][0]["id"]
+            emulator_admin(endpoint, "POST", "split", {"container": link, "range_id": first})
     elif what == "restart scheduler":
         stack_script(stack, "restart-scheduler")
 
@@ -496,12 +525,12 @@ def _threads(*targets: Callable[[], None]) -> Iterator[list[threading.Thread]]:
     yield threads
 
 
-def _final_kafka(bootstrap: str, topic: str) -> list[Any]:
+def _final_kafka(bootstrap: str, topics: list[str]) -> list[Any]:
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
     try:
-        partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
+        partitions = [TopicPartition(t, p) for t in topics for p in consumer.partitions_for_topic(t) or ()]
         consumer.assign(partitions)
         consumer.seek_to_beginning(*partitions)
         ends = consumer.end_offsets(partitions)
@@ -532,10 +561,12 @@ def run(
     writers: int = 0,
     receivers: int = 0,
     faults: bool = True,
+    follow: bool = True,
 ) -> Report:
     """The soak; ``writers`` threads share the schedule of ``rate`` Units of Work a second and ``receivers``
-    consumers of one group share the topic (0: one per 10/s, at most 3 receivers, the topic's partitions);
-    ``faults=False`` runs without the fault schedule (to measure what rate the machine sustains)."""
+    consumers of one group share the topics (0: one per 10/s, at most 3 receivers, a topic's partitions);
+    ``faults=False`` runs without the fault schedule (to measure what rate the machine sustains); ``follow=False``
+    leaves out the following source (the cron source takes every write)."""
     seconds = minutes * 60
     window_s = 600.0 if minutes >= 20 else 60.0
     # The sampler's COUNT queries scan whole containers on the emulator: a long run samples half as often.
@@ -543,8 +574,9 @@ def run(
     writers = writers or max(1, round(rate / 10))
     receivers = receivers or min(3, max(1, round(rate / 10)))
     soak = Soak(rate=rate)
-    # Near the load: a write is a two-operation batch; the drains read and stamp each document again.
-    ru = max(50.0, rate * 40)
+    names = (SOURCE, FOLLOW) if follow else (SOURCE,)
+    # Near each container's load: a write is a two-operation batch; the drains read and stamp each document again.
+    ru = max(50.0, rate / len(names) * 40)
     broker = KafkaBroker(PROJECT_KAFKA_PORT + 2, keep_data=True)
     bootstrap = broker.start()
     try:
@@ -557,39 +589,43 @@ def run(
                 bootstrap,
                 script=SCRIPT,
                 session_prefix="soak-",
-                source_names=(SOURCE,),
-                source_settings={SOURCE: {"schedule": "* * * * *", "max_documents": 5000, "max_seconds": 50}},
+                source_names=names,
+                source_settings={name: SETTINGS[name] for name in names},
                 partition_ranges=4,
                 extra_env={
                     "AIRFLOW_LIVE_CELERY_WORKERS": "2",
-                    "AIRFLOW_LIVE_WORKER_CONCURRENCY": "2",
+                    # A follower holds a slot per lease all the time: four more slots for the following source.
+                    "AIRFLOW_LIVE_WORKER_CONCURRENCY": "4" if follow else "2",
                     "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT_S),
                 },
             ) as stack,
         ):
-            source = stack.sources[SOURCE]
-            link = f"dbs/{stack.database}/colls/{source.monitored.id}"
-            configure_emulator(endpoint, containers={link: {"provisioned_ru_per_second": ru}})
-            ensure_topics(KafkaSettings(bootstrap_servers=bootstrap), [source.topic], partitions=3)
-            effects = create_container(endpoint_database(endpoint), f"{source.monitored.id}-effects", (PK_PATH,))
+            sources = [stack.sources[name] for name in names]
+            links = [f"dbs/{stack.database}/colls/{source.monitored.id}" for source in sources]
+            configure_emulator(endpoint, containers={link: {"provisioned_ru_per_second": ru} for link in links})
+            topics = [source.topic for source in sources]
+            ensure_topics(KafkaSettings(bootstrap_servers=bootstrap), topics, partitions=3)
+            effects = create_container(endpoint_database(endpoint), f"{sources[0].monitored.id}-effects", (PK_PATH,))
             api = stack.client("admin")
-            stack.unpause(api, source.drain_dag_id)
+            for source in sources:
+                stack.unpause(api, source.drain_dag_id)
             t0 = soak.writers_started = time.time()
             log(
                 f"soak: {minutes} min at {rate}/s over {customers} customers ({writers} writers, {receivers} "
-                f"receivers); RU/s {ru}; faults {faults}; stack {stack.url}"
+                f"receivers); sources {', '.join(f'{n} ({MODES[n]})' for n in names)}; RU/s {ru} each; "
+                f"faults {faults}; stack {stack.url}"
             )
             group = f"soak-{uuid.uuid4().hex[:8]}"
             with _threads(
-                *[lambda: _writer(soak, source, customers) for _ in range(writers)],
-                *[lambda: _receiver(soak, bootstrap, source.topic, effects, group) for _ in range(receivers)],
+                *[lambda: _writer(soak, sources, customers) for _ in range(writers)],
+                *[lambda: _receiver(soak, bootstrap, topics, effects, group) for _ in range(receivers)],
             ) as threads:
                 plan = schedule(seconds) if faults else []
                 next_sample = 0.0
                 while time.time() - t0 < seconds:
                     elapsed = time.time() - t0
                     if elapsed >= next_sample:
-                        _sample(soak, source, effects, long_lived(stack, endpoint, broker))
+                        _sample(soak, sources, effects, long_lived(stack, endpoint, broker))
                         s = soak.samples[-1]
                         log(
                             f"soak: {elapsed / 60:.1f} min: written {s.written}, writers behind {s.writer_behind}, "
@@ -601,7 +637,7 @@ def run(
                         _, what = plan.pop(0)
                         log(f"soak: {elapsed / 60:.1f} min: {what} ({len(soak.written)} written)")
                         started = time.time()
-                        _fault(what, stack, endpoint, broker, link, ru)
+                        _fault(what, stack, endpoint, broker, links, ru)
                         soak.faults.append((elapsed, what, started, time.time()))
                         continue
                     time.sleep(1)
@@ -612,7 +648,7 @@ def run(
                 wanted = set(soak.written)
                 deadline = time.time() + settle_s
                 while time.time() < deadline:
-                    _sample(soak, source, effects, long_lived(stack, endpoint, broker))
+                    _sample(soak, sources, effects, long_lived(stack, endpoint, broker))
                     s = soak.samples[-1]
                     log(f"soak: catching up: pending {s.pending}, effects {s.effects} of {len(wanted)}")
                     if s.effects >= len(wanted):
@@ -621,7 +657,7 @@ def run(
                 soak.drained.set()
                 for thread in threads[writers:]:
                     thread.join(timeout=30)
-            records = _final_kafka(bootstrap, source.topic)
+            records = _final_kafka(bootstrap, topics)
             soak.failures = drain_failures(stack)
             effect_ids = {
                 d["id"].removeprefix("effect-")
@@ -650,18 +686,20 @@ def _report(soak: Soak, records: list[Any], effect_ids: set[str], window_s: floa
     copies = Counter({mid: len(at) for mid, at in stamps.items()})
     first_seen = {mid: min(at) for mid, at in stamps.items()}
     written = soak.written
-    by_window: dict[int, list[float]] = {}
+    by_window: dict[tuple[str, int], list[float]] = {}
     for mid, at in written.items():
         if mid in first_seen:
-            by_window.setdefault(int((at - t0) // window_s), []).append(first_seen[mid] - at)
+            mode = MODES.get(mid.split("-", 1)[0], "?")
+            by_window.setdefault((mode, int((at - t0) // window_s)), []).append(first_seen[mid] - at)
     windows = [
         (
+            mode,
             f"{i * window_s / 60:.0f}–{(i + 1) * window_s / 60:.0f} min",
             len(v),
             statistics.median(v),
             _percentile(v, 0.99),
         )
-        for i, v in sorted(by_window.items())
+        for (mode, i), v in sorted(by_window.items())
     ]
     duplicates, unexplained = attribute_duplicates(
         stamps, [FaultWindow(fault_kind(what), start, end) for _, what, start, end in soak.faults], soak.failures
@@ -697,6 +735,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--writers", type=int, default=0, help="writer threads (0: one per 10/s)")
     parser.add_argument("--receivers", type=int, default=0, help="receiver consumers (0: one per 10/s, at most 3)")
     parser.add_argument("--no-faults", action="store_true", help="no fault schedule (to measure a rate)")
+    parser.add_argument("--no-follow", action="store_true", help="no following source: the cron source takes all")
     args = parser.parse_args(argv)
     print(f"machine: {machine()}; checkout {CHECKOUT}; load average {os.getloadavg()}")
     print(f"command: python -m tests.reliability.soak {' '.join(argv if argv is not None else sys.argv[1:])}")
@@ -708,6 +747,7 @@ def main(argv: list[str] | None = None) -> int:
         writers=args.writers,
         receivers=args.receivers,
         faults=not args.no_faults,
+        follow=not args.no_follow,
     )
     print(f"ended {datetime.now(UTC).isoformat(timespec='seconds')}; load average {os.getloadavg()}")
     print(report.table())

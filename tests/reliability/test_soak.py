@@ -1,7 +1,7 @@
 """The soak, short version (tests/reliability/soak.py, issue 29 part 1): three minutes of steady writes through the
-Unit of Work on the CeleryExecutor stack, with a worker SIGKILLed, the broker stopped, 429 bursts, a range split
-and a scheduler restart, then nothing lost between the ledger, Kafka and the effect documents, no effect applied
-twice, and no lease left held long after it expired.
+Unit of Work on the CeleryExecutor stack (a scheduled and a following source), with a worker SIGKILLed, the broker
+stopped, 429 bursts, a range split and a scheduler restart, then nothing lost between the ledger, Kafka and the
+effect documents, no effect applied twice, and no lease left held long after it expired.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ def test_a_short_soak_loses_nothing_applies_nothing_twice_and_leaves_no_lease_st
     assert report.lost_effects == 0, report.table()
     assert report.effects_twice == 0, report.table()
     assert report.stuck_leases == 0, report.table()
+    # Both drain modes relayed writes: the scheduled source and the following one.
+    assert {mode for mode, *_ in report.windows} == {"cron", "follow"}, report.table()
     # Every long-lived process has an RSS series; the workers' series restart when a fault restarts them.
     names = {row.name for row in report.rss}
     assert {"scheduler", "worker1", "worker2", "emulator", "kafka broker", "postgresql", "redis"} <= names, names
