@@ -34,10 +34,4 @@ def uncommitted_ranges(consumer: Any, topic: str) -> dict[int, tuple[int, int]]:
     return ranges
 
 
-def uncommitted_records(consumer: Any, topic: str) -> dict[int, int]:
-    """Records past ``consumer``'s group's committed offsets, per partition of ``topic`` (only partitions with any);
-    see ``uncommitted_ranges``."""
-    return {partition: end - start for partition, (start, end) in uncommitted_ranges(consumer, topic).items()}
-
-
-__all__ = ["uncommitted_ranges", "uncommitted_records"]
+__all__ = ["uncommitted_ranges"]

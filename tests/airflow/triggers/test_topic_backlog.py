@@ -11,7 +11,7 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 
 from airflow_chatter.adapters.kafka.admin import ensure_topics
-from airflow_chatter.adapters.kafka.backlog import uncommitted_records
+from airflow_chatter.adapters.kafka.backlog import uncommitted_ranges
 from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
 from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.airflow.triggers.topic_backlog import ChatterTopicBacklogTrigger
@@ -86,7 +86,7 @@ def test_the_trigger_stays_quiet_when_the_group_committed_everything(kafka_boots
     _commit_all(kafka_bootstrap, topic, "caught-up")
     consumer = KafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id="caught-up", enable_auto_commit=False)
     try:
-        assert uncommitted_records(consumer, topic) == {}
+        assert uncommitted_ranges(consumer, topic) == {}
     finally:
         consumer.close(autocommit=False)
     trigger = _Trigger(topic=topic, group_id="caught-up", poll_interval=1)
