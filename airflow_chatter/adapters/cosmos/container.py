@@ -138,7 +138,9 @@ class CosmosDocumentContainer(DocumentContainer):
 
     Give either ``container`` or ``container_factory`` (called once, on first use, so constructing the adapter does
     no network I/O; ``CosmosClient(...)`` reads the account when it is built). ``account_endpoint`` overrides the
-    endpoint reported by :meth:`properties` (default: the client's URL).
+    endpoint reported by :meth:`properties` (default: the client's URL). ``database_id``/``container_id`` name the
+    container before it is built (a hook knows them), so that an error of the first read says which one failed;
+    with ``container`` they are taken from its link.
     """
 
     def __init__(
@@ -147,9 +149,16 @@ class CosmosDocumentContainer(DocumentContainer):
         *,
         container_factory: Callable[[], ContainerProxy] | None = None,
         account_endpoint: str | None = None,
+        database_id: str | None = None,
+        container_id: str | None = None,
     ) -> None:
         if (container is None) == (container_factory is None):
             raise ValueError("give exactly one of container or container_factory")
+        link = str(getattr(container, "container_link", "") or "").split("/")
+        if len(link) >= 4 and link[0] == "dbs" and link[2] == "colls":
+            database_id, container_id = link[1], link[3]
+        self.database_id = database_id
+        self.container_id = container_id
         self._container = container
         self._factory = container_factory
         self._account_endpoint = account_endpoint
@@ -170,11 +179,10 @@ class CosmosDocumentContainer(DocumentContainer):
         return self._container
 
     def _where(self) -> str | None:
-        """The container and database requests go to, from the proxy's link (``dbs/{db}/colls/{container}``)."""
-        link = str(getattr(self._container, "container_link", "") or "").split("/")
-        if len(link) >= 4 and link[0] == "dbs" and link[2] == "colls":
-            return f"container {link[3]!r} in database {link[1]!r}"
-        return None
+        """The container and database requests go to."""
+        if self.container_id is None or self.database_id is None:
+            return None
+        return f"container {self.container_id!r} in database {self.database_id!r}"
 
     def _paths(self) -> tuple[str, ...]:
         if self._partition_key_paths is None:

@@ -232,7 +232,12 @@ class ChatterCosmosHook(AzureCosmosDBHook):
             # On first use: names a missing database or container instead of a bare 404 at the first request.
             return open_container(self.get_conn(), database, container_name)
 
-        return CosmosDocumentContainer(container_factory=container, account_endpoint=self.endpoint())
+        return CosmosDocumentContainer(
+            container_factory=container,
+            account_endpoint=self.endpoint(),
+            database_id=database,
+            container_id=container_name,
+        )
 
     def test_connection(self) -> tuple[bool, str]:
         """Read the database (or list databases): proves endpoint, credential and TLS settings."""

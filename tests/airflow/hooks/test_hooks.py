@@ -321,3 +321,34 @@ def test_kafka_test_connection_fails_naming_the_connection_without_the_password(
     assert not ok
     assert SASL_PASSWORD not in message
     assert message.startswith("Kafka connection 'kafka_down' failed: PublishError: cannot reach Kafka at 127.0.0.1:")
+
+
+def test_a_hook_container_whose_metadata_read_times_out_is_named_in_the_contract_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CNT-05: the drain's container check wraps a failed metadata read in a ContainerContractError naming the
+    container and database; a container from the hook is named before the SDK proxy exists (it was '<unknown>')."""
+    from azure.core.exceptions import ServiceResponseError
+
+    from airflow_chatter.drain.monitored_container import verify_containers
+    from airflow_chatter.errors import ContainerContractError
+
+    set_connection(
+        monkeypatch,
+        "cosmos_names",
+        conn_type="chattercosmos",
+        host="https://cosmos.example.com/",
+        password="secret-key",
+    )
+    hook = ChatterCosmosHook("cosmos_names", database_name="shop")
+    monkeypatch.setattr(hook, "get_conn", lambda: object())
+
+    def timed_out(*_: Any) -> Any:
+        raise ServiceResponseError("Read timed out")
+
+    monkeypatch.setattr("airflow_chatter.adapters.cosmos.client.open_container", timed_out)
+    with pytest.raises(ContainerContractError) as raised:
+        verify_containers(hook.get_container("orders"), ["/customerId"], hook.get_container("orders-leases"))
+    text = str(raised.value)
+    assert "'orders'" in text and "'orders-leases'" in text and "'shop'" in text, text
+    assert "<unknown>" not in text
