@@ -540,6 +540,29 @@ function fixAltContentPath(readCollection, readCollections) {
 }
 
 /**
+ * Fix: 1.0.1 ignores `x-ms-documentdb-populatequotainfo` on a container read, so a client cannot learn how many
+ * documents a container holds without a query that scans it (on this server a COUNT reads every document, and at
+ * 100,000 documents blocked the event loop for a minute). Answer it as an account does: `x-ms-resource-usage` with
+ * the container's `documentsCount` (expired items purged first) and `x-ms-resource-quota` with no count limit. The
+ * sizes an account also reports are left out: they would need the scan this avoids.
+ */
+function fixQuotaInfo(readCollection) {
+  const original = readCollection.default;
+  readCollection.default = async (account, req, res, params) => {
+    const body = await original(account, req, res, params);
+    if (res.statusCode < 300 && String(headerOf(req, "x-ms-documentdb-populatequotainfo") || "").toLowerCase() === "true") {
+      const collection = collectionOf(account, params.dbId, params.collId);
+      if (collection) {
+        purgeExpired(collection);
+        res.setHeader("x-ms-resource-usage", `documentsCount=${collection.documents._data.size}`);
+        res.setHeader("x-ms-resource-quota", "documentsCount=-1");
+      }
+    }
+    return body;
+  };
+}
+
+/**
  * Fix: 1.0.1 answers a query-plan request (`x-ms-cosmos-is-query-plan-request: True`, which the Java SDK sends before
  * every query in gateway mode) as if it were the query, so the SDK finds no `queryRanges` and throws
  * `IllegalArgumentException: sortedRanges`. Answer a plan as the gateway does for a query the engine runs as it
@@ -681,6 +704,7 @@ function installCompatibilityLayer() {
   fixPointRead(h("read-document"));
   fixPartitionScopedQuery(h("query-documents"), readItems, json);
   fixAltContentPath(h("read-collection"), h("read-collections"));
+  fixQuotaInfo(h("read-collection"));
   fixEffectivePartitionKeyRangeScope();
   fixIncrementalChangeFeed(h("read-documents"));
   rangeRouting.servePartitionKeyRanges(h("create-collection"), h("read-partition-key-ranges"), h("read-documents"),
