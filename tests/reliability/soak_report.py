@@ -29,8 +29,6 @@ class Sample:
     effects: int
     stuck: int
     written: int = 0
-    #: Outbox documents still ``pending`` in the monitored container (the drains' backlog).
-    pending: int = 0
     #: Units of Work the writers were behind their schedule (due but not yet attempted).
     writer_behind: int = 0
     #: process name -> (pid, RSS in KiB, CPU seconds so far), each of it and its descendants.
@@ -111,7 +109,6 @@ class CountRow:
     leases_max: int
     markers: int
     effects: int
-    pending_max: int
     receiver_behind_max: int
     writer_behind_max: int
 
@@ -133,7 +130,6 @@ def count_rows(samples: Sequence[Sample], t0: float, window_s: float) -> list[Co
                 max(s.leases for s in group),
                 last.markers,
                 last.effects,
-                max(s.pending for s in group),
                 max(s.written - s.effects for s in group),
                 max(s.writer_behind for s in group),
             )

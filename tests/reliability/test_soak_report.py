@@ -56,15 +56,15 @@ def test_a_restarted_process_starts_a_new_series_and_the_longest_is_reported() -
 def test_counts_per_window_take_the_last_documents_and_the_largest_backlogs() -> None:
     t0 = 0.0
     samples = [
-        Sample(30, leases=4, markers=10, effects=10, stuck=0, written=40, pending=30, writer_behind=2),
-        Sample(50, leases=6, markers=20, effects=20, stuck=0, written=50, pending=5, writer_behind=0),
-        Sample(70, leases=5, markers=60, effects=60, stuck=0, written=70, pending=1, writer_behind=1),
+        Sample(30, leases=4, markers=10, effects=10, stuck=0, written=40, writer_behind=2),
+        Sample(50, leases=6, markers=20, effects=20, stuck=0, written=50, writer_behind=0),
+        Sample(70, leases=5, markers=60, effects=60, stuck=0, written=70, writer_behind=1),
     ]
     first, second = count_rows(samples, t0, 60)
     assert first.window == "0–1 min"
     assert (first.written, first.leases_max, first.markers, first.effects) == (50, 6, 20, 20)
-    assert (first.pending_max, first.receiver_behind_max, first.writer_behind_max) == (30, 30, 2)
-    assert (second.window, second.markers, second.pending_max, second.receiver_behind_max) == ("1–2 min", 60, 1, 10)
+    assert (first.receiver_behind_max, first.writer_behind_max) == (30, 2)
+    assert (second.window, second.markers, second.receiver_behind_max) == ("1–2 min", 60, 10)
 
 
 def test_each_extra_copy_goes_to_the_first_fault_between_the_copy_before_it_and_it() -> None:
