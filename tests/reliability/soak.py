@@ -8,7 +8,8 @@ Celery workers of four slots) with two sources of 4 leases each (the emulator gi
 ranges): ``soak`` drained every minute, and ``follow`` followed (``follow: true``, ``@continuous``, runs of a
 minute), the writers alternating between them. A SIGKILLed worker's task is failed after 30 s without a heartbeat
 (Airflow's default being 300 s). Against the Cosmos emulator with its account-like switches on (``latency_ms`` 5,
-request charges, each monitored container provisioned near its load) and a Kafka broker of the soak's own
+request charges, each monitored container provisioned near its load, each drain task capped at what the writers leave
+of it divided by the drains that run at once: ``max_request_units_per_second``) and a Kafka broker of the soak's own
 (``KAFKA_PORT + 2``, so its outage touches nothing else). In this process: writers commit one order and its outbox
 message per Unit of Work at ``--rate`` a second over ``--customers`` partition keys (``--writers`` threads sharing
 one schedule), each recorded in a ledger with its commit time; receivers (``--receivers`` consumers of one group)
@@ -102,6 +103,10 @@ SETTINGS: dict[str, dict[str, Any]] = {
 #: How the report names each source's drain mode (message ids start with the source's name).
 MODES = {SOURCE: "cron", FOLLOW: "follow"}
 LEASE_SECONDS = 60
+#: What a writer's Unit of Work costs (an order and its outbox document of about 1 KB each, 5 RU a write by the
+#: emulator's model) and how many drains of one source run at once at most (4 ranges, one of them split in two).
+WRITE_RU = 12.0
+DRAINS_AT_ONCE = 5
 #: A 429 burst cuts the monitored container's RU/s to this share of its provisioned throughput.
 BURST_SHARE = 0.1
 #: How soon the scheduler fails the task of a SIGKILLed worker (Airflow's default is 300 s): until then the source's
@@ -594,6 +599,11 @@ def run(
     names = (SOURCE, FOLLOW) if follow else (SOURCE,)
     # Near each container's load: a write is a two-operation batch; the drains read and stamp each document again.
     ru = max(50.0, rate / len(names) * 40)
+    # As docs/config.md says for a drain sharing its container with the application (F-11): what the writers leave
+    # of the RU/s, divided by the drains that run at once. Unpaced, the drains' bursts kept the container throttled
+    # until each drain task spent its 30 s of 429 waits and stopped, and the backlog grew from minute 33 of 60.
+    cap = round((ru - rate / len(names) * WRITE_RU) / DRAINS_AT_ONCE, 1)
+    settings = {name: {**SETTINGS[name], "max_request_units_per_second": cap} for name in names}
     broker = KafkaBroker(PROJECT_KAFKA_PORT + 2, keep_data=True)
     bootstrap = broker.start()
     try:
@@ -607,7 +617,7 @@ def run(
                 script=SCRIPT,
                 session_prefix="soak-",
                 source_names=names,
-                source_settings={name: SETTINGS[name] for name in names},
+                source_settings=settings,
                 partition_ranges=4,
                 extra_env={
                     "AIRFLOW_LIVE_CELERY_WORKERS": "2",
@@ -629,7 +639,8 @@ def run(
             t0 = soak.writers_started = time.time()
             log(
                 f"soak: {minutes} min at {rate}/s over {customers} customers ({writers} writers, {receivers} "
-                f"receivers); sources {', '.join(f'{n} ({MODES[n]})' for n in names)}; RU/s {ru} each; "
+                f"receivers); sources {', '.join(f'{n} ({MODES[n]})' for n in names)}; RU/s {ru} each, "
+                f"{cap} per drain task; "
                 f"faults {faults}; stack {stack.url}"
             )
             group = f"soak-{uuid.uuid4().hex[:8]}"
