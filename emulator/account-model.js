@@ -34,6 +34,8 @@
  */
 "use strict";
 
+const { answerError } = require("./layer-helpers.js");
+
 const ADMIN_PREFIX = "/_chatter/";
 // CHATTER_EMULATOR_TRACE=1 logs each request's routing headers to the server log (a debugging aid).
 const TRACE = process.env.CHATTER_EMULATOR_TRACE === "1";
@@ -245,19 +247,13 @@ function spend(container, ru) {
   windowOf(container.key, Date.now(), budget).spent += ru;
 }
 
-function answerThrottled(res, retryAfterMs) {
-  const body = JSON.stringify({
-    code: "TooManyRequests",
+function answerThrottled(req, res, retryAfterMs) {
+  answerError(req, res, {
+    status: 429, substatus: 3200, code: "TooManyRequests", charge: 0,
     message: "Message: {\"Errors\":[\"Request rate is large. More Request Units may be needed, so no changes were "
       + "made. Please retry this request later.\"]}",
+    extraHeaders: { "x-ms-retry-after-ms": String(retryAfterMs) },
   });
-  res.statusCode = 429;
-  res.setHeader("content-type", "application/json");
-  res.setHeader("x-ms-retry-after-ms", String(retryAfterMs));
-  res.setHeader("x-ms-substatus", "3200");
-  res.setHeader("x-ms-request-charge", "0");
-  res.setHeader("x-ms-activity-id", require("crypto").randomUUID());
-  res.end(body);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -355,8 +351,7 @@ function installOnServer(server) {
         const wait = throttleDelay(container, Date.now());
         if (wait > 0) {
           statsOf(container.key).throttled += 1;
-          req.resume();
-          answerThrottled(res, wait);
+          answerThrottled(req, res, wait);
           return;
         }
       }

@@ -22,6 +22,8 @@
  */
 "use strict";
 
+const { answerError } = require("./layer-helpers.js");
+
 const OPERATIONS = new Set(["read", "readfeed", "changefeed", "query", "create", "upsert", "replace", "patch",
   "delete", "batch"]);
 
@@ -100,13 +102,10 @@ const ERROR_CODES = { 400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 
 
 /** Answer a request of a failing hold with its error, shaped as an account's error response. */
 function answerFailed(req, res, fail) {
-  req.resume();
-  res.statusCode = fail.status;
-  res.setHeader("content-type", "application/json");
-  res.setHeader("x-ms-substatus", String(fail.substatus));
-  res.setHeader("x-ms-request-charge", "1");
-  res.setHeader("x-ms-activity-id", require("crypto").randomUUID());
-  res.end(JSON.stringify({ code: ERROR_CODES[fail.status] || String(fail.status), message: fail.message }));
+  answerError(req, res, {
+    status: fail.status, substatus: fail.substatus, code: ERROR_CODES[fail.status] || String(fail.status),
+    message: fail.message, charge: 1,
+  });
 }
 
 function describe(hold) {

@@ -61,6 +61,21 @@ function badRequest(res, message) {
   return { code: "BadRequest", message };
 }
 
+/**
+ * Write an error response the way an account does, for a request no handler will see: the status, its substatus,
+ * the charge, an activity id and a `{code, message}` body. `extraHeaders` adds e.g. `x-ms-retry-after-ms`.
+ */
+function answerError(req, res, { status, substatus, code, message, charge, extraHeaders = {} }) {
+  req.resume();
+  res.statusCode = status;
+  res.setHeader("content-type", "application/json");
+  for (const [name, value] of Object.entries(extraHeaders)) res.setHeader(name, value);
+  res.setHeader("x-ms-substatus", String(substatus));
+  res.setHeader("x-ms-request-charge", String(charge));
+  res.setHeader("x-ms-activity-id", require("crypto").randomUUID());
+  res.end(JSON.stringify({ code, message }));
+}
+
 /** The live collection for a request, or null if the database or collection does not exist. */
 function collectionOf(account, dbId, collId) {
   const database = account.database(dbId);
@@ -133,6 +148,7 @@ module.exports = {
   canonicalFromHeader,
   notFound,
   badRequest,
+  answerError,
   collectionOf,
   documentsOf,
   queryOver,
