@@ -428,40 +428,36 @@ def _receiver(soak: Soak, bootstrap: str, topics: list[str], effects: Any, group
         consumer.close()
 
 
-def _query(container: Any, query: str) -> list[Any]:
-    """A sampler query, retried while the container answers 429 (its RU/s spent by the load it observes)."""
+def _unthrottled(call: Callable[[], Any]) -> Any:
+    """``call()``, retried for 30 s while the container answers 429 (its RU/s spent by the load the sampler
+    observes)."""
     from azure.cosmos.exceptions import CosmosHttpResponseError
 
     for _ in range(60):
         try:
-            return list(container.query_items(query, enable_cross_partition_query=True))
+            return call()
         except CosmosHttpResponseError as error:
             if error.status_code != 429:
                 raise
             time.sleep(0.5)
-    return list(container.query_items(query, enable_cross_partition_query=True))
+    return call()
+
+
+def _query(container: Any, query: str) -> list[Any]:
+    return _unthrottled(lambda: list(container.query_items(query, enable_cross_partition_query=True)))
 
 
 def _documents(container: Any) -> int:
     """The container's document count, from a container read with quota info (``x-ms-resource-usage``): a COUNT
     query reads every document on the emulator, and at 100,000 documents held it for a minute per sample."""
-    from azure.cosmos.exceptions import CosmosHttpResponseError
-
     usage: dict[str, str] = {}
 
     def hook(headers: Any, _body: Any) -> None:
         text = str(headers.get("x-ms-resource-usage") or "")
         usage.update(part.split("=", 1) for part in text.split(";") if "=" in part)
 
-    for _ in range(60):
-        try:
-            container.read(populate_quota_info=True, response_hook=hook)
-            return int(usage["documentsCount"])
-        except CosmosHttpResponseError as error:
-            if error.status_code != 429:
-                raise
-            time.sleep(0.5)
-    raise TimeoutError(f"container {container.id} throttled every read for 30 s")
+    _unthrottled(lambda: container.read(populate_quota_info=True, response_hook=hook))
+    return int(usage["documentsCount"])
 
 
 def _stuck(leases: Any) -> int:
@@ -601,7 +597,7 @@ def run(
     ru = max(50.0, rate / len(names) * 40)
     # As docs/config.md says for a drain sharing its container with the application (F-11): what the writers leave
     # of the RU/s, divided by the drains that run at once. Unpaced, the drains' bursts kept the container throttled
-    # until each drain task spent its 30 s of 429 waits and stopped, and the backlog grew from minute 33 of 60.
+    # until each drain task spent its 30 s of 429 waits and stopped, and the backlog grew.
     cap = round((ru - rate / len(names) * WRITE_RU) / DRAINS_AT_ONCE, 1)
     settings = {name: {**SETTINGS[name], "max_request_units_per_second": cap} for name in names}
     broker = KafkaBroker(PROJECT_KAFKA_PORT + 2, keep_data=True)
