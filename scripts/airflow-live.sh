@@ -19,7 +19,8 @@
 #   AIRFLOW_LIVE_HOME           AIRFLOW_HOME of the stack (default $CHATTER_STATE_DIR/airflow-live)
 #   AIRFLOW_LIVE_DAGS_FOLDER    the DAG bundle folder (default the checkout's dags/)
 #   AIRFLOW_LIVE_START_TIMEOUT  seconds to wait for health (default 240)
-#   AIRFLOW_LIVE_PARALLELISM    LocalExecutor worker processes (default 4)
+#   AIRFLOW_LIVE_PARALLELISM    task instances running at once ([core] parallelism, every executor): default 4
+#                               with LocalExecutor, with Celery every worker slot (workers x concurrency)
 #   AIRFLOW_LIVE_SQL_ALCHEMY_CONN  the metadata DB (default SQLite in the home); scripts/celery-stack.sh gives a
 #                               PostgreSQL URL
 #   AIRFLOW_LIVE_EXECUTOR       LocalExecutor (default) or CeleryExecutor; with Celery, also:
@@ -202,7 +203,14 @@ export_settings() {
   export AIRFLOW__CORE__LOAD_EXAMPLES=False
   export AIRFLOW__CORE__LAZY_LOAD_PLUGINS=False
   export AIRFLOW__CORE__EXECUTOR="$executor"
-  export AIRFLOW__CORE__PARALLELISM="${AIRFLOW_LIVE_PARALLELISM:-4}"
+  # [core] parallelism caps the running task instances of every executor: with Celery, a lower value than the
+  # workers' slots leaves slots idle and queues one DAG's tasks behind another's (a following drain holds a slot
+  # per lease all the time).
+  local slots=4
+  if [ "$executor" = CeleryExecutor ]; then
+    slots=$(( ${AIRFLOW_LIVE_CELERY_WORKERS:-2} * ${AIRFLOW_LIVE_WORKER_CONCURRENCY:-2} ))
+  fi
+  export AIRFLOW__CORE__PARALLELISM="${AIRFLOW_LIVE_PARALLELISM:-$slots}"
   export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="http://127.0.0.1:$port/execution/"
   export AIRFLOW__CORE__AUTH_MANAGER=airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager
   export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="admin:admin,viewer:viewer"
