@@ -3,21 +3,20 @@ the inbox receiver writing one effect per message, and faults on a schedule, for
 
     .venv/bin/python -m tests.reliability.soak [--minutes 30] [--rate 5] [--customers 200] [--no-follow]
 
-What runs: ``scripts/celery-stack.sh`` (PostgreSQL, Redis, api-server, scheduler, dag-processor, triggerer, two
-Celery workers of four slots) with two sources of 4 leases each (the emulator gives each container 4 partition key
-ranges): ``soak`` drained every minute, and ``follow`` followed (``follow: true``, ``@continuous``, runs of a
-minute), the writers alternating between them. A SIGKILLed worker's task is failed after 30 s without a heartbeat
-(Airflow's default being 300 s). Against the Cosmos emulator with its account-like switches on (``latency_ms`` 5,
-request charges, each monitored container provisioned near its load, each drain task capped at what the writers leave
-of it divided by the drains that run at once: ``max_request_units_per_second``) and a Kafka broker of the soak's own
-(``KAFKA_PORT + 2``, so its outage touches nothing else). In this process: writers commit one order and its outbox
-message per Unit of Work at ``--rate`` a second over ``--customers`` partition keys (``--writers`` threads sharing
-one schedule), each recorded in a ledger with its commit time; receivers (``--receivers`` consumers of one group)
-consume both topics through the document-tier inbox (``IdempotentReceiver``) and write one effect document per
-message; every 30 s a sampler records the lease documents and the inbox markers (each container's document count,
-as a container read with quota info answers it: no query that scans the container), the effects applied,
-held-but-expired leases, how far the writers are behind their schedule, and the RSS and CPU time of every
-long-lived process.
+What runs: ``scripts/celery-stack.sh`` (PostgreSQL, Redis, api-server, scheduler, dag-processor, triggerer, two Celery
+workers of five slots, a slot per drain of each source) with two sources of 4 leases each (the emulator gives each
+container 4 partition key ranges): ``soak`` drained every minute, and ``follow`` followed (``follow: true``,
+``@continuous``, runs of a minute), the writers alternating between them. A SIGKILLed worker's task is failed after 30 s
+without a heartbeat (Airflow's default being 300 s). Against the Cosmos emulator with its account-like switches on
+(``latency_ms`` 5, request charges, each monitored container provisioned for its drains' bursts, each drain task capped
+at what the writers leave of it divided by the drains that run at once: ``max_request_units_per_second``) and a Kafka
+broker of the soak's own (``KAFKA_PORT + 2``, so its outage touches nothing else). In this process: writers commit one
+order and its outbox message per Unit of Work at ``--rate`` a second over ``--customers`` partition keys (``--writers``
+threads sharing one schedule), each recorded in a ledger with its commit time; receivers (``--receivers`` consumers of
+one group) consume both topics through the document-tier inbox (``IdempotentReceiver``) and write one effect document
+per message; every 30 s a sampler records the lease documents and the inbox markers (each container's document count, as
+a container read with quota info answers it: no query that scans the container), the effects applied, held-but-expired
+leases, how far the writers are behind their schedule, and the RSS and CPU time of every long-lived process.
 
 Faults, scaled to ``--minutes`` (T): a Celery worker's process groups SIGKILLed every ``min(3 min, T/3)``, the
 workers taking turns, and started again; the broker stopped once for ``min(60 s, T/6)``; two 429 bursts (each
@@ -593,8 +592,11 @@ def run(
     receivers = receivers or min(3, max(1, round(rate / 10)))
     soak = Soak(rate=rate)
     names = (SOURCE, FOLLOW) if follow else (SOURCE,)
-    # Near each container's load: a write is a two-operation batch; the drains read and stamp each document again.
-    ru = max(50.0, rate / len(names) * 40)
+    # Near each container's load: a write is a two-operation batch; the drains read and stamp each document again,
+    # about 9 RU a delivered document. A scheduled drain relays in bursts (50 s runs, a run at a time, retries after
+    # a worker kill), so while it runs it must relay well above the write rate: at 40 the cap below left 56 RU/s a
+    # task, about 6 documents a second per lease, and the scheduled source fell behind.
+    ru = max(50.0, rate / len(names) * 60)
     # As docs/config.md says for a drain sharing its container with the application (F-11): what the writers leave
     # of the RU/s, divided by the drains that run at once. Unpaced, the drains' bursts kept the container throttled
     # until each drain task spent its 30 s of 429 waits and stopped, and the backlog grew.
@@ -617,8 +619,10 @@ def run(
                 partition_ranges=4,
                 extra_env={
                     "AIRFLOW_LIVE_CELERY_WORKERS": "2",
-                    # A follower holds a slot per lease all the time: four more slots for the following source.
-                    "AIRFLOW_LIVE_WORKER_CONCURRENCY": "4" if follow else "2",
+                    # A slot per drain of each source and one for its small tasks (list_leases, topic_events):
+                    # a follower holds its slot all the time, and the scheduled drains run side by side, not
+                    # queued behind the followers (the stack's [core] parallelism is every worker slot).
+                    "AIRFLOW_LIVE_WORKER_CONCURRENCY": str(DRAINS_AT_ONCE + 1 if follow else 3),
                     "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT_S),
                 },
             ) as stack,
