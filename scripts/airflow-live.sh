@@ -203,14 +203,7 @@ export_settings() {
   export AIRFLOW__CORE__LOAD_EXAMPLES=False
   export AIRFLOW__CORE__LAZY_LOAD_PLUGINS=False
   export AIRFLOW__CORE__EXECUTOR="$executor"
-  # [core] parallelism caps the running task instances of every executor: with Celery, a lower value than the
-  # workers' slots leaves slots idle and queues one DAG's tasks behind another's (a following drain holds a slot
-  # per lease all the time).
-  local slots=4
-  if [ "$executor" = CeleryExecutor ]; then
-    slots=$(( ${AIRFLOW_LIVE_CELERY_WORKERS:-2} * ${AIRFLOW_LIVE_WORKER_CONCURRENCY:-2} ))
-  fi
-  export AIRFLOW__CORE__PARALLELISM="${AIRFLOW_LIVE_PARALLELISM:-$slots}"
+  export AIRFLOW__CORE__PARALLELISM="${AIRFLOW_LIVE_PARALLELISM:-4}"
   export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="http://127.0.0.1:$port/execution/"
   export AIRFLOW__CORE__AUTH_MANAGER=airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager
   export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="admin:admin,viewer:viewer"
@@ -222,6 +215,9 @@ export_settings() {
     export AIRFLOW__CELERY__BROKER_URL="$AIRFLOW_LIVE_CELERY_BROKER_URL"
     export AIRFLOW__CELERY__RESULT_BACKEND="${AIRFLOW_LIVE_CELERY_RESULT_BACKEND:-db+$AIRFLOW__DATABASE__SQL_ALCHEMY_CONN}"
     export AIRFLOW__CELERY__WORKER_CONCURRENCY="${AIRFLOW_LIVE_WORKER_CONCURRENCY:-2}"
+    # [core] parallelism caps the running task instances of every executor: below the workers' slots it leaves
+    # slots idle and queues one DAG's tasks behind another's (a following drain holds a slot per lease all the time).
+    export AIRFLOW__CORE__PARALLELISM="${AIRFLOW_LIVE_PARALLELISM:-$(( ${#workers[@]} * AIRFLOW__CELERY__WORKER_CONCURRENCY ))}"
     # Several workers on one host: each task instance records CHATTER_WORKER_NAME@<host> as its hostname.
     export AIRFLOW__CORE__HOSTNAME_CALLABLE=airflow_chatter.airflow.plugins.hostname.worker_hostname
   fi
