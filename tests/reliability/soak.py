@@ -4,19 +4,20 @@ the inbox receiver writing one effect per message, and faults on a schedule, for
     .venv/bin/python -m tests.reliability.soak [--minutes 30] [--rate 5] [--customers 200] [--no-follow]
 
 What runs: ``scripts/celery-stack.sh`` (PostgreSQL, Redis, api-server, scheduler, dag-processor, triggerer, two Celery
-workers of five slots, a slot per drain of each source) with two sources of 4 leases each (the emulator gives each
-container 4 partition key ranges): ``soak`` drained every minute, and ``follow`` followed (``follow: true``,
-``@continuous``, runs of a minute), the writers alternating between them. A SIGKILLed worker's task is failed after 30 s
-without a heartbeat (Airflow's default being 300 s). Against the Cosmos emulator with its account-like switches on
-(``latency_ms`` 5, request charges, each monitored container provisioned for its drains' bursts, each drain task capped
-at what the writers leave of it divided by the drains that run at once: ``max_request_units_per_second``) and a Kafka
-broker of the soak's own (``KAFKA_PORT + 2``, so its outage touches nothing else). In this process: writers commit one
-order and its outbox message per Unit of Work at ``--rate`` a second over ``--customers`` partition keys (``--writers``
-threads sharing one schedule), each recorded in a ledger with its commit time; receivers (``--receivers`` consumers of
-one group) consume both topics through the document-tier inbox (``IdempotentReceiver``) and write one effect document
-per message; every 30 s a sampler records the lease documents and the inbox markers (each container's document count, as
-a container read with quota info answers it: no query that scans the container), the effects applied, held-but-expired
-leases, how far the writers are behind their schedule, and the RSS and CPU time of every long-lived process.
+workers of six slots: a slot per drain of each source and one for its other tasks) with two sources of 4 leases each
+(the emulator gives each container 4 partition key ranges): ``soak`` drained every minute, and ``follow`` followed
+(``follow: true``, ``@continuous``, runs of a minute), the writers alternating between them. A SIGKILLed worker's task
+is failed after 30 s without a heartbeat (Airflow's default being 300 s). Against the Cosmos emulator with its
+account-like switches on (``latency_ms`` 5, request charges, each monitored container provisioned for its drains'
+bursts, each drain task capped at what the writers leave of it divided by the drains that run at once:
+``max_request_units_per_second``) and a Kafka broker of the soak's own (``KAFKA_PORT + 2``, so its outage touches
+nothing else). In this process: writers commit one order and its outbox message per Unit of Work at ``--rate`` a second
+over ``--customers`` partition keys (``--writers`` threads sharing one schedule), each recorded in a ledger with its
+commit time; receivers (``--receivers`` consumers of one group) consume both topics through the document-tier inbox
+(``IdempotentReceiver``) and write one effect document per message; every 30 s a sampler records the lease documents and
+the inbox markers (each container's document count, as a container read with quota info answers it: no query that scans
+the container), the effects applied, held-but-expired leases, how far the writers are behind their schedule, and the RSS
+and CPU time of every long-lived process.
 
 Faults, scaled to ``--minutes`` (T): a Celery worker's process groups SIGKILLed every ``min(3 min, T/3)``, the
 workers taking turns, and started again; the broker stopped once for ``min(60 s, T/6)``; two 429 bursts (each
@@ -106,6 +107,8 @@ LEASE_SECONDS = 60
 #: emulator's model) and how many drains of one source run at once at most (4 ranges, one of them split in two).
 WRITE_RU = 12.0
 DRAINS_AT_ONCE = 5
+#: Celery workers of the stack (the faults kill them in turn).
+WORKERS = 2
 #: A 429 burst cuts the monitored container's RU/s to this share of its provisioned throughput.
 BURST_SHARE = 0.1
 #: How soon the scheduler fails the task of a SIGKILLed worker (Airflow's default is 300 s): until then the source's
@@ -500,7 +503,7 @@ def _sample(soak: Soak, sources: list[LiveSource], effects: Any, processes: dict
 def schedule(seconds: float) -> list[tuple[float, str]]:
     """(offset in seconds, fault) for a run of ``seconds``."""
     kill_every = min(180.0, seconds / 3)
-    plan = [(kill_every * i, f"kill worker{1 + (i - 1) % 2}") for i in range(1, int(seconds / kill_every))]
+    plan = [(kill_every * i, f"kill worker{1 + (i - 1) % WORKERS}") for i in range(1, int(seconds / kill_every))]
     plan += [
         (0.15 * seconds, "429 burst"),
         (0.30 * seconds, f"broker stop {min(60.0, seconds / 6):.0f}s"),
@@ -618,11 +621,11 @@ def run(
                 source_settings=settings,
                 partition_ranges=4,
                 extra_env={
-                    "AIRFLOW_LIVE_CELERY_WORKERS": "2",
+                    "AIRFLOW_LIVE_CELERY_WORKERS": str(WORKERS),
                     # A slot per drain of each source and one for its small tasks (list_leases, topic_events):
                     # a follower holds its slot all the time, and the scheduled drains run side by side, not
                     # queued behind the followers (the stack's [core] parallelism is every worker slot).
-                    "AIRFLOW_LIVE_WORKER_CONCURRENCY": str(DRAINS_AT_ONCE + 1 if follow else 3),
+                    "AIRFLOW_LIVE_WORKER_CONCURRENCY": str(len(names) * (DRAINS_AT_ONCE + 1) // WORKERS),
                     "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT_S),
                 },
             ) as stack,
