@@ -4,16 +4,16 @@ the inbox receiver writing one effect per message, and faults on a schedule, for
     .venv/bin/python -m tests.reliability.soak [--minutes 30] [--rate 5] [--customers 200] [--no-follow]
 
 What runs: ``scripts/celery-stack.sh`` (PostgreSQL, Redis, api-server, scheduler, dag-processor, triggerer, two Celery
-workers of six slots: a slot per drain of each source and one for its other tasks) with two sources of 4 leases each
-(the emulator gives each container 4 partition key ranges): ``soak`` drained every minute, and ``follow`` followed
-(``follow: true``, ``@continuous``, runs of a minute), the writers alternating between them. A SIGKILLed worker's task
-is failed after 30 s without a heartbeat (Airflow's default being 300 s). Against the Cosmos emulator with its
-account-like switches on (``latency_ms`` 5, request charges, each monitored container provisioned for its drains'
-bursts, each drain task capped at what the writers leave of it divided by the drains that run at once:
-``max_request_units_per_second``) and a Kafka broker of the soak's own (``KAFKA_PORT + 2``, so its outage touches
-nothing else). In this process: writers commit one order and its outbox message per Unit of Work at ``--rate`` a second
-over ``--customers`` partition keys (``--writers`` threads sharing one schedule), each recorded in a ledger with its
-commit time; receivers (``--receivers`` consumers of one group) consume both topics through the document-tier inbox
+workers sharing a slot per drain of each source and one for its other tasks: six a worker, three with ``--no-follow``)
+with two sources of 4 leases each (the emulator gives each container 4 partition key ranges): ``soak`` drained every
+minute, and ``follow`` followed (``follow: true``, ``@continuous``, runs of a minute), the writers alternating between
+them. A SIGKILLed worker's task is failed after 30 s without a heartbeat (Airflow's default being 300 s). Against the
+Cosmos emulator with its account-like switches on (``latency_ms`` 5, request charges, each monitored container
+provisioned for its drains' bursts, each drain task capped at what the writers leave of it divided by the drains that
+run at once: ``max_request_units_per_second``) and a Kafka broker of the soak's own (``KAFKA_PORT + 2``, so its outage
+touches nothing else). In this process: writers commit one order and its outbox message per Unit of Work at ``--rate`` a
+second over ``--customers`` partition keys (``--writers`` threads sharing one schedule), each recorded in a ledger with
+its commit time; receivers (``--receivers`` consumers of one group) consume both topics through the document-tier inbox
 (``IdempotentReceiver``) and write one effect document per message; every 30 s a sampler records the lease documents and
 the inbox markers (each container's document count, as a container read with quota info answers it: no query that scans
 the container), the effects applied, held-but-expired leases, how far the writers are behind their schedule, and the RSS
