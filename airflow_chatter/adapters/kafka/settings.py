@@ -55,7 +55,7 @@ COMPRESSION_TYPES = (None, "gzip", "snappy", "lz4", "zstd")
 #: kafka-python every batch costs a wake-up of its sender thread and a share of a request in Python; 128 KiB raised
 #: the drain from ~4,900 to ~7,000-8,800 msg/s (benchmarks/drain_throughput.py), 512 KiB (a page of 1 KB records is
 #: then one batch per partition, and the append loop stops meeting the sender thread mid-page) another ~10 % against
-#: the emulator and the no-work stub (docs/benchmarks.md, "Record batches of 512 KiB"). Under a broker's usual 1 MB
+#: the emulator and the no-work stub (docs/benchmarks.md, "Drain against Kafka and memory"). Under a broker's usual 1 MB
 #: ``message.max.bytes``; kafka-python splits a batch a broker refuses as too large. A cap, not an allocation.
 KAFKA_DEFAULTS: Mapping[str, Any] = MappingProxyType(
     {
