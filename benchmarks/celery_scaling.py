@@ -29,8 +29,8 @@ from datetime import datetime
 from typing import Any
 
 from airflow_chatter.outbox.document import OutboxMessage
-from airflow_chatter.testing.live_airflow import DESTINATION, PK_PATH, LiveAirflow, LiveSource, stack_for
-from airflow_chatter.testing.services import CHECKOUT, emulator_configured, services
+from devkit.live_airflow import DESTINATION, PK_PATH, LiveAirflow, LiveSource, stack_for
+from devkit.services import CHECKOUT, emulator_configured, services
 
 SCRIPT = CHECKOUT / "scripts" / "celery-stack.sh"
 #: Budgets large enough that every drain reads its whole lease (the ratio compares complete drains).

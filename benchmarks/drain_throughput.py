@@ -9,7 +9,7 @@
 (d) the same drain against the Cosmos emulator, with the main thread's time split between store, publisher and engine.
 
 Kafka: ``KAFKA_BOOTSTRAP_SERVERS`` or the project broker (``scripts/kafka.sh start``). The emulator:
-``COSMOS_ENDPOINT``/``COSMOS_KEY`` or ``scripts/cosmos-emulator.sh start`` (``airflow_chatter.testing.services``). A
+``COSMOS_ENDPOINT``/``COSMOS_KEY`` or ``scripts/cosmos-emulator.sh start`` (``devkit.services``). A
 service this script started is stopped at the end unless a test session registered itself as a user of it meanwhile.
 """
 
@@ -57,7 +57,7 @@ from airflow_chatter.ports import (
     Publisher,
     PublishOutcome,
 )
-from airflow_chatter.testing.services import CHECKOUT, CosmosEndpoint, cosmos_service, kafka_service
+from devkit.services import CHECKOUT, CosmosEndpoint, cosmos_service, kafka_service
 
 TENANTS = 64
 BODY_BYTES = 1024

@@ -24,8 +24,8 @@ import uuid
 from kafka import KafkaConsumer
 
 from airflow_chatter.outbox.document import OutboxMessage
-from airflow_chatter.testing.live_airflow import DESTINATION, PK_PATH, LiveSource, stack_for, wait_until
-from airflow_chatter.testing.services import services
+from devkit.live_airflow import DESTINATION, PK_PATH, LiveSource, stack_for, wait_until
+from devkit.services import services
 
 
 def write_pending(source: LiveSource, message_id: str, n: int) -> None:

@@ -34,9 +34,9 @@ from airflow_chatter.drain.engine import DrainEngine, DrainSummary
 from airflow_chatter.drain.follow import Follow, StopRequest
 from airflow_chatter.drain.options import SourceOptions
 from airflow_chatter.ports import OutgoingMessage, Publisher, PublishOutcome
-from airflow_chatter.testing.services import cosmos_service, kafka_service, machine
 from benchmarks import drain_throughput as base
 from benchmarks.stamp_throughput import Emulator
+from devkit.services import cosmos_service, kafka_service, machine
 
 POLL_SECONDS = 0.25
 

@@ -40,12 +40,12 @@ import httpx
 from kafka import KafkaConsumer
 
 from airflow_chatter.adapters.kafka.admin import ensure_topics
-from airflow_chatter.testing.live_airflow import LiveAirflow, LiveSource, stack_for, wait_until
-from airflow_chatter.testing.services import CosmosEndpoint, emulator_configured, emulator_stats, machine, services
 from benchmarks.celery_scaling import when
 from benchmarks.drain_throughput import producer_settings
 from benchmarks.event_latency import write_pending
 from benchmarks.follow_latency import POLL_SECONDS, quantile
+from devkit.live_airflow import LiveAirflow, LiveSource, stack_for, wait_until
+from devkit.services import CosmosEndpoint, emulator_configured, emulator_stats, machine, services
 
 #: Mode → (label, the source's settings beyond the live defaults). ``--poll-seconds`` fills in ``pending``'s.
 MODES: dict[str, tuple[str, dict[str, Any]]] = {

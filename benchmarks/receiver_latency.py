@@ -33,8 +33,8 @@ from airflow_chatter.adapters.kafka.admin import ensure_topics
 from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
 from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.inbox.markers import marker_id
-from airflow_chatter.testing.live_airflow import order_placed, stack_for, wait_until
-from airflow_chatter.testing.services import machine, services
+from devkit.live_airflow import order_placed, stack_for, wait_until
+from devkit.services import machine, services
 
 WATCHER_DAG = "chatter_consume_orders_on_arrival"
 WATCHER_GROUP = "chatter-example-consume-orders"

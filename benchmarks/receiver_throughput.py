@@ -42,7 +42,7 @@ from airflow_chatter.inbox.receiver import Delivery, DeliveryOutcome, Idempotent
 from airflow_chatter.outbox.document import OutboxMessage
 from airflow_chatter.outbox.unit_of_work import UnitOfWork
 from airflow_chatter.ports import DocumentContainer, OutgoingMessage
-from airflow_chatter.testing.services import cosmos_service, kafka_service
+from devkit.services import cosmos_service, kafka_service
 
 TENANTS = 16
 PARTITIONS = 4

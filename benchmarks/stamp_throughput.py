@@ -48,14 +48,14 @@ from airflow_chatter.ports import (
     OutgoingMessage,
     Publisher,
 )
-from airflow_chatter.testing.services import (
+from benchmarks import drain_throughput as base
+from devkit.services import (
     CosmosEndpoint,
     configure_emulator,
     cosmos_service,
     kafka_service,
     machine,
 )
-from benchmarks import drain_throughput as base
 
 CONCURRENCY = 8
 PAGE = 1000

@@ -30,10 +30,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from airflow_chatter.airflow.dags.config import SOURCES_FILE_ENV
-from airflow_chatter.testing.local_env import apply_local_airflow_env, local_airflow_env
-
 REPO = Path(__file__).resolve().parents[1]
+# devkit/ is the checkout's, not the distribution's: run as a script, the checkout is not on sys.path by itself.
+sys.path.insert(0, str(REPO))
+
+from airflow_chatter.airflow.dags.config import SOURCES_FILE_ENV  # noqa: E402
+from devkit.local_env import apply_local_airflow_env, local_airflow_env  # noqa: E402
+
 DAGS = REPO / "dags"
 SOURCES_FILE = DAGS / "chatter_sources.yaml"
 STATE = Path(os.environ.get("CHATTER_STATE_DIR") or REPO / ".cache" / "services")

@@ -33,7 +33,7 @@ from airflow_chatter.outbox.document import OutboxMessage
 from airflow_chatter.ports import OutgoingMessage, Publisher, PublishOutcome
 from airflow_chatter.request_charges import charged_to, current_sink
 from airflow_chatter.testing.clock import ManualClock
-from airflow_chatter.testing.services import CosmosEndpoint, emulator_admin, emulator_configured
+from devkit.services import CosmosEndpoint, emulator_admin, emulator_configured
 from tests.fixtures.cosmos import ContainerFactory
 from tests.fixtures.kafka import consume_records
 from tests.unit.drain._drain_support import Metrics

@@ -27,7 +27,7 @@ from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.drain.engine import DrainEngine, DrainSummary
 from airflow_chatter.drain.options import SourceOptions
 from airflow_chatter.outbox.document import OutboxMessage
-from airflow_chatter.testing.services import CosmosEndpoint
+from devkit.services import CosmosEndpoint
 from tests.fixtures.cosmos import ContainerFactory
 from tests.fixtures.kafka import consume_records
 from tests.integration._follow_child import PAGE

@@ -17,7 +17,7 @@ from azure.cosmos import ContainerProxy, DatabaseProxy
 
 from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer, make_cosmos_client
 from airflow_chatter.ports import PatchOperation, ServiceUnavailable
-from airflow_chatter.testing.faultproxy import FaultProxy, FaultRule
+from devkit.faultproxy import FaultProxy, FaultRule
 from tests.fixtures.cosmos import ContainerFactory, CosmosEndpoint
 
 

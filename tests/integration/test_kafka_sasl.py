@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from airflow_chatter.ports import OutgoingMessage
-from airflow_chatter.testing.services import KAFKA_START_TIMEOUT_S, KAFKA_STOP_TIMEOUT_S, kafka_script, port_refuses
+from devkit.services import KAFKA_START_TIMEOUT_S, KAFKA_STOP_TIMEOUT_S, kafka_script, port_refuses
 from tests.fixtures.kafka import consume_records
 
 #: A port pair (plain, controller) and a SASL port of this test's own, clear of the shared and private brokers.

@@ -24,7 +24,7 @@ from airflow_chatter.adapters.kafka.admin import ensure_topics
 from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
 from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.inbox.markers import marker_id
-from airflow_chatter.testing.live_airflow import LiveSource, order_placed
+from devkit.live_airflow import LiveSource, order_placed
 from tests.fixtures.live_airflow import LiveAirflow, running_stack, wait_until
 
 pytestmark = [pytest.mark.live, pytest.mark.kafka, pytest.mark.cosmos, pytest.mark.timeout(900)]

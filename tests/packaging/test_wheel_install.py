@@ -71,6 +71,24 @@ def test_the_wheel_ships_the_package_with_py_typed_and_its_entry_points_and_no_d
     assert "airflow-chatter = airflow_chatter.airflow.plugins.cli:main" in text
 
 
+def test_the_wheel_holds_no_devkit_module_and_testing_holds_only_what_proves_a_backend(wheel: Path) -> None:
+    """The checkout's development kit (services, live Airflow, fault proxy, drain runner, local Airflow env) is not
+    the product: no ``devkit`` module is in the wheel, under its own name or under ``airflow_chatter.testing``, and
+    ``airflow_chatter.testing`` ships the contract suites, the fakes, the fault handlers and the clock only."""
+    archive = zipfile.ZipFile(wheel)
+    names = set(archive.namelist())
+    devkit_modules = sorted(p.name for p in (REPO / "devkit").glob("*.py") if p.name != "__init__.py")
+    assert devkit_modules, "devkit/ holds the development kit"
+
+    assert not [n for n in names if n.startswith("devkit/")], sorted(names)
+    shipped = [n for n in names if n.startswith("airflow_chatter/") and n.rsplit("/", 1)[-1] in devkit_modules]
+    assert not shipped, f"development-kit modules in the wheel: {shipped}"
+    [top_level] = [n for n in names if n.endswith(".dist-info/top_level.txt")]
+    assert archive.read(top_level).decode().split() == ["airflow_chatter"]
+    testing = {n.removeprefix("airflow_chatter/testing/").split("/")[0] for n in names if "/testing/" in n}
+    assert testing == {"__init__.py", "contracts", "fakes.py", "handlers.py", "clock.py"}, sorted(testing)
+
+
 def test_the_wheel_installs_into_a_clean_venv_with_the_constraints_and_airflow_finds_the_provider(
     wheel: Path, tmp_path: Path
 ) -> None:

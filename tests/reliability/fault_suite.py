@@ -3,12 +3,12 @@
     .venv/bin/python -m tests.reliability.fault_suite [--short] [--only sigkill,broker,...] [--seed 7]
 
 Each scenario seeds a ledger of pending Outbox Documents (unique message ids over many partition keys) in a fresh
-emulator container, runs the drain as separate OS processes (``python -m airflow_chatter.testing.drain_runner``:
+emulator container, runs the drain as separate OS processes (``python -m devkit.drain_runner``:
 the real ``CosmosDocumentContainer`` and ``KafkaPublisher``, a fresh process per run as Airflow runs tasks) under one
 fault, then checks the ledger against what reached Kafka (the topic consumed from the start, counted per
 ``message-id``) and against the documents' final states. Cosmos faults come from the project's fault-injecting
-proxy (``airflow_chatter.testing.faultproxy``) between the drain and the emulator, the broker outage from
-``scripts/kafka.sh stop``/``start`` of a broker of the suite's own (``airflow_chatter.testing.services``). It prints
+proxy (``devkit.faultproxy``) between the drain and the emulator, the broker outage from
+``scripts/kafka.sh stop``/``start`` of a broker of the suite's own (``devkit.services``). It prints
 one table:
 
     fault | trials | documents | lost | max duplicates | republishes while failing | verdict
@@ -50,8 +50,8 @@ from airflow_chatter.adapters.cosmos.container import (
 from airflow_chatter.adapters.kafka.admin import ensure_topics
 from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.outbox.document import OutboxMessage
-from airflow_chatter.testing.faultproxy import FaultProxy, FaultRule, FaultRules
-from airflow_chatter.testing.services import (
+from devkit.faultproxy import FaultProxy, FaultRule, FaultRules
+from devkit.services import (
     CHECKOUT,
     PROJECT_KAFKA_PORT,
     KafkaBroker,
@@ -216,7 +216,7 @@ class Ledger:
 
     def start(self, **overrides: Any) -> subprocess.Popen[str]:
         return subprocess.Popen(
-            [sys.executable, "-m", "airflow_chatter.testing.drain_runner", json.dumps(self.spec(**overrides))],
+            [sys.executable, "-m", "devkit.drain_runner", json.dumps(self.spec(**overrides))],
             cwd=CHECKOUT,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -59,8 +59,9 @@ from airflow_chatter.adapters.kafka.source import received_message
 from airflow_chatter.inbox.receiver import Delivery, DeliveryOutcome, IdempotentReceiver
 from airflow_chatter.outbox.document import OutboxMessage
 from airflow_chatter.outbox.unit_of_work import UnitOfWork
-from airflow_chatter.testing.live_airflow import DESTINATION, PK_PATH, LiveAirflow, LiveSource, stack_for
-from airflow_chatter.testing.services import (
+from benchmarks.celery_scaling import SCRIPT, stack_script, worker
+from devkit.live_airflow import DESTINATION, PK_PATH, LiveAirflow, LiveSource, stack_for
+from devkit.services import (
     CHECKOUT,
     PROJECT_KAFKA_PORT,
     CosmosEndpoint,
@@ -72,7 +73,6 @@ from airflow_chatter.testing.services import (
     kafka_state_dir,
     machine,
 )
-from benchmarks.celery_scaling import SCRIPT, stack_script, worker
 from tests.reliability.soak_report import (
     Attribution,
     CountRow,

@@ -164,7 +164,7 @@ def test_a_broken_entry_leaves_the_other_drains_schedulable_in_the_metadata_db(
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
-    from airflow_chatter.testing.local_env import BUNDLE_NAME
+    from devkit.local_env import BUNDLE_NAME
 
     DagBundlesManager().sync_bundles_to_db()
     sources_file({"sources": [valid(), valid(name="payments", monitored_container="payments", schedule="sometimes")]})

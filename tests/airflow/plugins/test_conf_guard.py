@@ -160,7 +160,7 @@ def test_a_path_that_only_contains_the_trigger_endpoints_words_is_not_guarded(ro
 _REAL_API_SERVER = """
 import json, os, sys
 from pathlib import Path
-from airflow_chatter.testing.local_env import apply_local_airflow_env, local_airflow_env
+from devkit.local_env import apply_local_airflow_env, local_airflow_env
 apply_local_airflow_env(local_airflow_env(Path(sys.argv[1]), dags_folder=Path(sys.argv[2])))
 os.environ["AIRFLOW__API__BASE_URL"] = "http://127.0.0.1:1/airflow/"
 from airflow.utils import db

@@ -1,4 +1,4 @@
-"""The fault proxy's request classification and rule matching (airflow_chatter.testing.faultproxy).
+"""The fault proxy's request classification and rule matching (devkit.faultproxy).
 
 The proxy decides per request which rule fires; these check the decisions without a socket. One request end to end
 through the proxy is in tests/integration/test_faultproxy_cosmos.py.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_chatter.testing.faultproxy import FaultRule, FaultRules, classify
+from devkit.faultproxy import FaultRule, FaultRules, classify
 
 DOCS = "/dbs/db/colls/outbox/docs"
 

@@ -17,7 +17,7 @@ running in another process is affected as it runs. It binds 127.0.0.1 only.
 
 The account document (``GET /``) names the server's own address as the read and write location; the SDK switches
 to it after the first call, so the proxy rewrites that address to its own in that answer.
-Run it on its own: ``python -m airflow_chatter.testing.faultproxy --upstream https://127.0.0.1:8081/
+Run it on its own: ``python -m devkit.faultproxy --upstream https://127.0.0.1:8081/
 --cert cert.pem --key key.pem --port 0`` prints ``FAULTPROXY_URL=...`` when it listens.
 """
 

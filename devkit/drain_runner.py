@@ -1,6 +1,6 @@
 """One drain run in its own OS process, the way Airflow runs a drain task, for the fault suite.
 
-``python -m airflow_chatter.testing.drain_runner '<json>'`` builds a ``DrainEngine`` over the real adapters
+``python -m devkit.drain_runner '<json>'`` builds a ``DrainEngine`` over the real adapters
 (``CosmosDocumentContainer`` for the monitored and the lease container, ``KafkaPublisher``), drains once, and prints
 one JSON line: ``{"summaries": [...], "held": [...], "error": null}``. It exits 0 whenever it could report, failing
 runs included (their summaries say why): the suite reads outcomes from the report, and a process that was killed or
@@ -100,7 +100,7 @@ def run(spec: Mapping[str, Any]) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        raise SystemExit("usage: python -m airflow_chatter.testing.drain_runner '<json spec>'")
+        raise SystemExit("usage: python -m devkit.drain_runner '<json spec>'")
     spec = json.loads(args[0])
     try:
         report = run(spec)

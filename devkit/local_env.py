@@ -48,7 +48,7 @@ def apply_local_airflow_env(env: Mapping[str, str], *, strict: bool = True) -> N
         raise RuntimeError(
             "airflow was imported before the local Airflow settings were applied; "
             "its configuration (AIRFLOW_HOME, database) is already fixed. "
-            "Apply airflow_chatter.testing.local_env first."
+            "Apply devkit.local_env first."
         )
     for key, value in env.items():
         os.environ[key] = value

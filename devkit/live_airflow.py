@@ -27,7 +27,7 @@ import yaml
 from airflow_chatter.adapters.cosmos.container import create_container
 from airflow_chatter.adapters.cosmos.provision import provision_idempotency_container
 from airflow_chatter.ports import OutgoingMessage
-from airflow_chatter.testing.services import CHECKOUT
+from devkit.services import CHECKOUT
 
 REPO = CHECKOUT
 SCRIPT = REPO / "scripts" / "airflow-live.sh"
@@ -329,7 +329,7 @@ def stack_for(
 
     with ExitStack() as ranges:
         if partition_ranges is not None:
-            from airflow_chatter.testing.services import emulator_configured
+            from devkit.services import emulator_configured
 
             ranges.enter_context(emulator_configured(cosmos_endpoint, partition_ranges=partition_ranges))
         sources = {

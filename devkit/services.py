@@ -29,7 +29,7 @@ from airflow_chatter.adapters.cosmos.container import make_cosmos_client
 if TYPE_CHECKING:
     from azure.cosmos import CosmosClient
 
-CHECKOUT = Path(__file__).resolve().parents[2]
+CHECKOUT = Path(__file__).resolve().parents[1]
 KAFKA_SH = CHECKOUT / "scripts" / "kafka.sh"
 COSMOS_EMULATOR_SH = CHECKOUT / "scripts" / "cosmos-emulator.sh"
 PROJECT_KAFKA_PORT = int(os.environ.get("KAFKA_PORT", "19092"))
