@@ -29,10 +29,16 @@ from airflow_chatter.clock import Clock, utc_now
 from airflow_chatter.idempotency.decision import Takeover, decide
 from airflow_chatter.idempotency.documents import completed_document, entry_of, reserved_document
 from airflow_chatter.idempotency.errors import IdempotencyContainerError, IdempotencyContentionError
-from airflow_chatter.idempotency.keys import encode_item_id, new_reservation_id
 from airflow_chatter.idempotency.provisioning import container_differences
-from airflow_chatter.idempotency.values import IdempotencyOptions, ReservationOutcome, Reserved, StoredResponse
 from airflow_chatter.ports import Conflict, DocumentContainer, IdempotencyStore, NotFound, PreconditionFailed
+from airflow_chatter.ports.idempotency import (
+    IdempotencyOptions,
+    ReservationOutcome,
+    Reserved,
+    StoredResponse,
+    encode_item_id,
+    new_reservation_id,
+)
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
 
-from airflow_chatter.idempotency.values import (
+from airflow_chatter.ports.idempotency import (
     AlreadyInFlight,
     BodyHashMismatch,
     IdempotencyOptions,
@@ -73,4 +73,14 @@ def decide(entry: Entry, fingerprint: str, now: datetime, options: IdempotencyOp
     return AlreadyInFlight(retry_after(entry.reserved_at, now, options.reservation_timeout))
 
 
-__all__ = ["Decision", "Entry", "Takeover", "decide", "retry_after"]
+#: Answers that say "try again later": replaying one would turn a passing condition into a permanent answer.
+RETRYABLE_STATUSES = frozenset({408, 425, 429})
+
+
+def should_store(status: int) -> bool:
+    """The default of both sides (the HTTP guard and the Airflow hook): record an answer the API would give again,
+    below 500 and not 408/425/429; anything else abandons the reservation, so a retry runs again."""
+    return status < 500 and status not in RETRYABLE_STATUSES
+
+
+__all__ = ["RETRYABLE_STATUSES", "Decision", "Entry", "Takeover", "decide", "retry_after", "should_store"]

@@ -23,9 +23,8 @@ from typing import Any
 
 from airflow_chatter.idempotency.decision import Entry
 from airflow_chatter.idempotency.errors import InvalidIdempotencyDocumentError
-from airflow_chatter.idempotency.keys import encode_item_id
-from airflow_chatter.idempotency.values import IdempotencyOptions, StoredResponse
 from airflow_chatter.ports import Document
+from airflow_chatter.ports.idempotency import IdempotencyOptions, StoredResponse, encode_item_id
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLISECOND = timedelta(milliseconds=1)

@@ -1,7 +1,7 @@
 """The idempotency store's own errors (spec F-06: every deliberate refusal is a ``ChatterError``).
 
-Argument-shaped errors also subclass ``ValueError``. Messages name the field and the limit at fault, never the
-stored response (which may hold secrets).
+The argument-shaped ones (a bad key, scope, fingerprint or response) are the port's:
+``airflow_chatter.ports.idempotency``. Messages never hold the stored response (which may hold secrets).
 """
 
 from __future__ import annotations
@@ -9,23 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from airflow_chatter.errors import ChatterError
-
-
-class InvalidIdempotencyRequestError(ChatterError, ValueError):
-    """A scope, key, fingerprint, reservation id or response refused before any write (F-08)."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        self.field = field
-        self.reason = reason
-        super().__init__(f"{field} {reason}")
-
-
-class IdempotencyKeyTooLongError(InvalidIdempotencyRequestError):
-    """A key over ``MAX_KEY_LENGTH`` characters, or whose encoded item id is over Cosmos DB's id limit (F-08)."""
-
-    def __init__(self, reason: str, *, limit: int) -> None:
-        self.limit = limit
-        super().__init__("idempotency key", reason)
 
 
 class IdempotencyContentionError(ChatterError):
@@ -68,7 +51,5 @@ class IdempotencyContainerError(ChatterError):
 __all__ = [
     "IdempotencyContainerError",
     "IdempotencyContentionError",
-    "IdempotencyKeyTooLongError",
     "InvalidIdempotencyDocumentError",
-    "InvalidIdempotencyRequestError",
 ]

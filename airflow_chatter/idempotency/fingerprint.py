@@ -17,7 +17,7 @@ import hashlib
 from collections.abc import Iterable
 from urllib.parse import parse_qsl, quote, urlencode
 
-from airflow_chatter.idempotency.errors import InvalidIdempotencyRequestError
+from airflow_chatter.ports.idempotency import InvalidIdempotencyRequestError
 
 HEADER_NAME = "Idempotency-Key"
 

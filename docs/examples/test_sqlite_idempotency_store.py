@@ -22,8 +22,8 @@ import pytest
 from airflow_chatter.clock import Clock
 from airflow_chatter.idempotency import IdempotencyOptions, Reserved, StoredResponse
 from airflow_chatter.idempotency.decision import Entry, Takeover, decide
-from airflow_chatter.idempotency.values import ReservationOutcome
 from airflow_chatter.ports import IdempotencyStore
+from airflow_chatter.ports.idempotency import ReservationOutcome
 from airflow_chatter.testing.contracts.idempotency import IdempotencyStoreContract
 
 SCHEMA = """CREATE TABLE IF NOT EXISTS idempotency (

@@ -21,8 +21,8 @@ from airflow_chatter.idempotency import (
     StoredResponse,
 )
 from airflow_chatter.idempotency.container_store import ContainerIdempotencyStore
-from airflow_chatter.idempotency.keys import encode_item_id
 from airflow_chatter.ports import DocumentContainer, IdempotencyStore
+from airflow_chatter.ports.idempotency import encode_item_id
 from airflow_chatter.testing.clock import ManualClock
 from airflow_chatter.testing.contracts.idempotency import IdempotencyStoreContract
 from tests.fixtures.cosmos import ContainerFactory

@@ -42,18 +42,20 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute, APIRouter
 from starlette.concurrency import run_in_threadpool
 
-from airflow_chatter.idempotency.errors import InvalidIdempotencyRequestError
+from airflow_chatter.idempotency.decision import should_store
 from airflow_chatter.idempotency.fingerprint import HEADER_NAME, parse_sf_string, request_fingerprint
-from airflow_chatter.idempotency.keys import MAX_KEY_LENGTH, validate_key, validate_scope
-from airflow_chatter.idempotency.values import (
+from airflow_chatter.ports import IdempotencyStore, Throttled
+from airflow_chatter.ports.idempotency import (
+    MAX_KEY_LENGTH,
     AlreadyInFlight,
     BodyHashMismatch,
+    InvalidIdempotencyRequestError,
     Replay,
     Reserved,
     StoredResponse,
-    should_store,
+    validate_key,
+    validate_scope,
 )
-from airflow_chatter.ports import IdempotencyStore, Throttled
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,14 @@ from datetime import datetime
 
 from airflow_chatter.clock import Clock, utc_now
 from airflow_chatter.idempotency.decision import Entry, Takeover, decide
-from airflow_chatter.idempotency.keys import new_reservation_id
-from airflow_chatter.idempotency.values import IdempotencyOptions, ReservationOutcome, Reserved, StoredResponse
 from airflow_chatter.ports import IdempotencyStore
+from airflow_chatter.ports.idempotency import (
+    IdempotencyOptions,
+    ReservationOutcome,
+    Reserved,
+    StoredResponse,
+    new_reservation_id,
+)
 
 #: Expired completed entries are dropped every this many reserves, so a long-lived process does not grow forever.
 _SWEEP_EVERY = 1024

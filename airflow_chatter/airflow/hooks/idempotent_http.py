@@ -34,15 +34,16 @@ import httpx
 from airflow.sdk import BaseHook
 
 from airflow_chatter.errors import ChatterError, ConfigurationError
+from airflow_chatter.idempotency.decision import should_store
 from airflow_chatter.idempotency.fingerprint import HEADER_NAME, request_fingerprint, serialize_sf_string
-from airflow_chatter.idempotency.keys import MAX_KEY_LENGTH, validate_key
-from airflow_chatter.idempotency.values import (
+from airflow_chatter.ports.idempotency import (
+    MAX_KEY_LENGTH,
     AlreadyInFlight,
     BodyHashMismatch,
     IdempotencyOptions,
     Replay,
     StoredResponse,
-    should_store,
+    validate_key,
 )
 
 if TYPE_CHECKING:

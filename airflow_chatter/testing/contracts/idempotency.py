@@ -35,17 +35,18 @@ from typing import TypeVar
 import pytest
 
 from airflow_chatter.clock import Clock
-from airflow_chatter.idempotency.errors import IdempotencyKeyTooLongError, InvalidIdempotencyRequestError
-from airflow_chatter.idempotency.values import (
+from airflow_chatter.ports import IdempotencyStore
+from airflow_chatter.ports.idempotency import (
     AlreadyInFlight,
     BodyHashMismatch,
+    IdempotencyKeyTooLongError,
     IdempotencyOptions,
+    InvalidIdempotencyRequestError,
     Replay,
     ReservationOutcome,
     Reserved,
     StoredResponse,
 )
-from airflow_chatter.ports import IdempotencyStore
 from airflow_chatter.testing.clock import ManualClock
 
 T = TypeVar("T")

@@ -15,8 +15,8 @@ from airflow_chatter.adapters.memory import MemoryIdempotencyStore
 from airflow_chatter.clock import Clock
 from airflow_chatter.idempotency import Reserved, StoredResponse
 from airflow_chatter.idempotency.decision import Entry, Takeover, decide
-from airflow_chatter.idempotency.values import ReservationOutcome
 from airflow_chatter.ports import IdempotencyStore
+from airflow_chatter.ports.idempotency import ReservationOutcome
 from airflow_chatter.testing.contracts.idempotency import RULE_TESTS, IdempotencyStoreContract, run_rule
 
 #: A read-to-write gap a network round trip easily has.

@@ -31,9 +31,8 @@ from airflow_chatter.idempotency.container_store import MAX_ATTEMPTS, ContainerI
 from airflow_chatter.idempotency.decision import Takeover, decide
 from airflow_chatter.idempotency.documents import completed_document, entry_of, reserved_document, unix_ms
 from airflow_chatter.idempotency.errors import IdempotencyContentionError
-from airflow_chatter.idempotency.keys import encode_item_id
-from airflow_chatter.idempotency.values import ReservationOutcome
 from airflow_chatter.ports import Conflict, IdempotencyStore, NotFound, PreconditionFailed, ServiceUnavailable
+from airflow_chatter.ports.idempotency import ReservationOutcome, encode_item_id
 from airflow_chatter.testing.clock import ManualClock
 from airflow_chatter.testing.contracts.idempotency import RULE_TESTS, IdempotencyStoreContract, run_rule
 from airflow_chatter.testing.handlers import first_of

@@ -5,8 +5,8 @@ from __future__ import annotations
 from airflow_chatter.adapters.memory import MemoryIdempotencyStore
 from airflow_chatter.clock import Clock
 from airflow_chatter.idempotency import Reserved, StoredResponse
-from airflow_chatter.idempotency.values import IdempotencyOptions
 from airflow_chatter.ports import IdempotencyStore
+from airflow_chatter.ports.idempotency import IdempotencyOptions
 from airflow_chatter.testing.clock import ManualClock
 from airflow_chatter.testing.contracts.idempotency import IdempotencyStoreContract
 

@@ -18,7 +18,7 @@ from airflow_chatter.idempotency import (
     validate_key,
 )
 from airflow_chatter.idempotency.decision import Entry, Takeover, decide, retry_after
-from airflow_chatter.idempotency.keys import decode_item_id
+from airflow_chatter.ports.idempotency import decode_item_id
 from airflow_chatter.testing.clock import DEFAULT_START
 
 OPTIONS = IdempotencyOptions(ttl=timedelta(hours=1), reservation_timeout=timedelta(seconds=30))
