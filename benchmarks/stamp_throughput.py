@@ -1,6 +1,7 @@
 """Store-bound throughput: batched stamps, request units, pacing. Ratios side by side, in one run.
 
     .venv/bin/python -m benchmarks.stamp_throughput [--n 2000] [--rounds 3] [--ceiling-n 10000] [--rss 10000,100000]
+                                                   [--parts abcdfgh]
 
 Real broker and the project emulator (its account-like switches: docs/emulator.md). Every figure is a ratio of two
 measurements taken in this run, on the same N pending 1 KB documents; (a)-(d) are medians of interleaved rounds:
@@ -10,12 +11,15 @@ measurements taken in this run, on the same N pending 1 KB documents; (a)-(d) ar
 (c) every document on its own key at 5 ms: batched ÷ sequential                     target ≥ 3
     and ÷ the emulator's own concurrent point-patch rate (stamp_concurrency threads) target ≥ 0.7
 (d) drain ÷ store ceiling (the same feed reads + batched patches, no Kafka), 64 keys target ≥ 0.7
-    at no added latency and at 5 ms per request on both sides
-    (its own N, --ceiling-n: both sides of a ratio always drain the same N)
+    at 5 ms per request on both sides (with no added latency the pair measures the one process's GIL, not the
+    store); its own N, --ceiling-n: both sides of a ratio always drain the same N
 (f) max_request_units_per_second = half the unpaced drain's RU/s: measured RU/s ÷ cap      target 0.9..1.1, 0 429s
     (on --ceiling-n documents)
 (g) provisioned RU/s a sixth of the unpaced rate, no cap: completes, 429s counted, nothing lost
 (h) peak RSS draining 100k ÷ 10k (drain_throughput.py's measurement)                 target ≤ 1.15
+
+``--parts`` names the figures to measure (default all: ``abcdfgh``; (a)-(c) are one set of rounds, (f) and (g)
+one step); ``--parts d`` is the store-bound ratio alone, the one an optimisation must move (D-07).
 """
 
 from __future__ import annotations
@@ -235,7 +239,12 @@ def main() -> None:
     parser.add_argument("--ceiling-n", type=int, default=10000, help="documents for the drain ÷ store ceiling pair")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the emulator pairs (medians)")
     parser.add_argument("--rss", default="10000,100000", help="small,large N for the RSS ratio ('' to skip)")
+    parser.add_argument("--parts", default="abcdfgh", help="the figures to measure, by letter (default: all)")
     args = parser.parse_args()
+    unknown = set(args.parts) - set("abcdfgh")
+    if unknown or not args.parts:
+        parser.error(f"--parts takes letters of 'abcdfgh', got {args.parts!r}")
+    parts = set(args.parts)
     n = args.n
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     print(f"machine: {machine()}")
@@ -248,7 +257,7 @@ def main() -> None:
         # load spike from the shared machine hits both sides of one ratio, and one noisy round does not decide it.
         ratios: dict[str, list[float]] = {}
         unpaced_ru_per_s = ru_per_doc = 0.0
-        for round_no in range(1, args.rounds + 1):
+        for round_no in range(1, (args.rounds if parts & set("abc") else 0) + 1):
             for label, keys, latency in (
                 ("64 keys, 0 ms", 64, 0),
                 ("64 keys, 5 ms", 64, 5),
@@ -271,69 +280,69 @@ def main() -> None:
         # (d) on more documents: at 2,000 a drain takes half a second against this emulator, which is then mostly
         # its warm-up and its garbage collector (the pair's ratio varied 0.5-0.8 round to round); at 10,000 it
         # settles. Both sides drain the same N, interleaved, medians.
-        for round_no in range(1, args.rounds + 1):
-            m = args.ceiling_n
-            for latency in (0, 5):
-                bat_s, _ = emulator_drain(emu, bootstrap, m, 64, latency, stamp_mode="batched")
-                ceiling = store_ceiling(emu, m, 64, latency)
-                ratios.setdefault(f"drain/ceiling/{latency}", []).append((m / bat_s) / ceiling)
-                print(
-                    f"round {round_no} N={m:,}, {latency} ms: batched drain {m / bat_s:8,.0f} doc/s   "
-                    f"store ceiling {ceiling:8,.0f} doc/s   load average {os.getloadavg()[0]:.1f}"
-                )
+        for round_no in range(1, (args.rounds if "d" in parts else 0) + 1):
+            m, latency = args.ceiling_n, 5
+            bat_s, _ = emulator_drain(emu, bootstrap, m, 64, latency, stamp_mode="batched")
+            ceiling = store_ceiling(emu, m, 64, latency)
+            ratios.setdefault("drain/ceiling", []).append((m / bat_s) / ceiling)
+            print(
+                f"round {round_no} N={m:,}, {latency} ms: batched drain {m / bat_s:8,.0f} doc/s   "
+                f"store ceiling {ceiling:8,.0f} doc/s   load average {os.getloadavg()[0]:.1f}"
+            )
 
         def median(key: str) -> float:
             return statistics.median(ratios[key])
 
-        print(f"unpaced batched drain: {unpaced_ru_per_s:,.0f} RU/s, {ru_per_doc:.2f} RU per delivered document")
-        cap = unpaced_ru_per_s / 2
-        # (f) drains the larger N: the run ends in debt by the charges still in flight (up to stamp_concurrency stamps
-        # and a feed read), a share of the total that only a run of several seconds makes small.
-        paced_n = max(n, args.ceiling_n)
-        paced_s, paced = emulator_drain(emu, bootstrap, paced_n, 64, 0, max_request_units_per_second=cap)
-        paced_rate = paced.request_units / paced_s
-        print(f"paced at {cap:,.0f} RU/s: measured {paced_rate:,.0f} RU/s, 429s {paced.throttled}")
-        # A sixth of the unpaced rate: the run then spans several of the emulator's 1 s throttle windows.
-        provisioned = max(50.0, unpaced_ru_per_s / 6)
-        throttled_s, throttled = emulator_drain(
-            emu,
-            bootstrap,
-            n,
-            64,
-            0,
-            client=emu.new_client(sdk_throttle_retries=0),
-            settings={"provisioned_ru_per_second": provisioned},
-            max_throttle_retries=1000,
-            max_throttle_wait_seconds=3600,
-        )
-        print(
-            f"provisioned {provisioned:,.0f} RU/s, no cap: delivered {throttled.delivered}/{n}, "
-            f"429s counted {throttled.throttled}, {n / throttled_s:,.0f} doc/s"
-        )
-        lines += [
-            row(
-                "(a) batched ÷ sequential, 64 keys, 0 ms",
-                median("64 keys, 0 ms"),
-                "≥ 5",
-            ),
-            row(
-                "(b) batched ÷ sequential, 64 keys, 5 ms",
-                median("64 keys, 5 ms"),
-                "≥ 10",
-            ),
-            row(
-                "(c) batched ÷ sequential, own keys, 5 ms",
-                median("own keys, 5 ms"),
-                "≥ 3",
-            ),
-            row("(c) batched own keys ÷ emulator point patches, 5 ms", median("own/patches"), "≥ 0.7"),
-            row(f"(d) drain ÷ store ceiling, 64 keys, 0 ms, N={args.ceiling_n:,}", median("drain/ceiling/0"), "≥ 0.7"),
-            row(f"(d) drain ÷ store ceiling, 64 keys, 5 ms, N={args.ceiling_n:,}", median("drain/ceiling/5"), "≥ 0.7"),
-            row("(f) paced RU/s ÷ cap", paced_rate / cap, "0.9..1.1, 0 429s") + f"  429s={paced.throttled}",
-            row("(g) provisioned below the rate: delivered ÷ N", throttled.delivered / n, "1.00, 429s > 0")
-            + f"  429s={throttled.throttled}",
-        ]
-        if args.rss:
+        if parts & set("abc"):
+            lines += [
+                row("(a) batched ÷ sequential, 64 keys, 0 ms", median("64 keys, 0 ms"), "≥ 5"),
+                row("(b) batched ÷ sequential, 64 keys, 5 ms", median("64 keys, 5 ms"), "≥ 10"),
+                row("(c) batched ÷ sequential, own keys, 5 ms", median("own keys, 5 ms"), "≥ 3"),
+                row("(c) batched own keys ÷ emulator point patches, 5 ms", median("own/patches"), "≥ 0.7"),
+            ]
+        if "d" in parts:
+            lines.append(
+                row(f"(d) drain ÷ store ceiling, 64 keys, 5 ms, N={args.ceiling_n:,}", median("drain/ceiling"), "≥ 0.7")
+            )
+        if parts & set("fg"):
+            if not unpaced_ru_per_s:
+                bat_s, bat = emulator_drain(emu, bootstrap, n, 64, 0, stamp_mode="batched")
+                unpaced_ru_per_s, ru_per_doc = bat.request_units / bat_s, bat.request_units / n
+            print(f"unpaced batched drain: {unpaced_ru_per_s:,.0f} RU/s, {ru_per_doc:.2f} RU per delivered document")
+        if "f" in parts:
+            cap = unpaced_ru_per_s / 2
+            # (f) drains the larger N: the run ends in debt by the charges still in flight (up to stamp_concurrency
+            # stamps and a feed read), a share of the total that only a run of several seconds makes small.
+            paced_n = max(n, args.ceiling_n)
+            paced_s, paced = emulator_drain(emu, bootstrap, paced_n, 64, 0, max_request_units_per_second=cap)
+            paced_rate = paced.request_units / paced_s
+            print(f"paced at {cap:,.0f} RU/s: measured {paced_rate:,.0f} RU/s, 429s {paced.throttled}")
+            lines.append(
+                row("(f) paced RU/s ÷ cap", paced_rate / cap, "0.9..1.1, 0 429s") + f"  429s={paced.throttled}"
+            )
+        if "g" in parts:
+            # A sixth of the unpaced rate: the run then spans several of the emulator's 1 s throttle windows.
+            provisioned = max(50.0, unpaced_ru_per_s / 6)
+            throttled_s, throttled = emulator_drain(
+                emu,
+                bootstrap,
+                n,
+                64,
+                0,
+                client=emu.new_client(sdk_throttle_retries=0),
+                settings={"provisioned_ru_per_second": provisioned},
+                max_throttle_retries=1000,
+                max_throttle_wait_seconds=3600,
+            )
+            print(
+                f"provisioned {provisioned:,.0f} RU/s, no cap: delivered {throttled.delivered}/{n}, "
+                f"429s counted {throttled.throttled}, {n / throttled_s:,.0f} doc/s"
+            )
+            lines.append(
+                row("(g) provisioned below the rate: delivered ÷ N", throttled.delivered / n, "1.00, 429s > 0")
+                + f"  429s={throttled.throttled}"
+            )
+        if args.rss and "h" in parts:
             small, large = (int(x) for x in args.rss.split(","))
             rss_small, rss_large = base.measure_rss(small, bootstrap), base.measure_rss(large, bootstrap)
             lines.append(row(f"(h) peak RSS {large} ÷ {small}", rss_large / rss_small, "≤ 1.15"))
