@@ -30,7 +30,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from airflow_chatter.airflow.dags.config import SOURCES_FILE_ENV
+from airflow_chatter.airflow.sources import SOURCES_FILE_ENV
 from airflow_chatter.testing.local_env import apply_local_airflow_env, local_airflow_env
 
 REPO = Path(__file__).resolve().parents[1]
@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("kafka").setLevel(logging.ERROR)  # client chatter (reconnect notes) would drown the report
 
     from airflow_chatter.adapters.kafka.admin import ensure_topics
-    from airflow_chatter.airflow.dags.config import load_sources
+    from airflow_chatter.airflow.sources import load_sources
 
     source = load_sources(SOURCES_FILE).get("orders")
     heading(

@@ -19,14 +19,6 @@ from pathlib import Path
 from airflow.sdk import DAG, Param
 
 from airflow_chatter.airflow.assets import drain_schedule, topics_alias
-from airflow_chatter.airflow.dags.config import (
-    SOURCES_FILE_ENV,
-    BrokenSource,
-    LoadedSources,
-    SourceConfig,
-    SourcesFile,
-    load_sources_isolated,
-)
 from airflow_chatter.airflow.operators.drain import (
     ChatterDrainOperator,
     ChatterListLeasesOperator,
@@ -34,6 +26,14 @@ from airflow_chatter.airflow.operators.drain import (
 )
 from airflow_chatter.airflow.operators.invalid import ChatterInvalidSourceOperator
 from airflow_chatter.airflow.operators.topic_events import ChatterTopicEventsOperator
+from airflow_chatter.airflow.sources import (
+    SOURCES_FILE_ENV,
+    BrokenSource,
+    LoadedSources,
+    SourceConfig,
+    SourcesFile,
+    load_sources_isolated,
+)
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from airflow_chatter.adapters.memory.faults import fail
-from airflow_chatter.airflow.dags.config import SourcesConfigError, parse_sources
+from airflow_chatter.airflow.sources import SourcesConfigError, parse_sources
 from airflow_chatter.errors import ConfigurationError
 from airflow_chatter.testing.handlers import first_of
 
