@@ -13,10 +13,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow_chatter.airflow.assets import KAFKA_SERVER_KEY, TOPICS_KEY, emit_topic_events
-from airflow_chatter.airflow.hooks.values import as_bool, as_datetime, as_float, as_int, as_list, is_unset
 from airflow_chatter.airflow.operators.base import ChatterSourceBaseOperator, task_scope
 from airflow_chatter.airflow.operators.lineage import ChatterLineage, LineageRecord, kafka_dataset
 from airflow_chatter.airflow.operators.topic_events import ConfirmedTopics
+from airflow_chatter.airflow.utils.values import as_bool, as_datetime, as_float, as_int, as_list, is_unset
 from airflow_chatter.errors import ConfigurationError
 
 if TYPE_CHECKING:

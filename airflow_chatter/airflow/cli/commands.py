@@ -160,5 +160,5 @@ def _provision(source: str, sources_file: str) -> int:
     return 0
 
 
-if __name__ == "__main__":  # pragma: no cover - python -m airflow_chatter.airflow.plugins.cli
+if __name__ == "__main__":  # pragma: no cover - python -m airflow_chatter.airflow.cli.commands
     sys.exit(main())
