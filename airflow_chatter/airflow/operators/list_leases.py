@@ -8,12 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_chatter.airflow.operators.base import ChatterSourceBaseOperator, task_scope
 from airflow_chatter.airflow.utils.values import as_bool, as_datetime, as_list
-from airflow_chatter.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
-
-    from airflow_chatter.drain.source import SourceLeases
 
 
 class ChatterListLeasesOperator(ChatterSourceBaseOperator):
@@ -55,59 +52,34 @@ class ChatterListLeasesOperator(ChatterSourceBaseOperator):
 
     @task_scope
     def execute(self, context: Context) -> list[str]:
-        from airflow_chatter.operations.backfill import refuse_empty_backfill
-        from airflow_chatter.operations.outbox_queries import count_pending
-        from airflow_chatter.operations.plans import lease_report, reset_leases
+        from airflow_chatter.operations.plans import LeaseRequest, lease_report, list_leases
 
-        wanted = set(as_list(self.feed_ranges, "feed_ranges"))
-        reset = as_bool(self.reset, "reset")
         since = as_datetime(self.since, "since")
-        refuse_empty_backfill(wanted=(), tokens=(), lease_ids=(), since=since, now=datetime.now(UTC))
-        if as_bool(self.plan_only, "plan_only"):
-            monitored, _ = self.containers()
-            ranges = [r.token for r in monitored.read_feed_ranges(force_refresh=True)]
-            self._refuse_unknown_ranges(context, wanted, ranges)  # what the real run refuses, the dry run does too
-            plan = {
-                "source": self.config.name,
-                "lease_prefix": self.lease_prefix,
-                "feed_ranges": [r for r in ranges if not wanted or r in wanted],
-                "pending": count_pending(monitored, since=since),
-                "since": since.isoformat() if since else None,
-                "reset": reset,
-            }
-            self.log.info("Dry run, nothing drained: %s", plan)
+        request = LeaseRequest(
+            source=self.config.name,
+            lease_prefix=self.lease_prefix,
+            scheduled=self.lease_set != "backfill" or self.lease_prefix == self.config.lease_prefix,
+            feed_ranges=frozenset(as_list(self.feed_ranges, "feed_ranges")),
+            reset=as_bool(self.reset, "reset"),
+            since=since,
+            plan_only=as_bool(self.plan_only, "plan_only"),
+        )
+        monitored, _ = self.containers()
+        listing = list_leases(
+            request,
+            monitored=monitored,
+            open_source=lambda: self.source_leases(context, start_from=since),
+            now=datetime.now(UTC),
+        )
+        if listing.plan is not None:
+            self.log.info("Dry run, nothing drained: %s", listing.plan)
             if context and context.get("ti") is not None:
-                context["ti"].xcom_push(key="plan", value=plan)
+                context["ti"].xcom_push(key="plan", value=listing.plan)
             return []
-        scheduled = self.lease_set != "backfill" or self.lease_prefix == self.config.lease_prefix
-        if since is not None and scheduled:
-            raise ConfigurationError(
-                "since", self.since, "is refused for the scheduled lease set (its new leases start at the beginning)"
-            )
-        source = self.source_leases(context, start_from=since)
-        self._refuse_unknown_ranges(context, wanted, [r.token for r in source.monitored.read_feed_ranges()], source)
-        if reset:
-            if scheduled:
-                raise ConfigurationError(
-                    "reset", True, "is refused for the scheduled lease set (it would drop its checkpoints)"
-                )
-            deleted = reset_leases(source.store)
-            self.log.info("Reset %d lease(s) of prefix %r: %s", len(deleted), self.lease_prefix, deleted)
-        leases = source.topology.ensure_leases()
-        chosen = [lease for lease in leases if not wanted or lease.token in wanted or lease.id in wanted]
+        if request.reset:
+            self.log.info("Reset %d lease(s) of prefix %r: %s", len(listing.reset), request.lease_prefix, listing.reset)
         if since is not None:
-            self.log.info("Leases created now start reading at %s", source.store.start_from)
-        for lease in chosen:
+            self.log.info("Leases created now start reading at %s", listing.start_from)
+        for lease in listing.leases:
             self.log.info("Lease %s", lease_report(lease))
-        return [lease.id for lease in chosen]
-
-    def _refuse_unknown_ranges(
-        self, context: Context, wanted: set[str], tokens: list[str], source: SourceLeases | None = None
-    ) -> None:
-        """``feed_ranges`` naming neither a feed range token nor an existing lease id fails before anything is
-        written (a reset included): a typo would otherwise drain less, or nothing, and succeed."""
-        from airflow_chatter.operations.backfill import refuse_empty_backfill
-
-        if wanted and not wanted <= set(tokens):
-            known = [lease.id for lease in (source or self.source_leases(context)).store.list_leases()]
-            refuse_empty_backfill(wanted=wanted, tokens=tokens, lease_ids=known, since=None, now=datetime.now(UTC))
+        return [lease.id for lease in listing.leases]
