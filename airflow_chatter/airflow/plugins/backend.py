@@ -12,8 +12,8 @@ from typing import Any
 
 from fastapi import HTTPException, Request
 
-from airflow_chatter.airflow.plugins.api import Method, User
-from airflow_chatter.airflow.plugins.api_shapes import NotAuthorized, ParamsRejected
+from airflow_chatter.airflow.plugins.api.app import Method, User
+from airflow_chatter.airflow.plugins.api.shapes import NotAuthorized, ParamsRejected
 from airflow_chatter.airflow.sources import (
     SOURCES_FILE_ENV,
     LoadedSources,

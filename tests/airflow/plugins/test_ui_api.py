@@ -12,7 +12,7 @@ import pytest
 from fastapi import Request
 from fastapi.testclient import TestClient
 
-from airflow_chatter.airflow.plugins.api import (
+from airflow_chatter.airflow.plugins.api.app import (
     InvalidQueryError,
     NotAuthorized,
     ParamsRejected,

@@ -13,8 +13,8 @@ from fastapi.testclient import TestClient
 
 from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
 from airflow_chatter.adapters.memory.faults import fail
-from airflow_chatter.airflow.plugins.api import MAX_RUNS, create_app
-from airflow_chatter.airflow.plugins.api_shapes import MAX_ECHO
+from airflow_chatter.airflow.plugins.api.app import MAX_RUNS, create_app
+from airflow_chatter.airflow.plugins.api.shapes import MAX_ECHO
 from airflow_chatter.airflow.sources import load_sources_isolated
 from airflow_chatter.drain.tries import Attempt
 from airflow_chatter.operations.monitoring import RunRecord

@@ -34,7 +34,7 @@ from fastapi.routing import APIRoute
 from fastapi.security import APIKeyCookie, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
-from airflow_chatter.airflow.plugins.api_shapes import (
+from airflow_chatter.airflow.plugins.api.shapes import (
     ACTION_ERRORS,
     READ_ERRORS,
     BackfillBody,
