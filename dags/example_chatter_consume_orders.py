@@ -30,10 +30,10 @@ from airflow.sdk import DAG, Param
 from airflow.sdk.exceptions import AirflowNotFoundException
 
 from airflow_chatter.airflow.assets import topic_backlog_asset
-from airflow_chatter.airflow.dags.config import SourceConfig, load_sources_isolated
 from airflow_chatter.airflow.dags.factory import START_DATE, sources_file
 from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
 from airflow_chatter.airflow.operators.receive import ChatterReceiveOperator
+from airflow_chatter.airflow.sources import SourceConfig, load_sources_isolated
 from airflow_chatter.errors import ConfigurationError
 
 SOURCE = "orders"

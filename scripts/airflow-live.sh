@@ -219,7 +219,7 @@ export_settings() {
     # slots idle and queues one DAG's tasks behind another's (a following drain holds a slot per lease all the time).
     export AIRFLOW__CORE__PARALLELISM="${AIRFLOW_LIVE_PARALLELISM:-$(( ${#workers[@]} * AIRFLOW__CELERY__WORKER_CONCURRENCY ))}"
     # Several workers on one host: each task instance records CHATTER_WORKER_NAME@<host> as its hostname.
-    export AIRFLOW__CORE__HOSTNAME_CALLABLE=airflow_chatter.airflow.plugins.hostname.worker_hostname
+    export AIRFLOW__CORE__HOSTNAME_CALLABLE=airflow_chatter.airflow.utils.hostname.worker_hostname
   fi
   export AIRFLOW__DATABASE__LOAD_DEFAULT_CONNECTIONS=False
   export AIRFLOW__LOGGING__BASE_LOG_FOLDER="$home/logs"

@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 # devkit/ is the checkout's, not the distribution's: run as a script, the checkout is not on sys.path by itself.
 sys.path.insert(0, str(REPO))
 
-from airflow_chatter.airflow.dags.config import SOURCES_FILE_ENV  # noqa: E402
+from airflow_chatter.airflow.sources import SOURCES_FILE_ENV  # noqa: E402
 from devkit.local_env import apply_local_airflow_env, local_airflow_env  # noqa: E402
 
 DAGS = REPO / "dags"
@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("kafka").setLevel(logging.ERROR)  # client chatter (reconnect notes) would drown the report
 
     from airflow_chatter.adapters.kafka.admin import ensure_topics
-    from airflow_chatter.airflow.dags.config import load_sources
+    from airflow_chatter.airflow.sources import load_sources
 
     source = load_sources(SOURCES_FILE).get("orders")
     heading(

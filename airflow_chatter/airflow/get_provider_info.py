@@ -174,7 +174,9 @@ def get_provider_info() -> dict[str, Any]:
                 "integration-name": "Chatter",
                 "python-modules": [
                     "airflow_chatter.airflow.operators.topic_events",
+                    "airflow_chatter.airflow.operators.list_leases",
                     "airflow_chatter.airflow.operators.drain",
+                    "airflow_chatter.airflow.operators.requeue",
                     "airflow_chatter.airflow.operators.receive",
                 ],
             }

@@ -5,7 +5,7 @@ drain time, when a wrong stamp would already have been written or a pending docu
 
 Each option is bounded once, here: ``SourceFields`` holds what a source declares, ``SourceOptions`` adds what only
 code can give (callables, the stamp settings), and the Airflow sources file's entries extend ``SourceFields`` too
-(``airflow_chatter.airflow.dags.config.SourceConfig``), so a file and a caller are refused by the same rule.
+(``airflow_chatter.airflow.sources.SourceConfig``), so a file and a caller are refused by the same rule.
 """
 
 from __future__ import annotations

@@ -31,12 +31,23 @@ def refuse_empty_backfill(
     ``since`` after ``now``: leases starting in the future read nothing. A ``wanted`` entry that is neither a feed
     range token (``tokens``) nor a lease id (``lease_ids``) of the source: a typo would silently drain less.
     """
+    refuse_future_start(since, now)
+    refuse_unknown_ranges(wanted, tokens, lease_ids)
+
+
+def refuse_future_start(since: datetime | None, now: datetime) -> None:
+    """A backfill's start after ``now`` reads nothing: refused naming ``since``."""
     if since is not None and since > now:
         raise ConfigurationError(
             "since",
             since.isoformat(),
             f"(the backfill's start) is in the future (now {now.isoformat()}): nothing to read",
         )
+
+
+def refuse_unknown_ranges(wanted: Collection[str], tokens: Collection[str], lease_ids: Collection[str]) -> None:
+    """A ``feed_ranges`` entry that is neither a feed range token nor a lease id of the source would silently drain
+    less: refused naming ``feed_ranges``."""
     unknown = sorted(set(wanted) - set(tokens) - set(lease_ids))
     if unknown:
         raise ConfigurationError(

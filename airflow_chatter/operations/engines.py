@@ -58,7 +58,7 @@ def _both(first: PendingFilter | None, second: PendingFilter) -> PendingFilter:
 
 class EngineConfig(Protocol):
     """What ``open_source_leases`` and ``build_engine`` need of a source's configuration
-    (``airflow_chatter.airflow.dags.config.SourceConfig``)."""
+    (``airflow_chatter.airflow.sources.SourceConfig``)."""
 
     @property
     def topics(self) -> Mapping[str, str]: ...

@@ -30,7 +30,7 @@ NO_LEASES = "<no leases yet>"
 
 
 class WatchedSource(EngineConfig, Protocol):
-    """What the watch needs of a source's configuration (``airflow_chatter.airflow.dags.config.SourceConfig``)."""
+    """What the watch needs of a source's configuration (``airflow_chatter.airflow.sources.SourceConfig``)."""
 
     @property
     def name(self) -> str: ...

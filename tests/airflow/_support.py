@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
-from airflow_chatter.airflow.dags.config import SourceConfig
+from airflow_chatter.airflow.sources import SourceConfig
 from airflow_chatter.clock import Clock, utc_now
 from airflow_chatter.outbox.document import OutboxMessage
 from airflow_chatter.ports import Document

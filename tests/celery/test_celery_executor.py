@@ -3,7 +3,7 @@
 per monitored container, so a source has 4 leases and its run maps 4 drains.
 
 Each worker runs one task at a time (``AIRFLOW_LIVE_WORKER_CONCURRENCY=1``), so 4 drains need both. Every task
-instance records ``<worker>@<host>`` as its hostname (``airflow_chatter.airflow.plugins.hostname``), which REST shows.
+instance records ``<worker>@<host>`` as its hostname (``airflow_chatter.airflow.utils.hostname``), which REST shows.
 ``CHATTER_SKIP_CELERY=1`` skips the module. Every wait has a deadline.
 """
 

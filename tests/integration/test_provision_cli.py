@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from airflow_chatter.adapters.cosmos.container import create_container
-from airflow_chatter.airflow.plugins.cli import run
+from airflow_chatter.airflow.cli.commands import run
 
 pytestmark = [pytest.mark.cosmos]
 

@@ -68,7 +68,7 @@ def test_the_wheel_ships_the_package_with_py_typed_and_its_entry_points_and_no_d
     [entry_points] = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "[apache_airflow_provider]" in text and "[airflow.plugins]" in text
-    assert "airflow-chatter = airflow_chatter.airflow.plugins.cli:main" in text
+    assert "airflow-chatter = airflow_chatter.airflow.cli.commands:main" in text
 
 
 def test_the_wheel_holds_no_devkit_module_and_testing_holds_only_what_proves_a_backend(wheel: Path) -> None:
@@ -132,7 +132,7 @@ def test_the_wheel_installs_into_a_clean_venv_with_the_constraints_and_airflow_f
     assert Path(found["file"]).is_relative_to(venv), f"imported from the venv, not the checkout: {found['file']}"
     assert found["package"] == "airflow-chatter"
     assert found["eps"]["airflow.plugins"] == {"chatter": "airflow_chatter.airflow.plugins.chatter:ChatterPlugin"}
-    assert found["eps"]["console_scripts"]["airflow-chatter"] == "airflow_chatter.airflow.plugins.cli:main"
+    assert found["eps"]["console_scripts"]["airflow-chatter"] == "airflow_chatter.airflow.cli.commands:main"
 
     providers = _run(
         [str(venv / "bin" / "airflow"), "providers", "list", "-o", "json"],

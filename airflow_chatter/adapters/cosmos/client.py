@@ -23,7 +23,7 @@ __all__ = ["SDK_HTTP_LOGGER", "check_tls_verification", "make_cosmos_client", "o
 #: The logger every client built here hands the SDK's HTTP logging policy: WARNING unless someone lowers it, so
 #: the SDK's per-request URL-and-headers lines (INFO) stay out of every process by default (the trigger, the
 #: api-server's plugin, the CLI, tasks), whatever the root logger's level. ``cosmos_http_logging: true`` lowers it
-#: for a task (``airflow/hooks/sdk_logging.py``).
+#: for a task (``airflow/utils/sdk_logging.py``).
 SDK_HTTP_LOGGER = "airflow_chatter.cosmos.sdk_http"
 _sdk_http_logger = logging.getLogger(SDK_HTTP_LOGGER)
 if _sdk_http_logger.level == logging.NOTSET:

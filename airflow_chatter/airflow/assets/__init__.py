@@ -26,7 +26,7 @@ from typing import Any
 
 from airflow.sdk import Asset, AssetWatcher
 
-from airflow_chatter.airflow.dags.config import ON_PENDING, SourceConfig
+from airflow_chatter.airflow.sources import ON_PENDING, SourceConfig
 from airflow_chatter.airflow.triggers.pending_event import ChatterPendingOutboxEventTrigger
 
 

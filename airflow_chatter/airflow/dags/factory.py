@@ -19,7 +19,12 @@ from pathlib import Path
 from airflow.sdk import DAG, Param
 
 from airflow_chatter.airflow.assets import drain_schedule, topics_alias
-from airflow_chatter.airflow.dags.config import (
+from airflow_chatter.airflow.operators.drain import ChatterDrainOperator
+from airflow_chatter.airflow.operators.invalid import ChatterInvalidSourceOperator
+from airflow_chatter.airflow.operators.list_leases import ChatterListLeasesOperator
+from airflow_chatter.airflow.operators.requeue import ChatterRequeueUndeliverableOperator
+from airflow_chatter.airflow.operators.topic_events import ChatterTopicEventsOperator
+from airflow_chatter.airflow.sources import (
     SOURCES_FILE_ENV,
     BrokenSource,
     LoadedSources,
@@ -27,13 +32,6 @@ from airflow_chatter.airflow.dags.config import (
     SourcesFile,
     load_sources_isolated,
 )
-from airflow_chatter.airflow.operators.drain import (
-    ChatterDrainOperator,
-    ChatterListLeasesOperator,
-    ChatterRequeueUndeliverableOperator,
-)
-from airflow_chatter.airflow.operators.invalid import ChatterInvalidSourceOperator
-from airflow_chatter.airflow.operators.topic_events import ChatterTopicEventsOperator
 
 log = logging.getLogger(__name__)
 

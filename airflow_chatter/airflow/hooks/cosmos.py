@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.microsoft.azure.hooks.cosmos import AzureCosmosDBHook
 from airflow.providers.microsoft.azure.utils import get_field
 
-from airflow_chatter.airflow.hooks._secrets import mask, scrub
-from airflow_chatter.airflow.hooks.values import as_bool, as_int, as_seconds, is_unset
+from airflow_chatter.airflow.utils.secrets import mask, scrub
+from airflow_chatter.airflow.utils.values import as_bool, as_int, as_seconds, is_unset
 from airflow_chatter.errors import ConfigurationError
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
-from airflow_chatter.airflow.hooks._secrets import mask, scrub
+from airflow_chatter.airflow.utils.secrets import mask, scrub
 from airflow_chatter.errors import ConfigurationError
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """The base operator of the layer: a source's config, its two connections, its lease set, its engine.
 
 The list-leases, drain and requeue operators and the pending-outbox sensor share it. Values are coerced by
-``airflow_chatter.airflow.hooks.values``. Every ``execute`` runs in ``task_scope``: a refusal no retry can cure
+``airflow_chatter.airflow.utils.values``. Every ``execute`` runs in ``task_scope``: a refusal no retry can cure
 fails the task at once (``AirflowFailException``), and the Azure SDK's per-request HTTP lines stay out of the task log.
 """
 
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow.sdk import BaseOperator
 
-from airflow_chatter.airflow.dags.config import SourceConfig, SourcesFile
-from airflow_chatter.airflow.hooks.sdk_logging import quiet_cosmos_http_logging
+from airflow_chatter.airflow.sources import SourceConfig, SourcesFile
+from airflow_chatter.airflow.utils.sdk_logging import quiet_cosmos_http_logging
 from airflow_chatter.errors import ConfigurationError, ContainerContractError
 from airflow_chatter.ports import NotFound, Publisher
 
@@ -77,7 +77,7 @@ def source_config(source: SourceConfig | Mapping[str, Any]) -> SourceConfig:
     """Accept a ``SourceConfig`` or its dict form (validated: a bad one fails at DAG parse time)."""
     if isinstance(source, SourceConfig):
         return source
-    from airflow_chatter.airflow.dags.config import parse_sources
+    from airflow_chatter.airflow.sources import parse_sources
 
     return parse_sources({"sources": [dict(source)]}, path="source").sources[0]
 

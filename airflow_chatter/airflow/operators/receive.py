@@ -126,9 +126,9 @@ class ChatterReceiveOperator(ChatterLineage, BaseOperator):
         from airflow.sdk.exceptions import AirflowFailException
 
         from airflow_chatter.adapters.kafka.source import KafkaMessageSource
-        from airflow_chatter.airflow.dags.config import import_callable
         from airflow_chatter.airflow.hooks.inbox import ChatterInboxHook
         from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
+        from airflow_chatter.airflow.sources import import_callable
         from airflow_chatter.inbox.errors import ForeignDocumentError, MissingIdentityError
         from airflow_chatter.inbox.receive import receive
 

@@ -12,14 +12,14 @@ from typing import Any
 
 from fastapi import HTTPException, Request
 
-from airflow_chatter.airflow.dags.config import (
+from airflow_chatter.airflow.plugins.api.app import Method, User
+from airflow_chatter.airflow.plugins.api.shapes import NotAuthorized, ParamsRejected
+from airflow_chatter.airflow.sources import (
     SOURCES_FILE_ENV,
     LoadedSources,
     SourceConfig,
     load_sources_isolated,
 )
-from airflow_chatter.airflow.plugins.api import Method, User
-from airflow_chatter.airflow.plugins.api_shapes import NotAuthorized, ParamsRejected
 from airflow_chatter.operations.monitoring import RunRecord
 from airflow_chatter.ports import DocumentContainer
 

@@ -49,7 +49,7 @@ class LazyApp:
 
 def build_app() -> Any:
     """The API over Airflow (auth manager, metadata DB, sources file): imported and built here, on first use."""
-    from airflow_chatter.airflow.plugins.api import create_app
+    from airflow_chatter.airflow.plugins.api.app import create_app
     from airflow_chatter.airflow.plugins.backend import AirflowBackend
 
     return create_app(AirflowBackend())

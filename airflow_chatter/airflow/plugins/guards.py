@@ -17,7 +17,7 @@ from fastapi import HTTPException, Request
 
 from airflow_chatter.adapters.fastapi.idempotency import HttpIdempotencyOptions, Idempotency
 from airflow_chatter.adapters.memory.idempotency import MemoryIdempotencyStore
-from airflow_chatter.airflow.dags.config import SourceConfig
+from airflow_chatter.airflow.sources import SourceConfig
 from airflow_chatter.errors import ChatterError
 from airflow_chatter.idempotency.container_store import ContainerIdempotencyStore
 from airflow_chatter.ports import ContainerError, DocumentContainer, IdempotencyStore

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
-from airflow_chatter.airflow.hooks.values import as_list
 from airflow_chatter.airflow.operators.base import ChatterSourceBaseOperator, task_scope
 from airflow_chatter.airflow.triggers.pending import ChatterPendingOutboxTrigger, check_poll_interval
+from airflow_chatter.airflow.utils.values import as_list
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

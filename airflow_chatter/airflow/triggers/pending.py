@@ -8,7 +8,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_chatter.airflow.hooks.sdk_logging import quiet_cosmos_http_logging
+from airflow_chatter.airflow.utils.sdk_logging import quiet_cosmos_http_logging
 from airflow_chatter.errors import ConfigurationError
 
 #: Poll bounds: faster would spend RU on an idle feed for nothing; slower would make the sensor lag a

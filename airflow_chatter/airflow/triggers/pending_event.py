@@ -40,7 +40,7 @@ class ChatterPendingOutboxEventTrigger(BaseEventTrigger):
         page_size: int = 100,
         max_pages: int = 5,
     ) -> None:
-        from airflow_chatter.airflow.dags.config import SourceConfig
+        from airflow_chatter.airflow.sources import SourceConfig
 
         super().__init__()  # type: ignore[no-untyped-call]
         self.source = SourceConfig.model_validate(source).model_dump(mode="json")
@@ -63,8 +63,8 @@ class ChatterPendingOutboxEventTrigger(BaseEventTrigger):
         )
 
     def _watch(self) -> Any:
-        from airflow_chatter.airflow.dags.config import SourceConfig
         from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
+        from airflow_chatter.airflow.sources import SourceConfig
         from airflow_chatter.operations.pending_watch import PendingWatch
 
         config = SourceConfig.model_validate(self.source)

@@ -197,7 +197,7 @@ def test_a_file_whose_top_level_is_wrong_fails_every_chatter_dag_file(
 
 
 def test_missing_config_file_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from airflow_chatter.airflow.dags.config import SOURCES_FILE_ENV
+    from airflow_chatter.airflow.sources import SOURCES_FILE_ENV
 
     monkeypatch.setenv(SOURCES_FILE_ENV, str(tmp_path / "nope.yaml"))
     message = "\n".join(str(e) for e in dagbag().import_errors.values())

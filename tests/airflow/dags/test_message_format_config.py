@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_chatter.airflow.dags.config import SourcesConfigError, parse_sources
+from airflow_chatter.airflow.sources import SourcesConfigError, parse_sources
 
 from .test_dags import valid
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from airflow_chatter.adapters.memory.faults import fail
-from airflow_chatter.airflow.dags.config import SourcesConfigError, parse_sources
+from airflow_chatter.airflow.sources import SourcesConfigError, parse_sources
 from airflow_chatter.errors import ConfigurationError
 from airflow_chatter.testing.handlers import first_of
 
@@ -151,7 +151,8 @@ def test_f11_the_source_s_429_limits_override_the_connection_s_each_on_its_own(
 def test_f11_a_drain_task_stops_on_the_connection_s_retry_limit_unless_the_source_allows_more(
     monkeypatch: pytest.MonkeyPatch, source_retries: int | None, stops: bool
 ) -> None:
-    from airflow_chatter.airflow.operators.drain import ChatterDrainOperator, ChatterListLeasesOperator
+    from airflow_chatter.airflow.operators.drain import ChatterDrainOperator
+    from airflow_chatter.airflow.operators.list_leases import ChatterListLeasesOperator
     from airflow_chatter.ports import Throttled
     from tests.airflow._support import install_world, source
 

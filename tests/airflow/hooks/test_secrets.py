@@ -9,7 +9,8 @@ import pytest
 
 from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
 from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
-from airflow_chatter.airflow.operators.drain import ChatterDrainOperator, ChatterListLeasesOperator
+from airflow_chatter.airflow.operators.drain import ChatterDrainOperator
+from airflow_chatter.airflow.operators.list_leases import ChatterListLeasesOperator
 from tests.airflow._support import source
 
 COSMOS_KEY = "Q09TTU9TLUtFWS1uZXZlci1pbi1hLWxvZw=="

@@ -15,13 +15,11 @@ from openlineage.client.serde import Serde
 
 from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
 from airflow_chatter.adapters.memory.source import MemoryMessageSource
-from airflow_chatter.airflow.operators.drain import (
-    ChatterDrainOperator,
-    ChatterListLeasesOperator,
-    ChatterRequeueUndeliverableOperator,
-)
+from airflow_chatter.airflow.operators.drain import ChatterDrainOperator
 from airflow_chatter.airflow.operators.lineage import cosmos_namespace
+from airflow_chatter.airflow.operators.list_leases import ChatterListLeasesOperator
 from airflow_chatter.airflow.operators.receive import ChatterReceiveOperator
+from airflow_chatter.airflow.operators.requeue import ChatterRequeueUndeliverableOperator
 from tests.airflow._support import KAFKA_SERVER, break_the_feed, install_world, source
 
 COSMOS = "azurecosmos://127.0.0.1:8081/dbs/shop"  # install_world's endpoint https://127.0.0.1:8081/, database shop

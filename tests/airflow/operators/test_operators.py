@@ -9,11 +9,9 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_chatter.airflow.operators.drain import (
-    ChatterDrainOperator,
-    ChatterListLeasesOperator,
-    ChatterRequeueUndeliverableOperator,
-)
+from airflow_chatter.airflow.operators.drain import ChatterDrainOperator
+from airflow_chatter.airflow.operators.list_leases import ChatterListLeasesOperator
+from airflow_chatter.airflow.operators.requeue import ChatterRequeueUndeliverableOperator
 from airflow_chatter.drain.engine import DrainEngine
 from airflow_chatter.drain.leases import LeaseHeldError
 from airflow_chatter.errors import ConfigurationError, ContainerContractError

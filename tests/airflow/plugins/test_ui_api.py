@@ -12,8 +12,7 @@ import pytest
 from fastapi import Request
 from fastapi.testclient import TestClient
 
-from airflow_chatter.airflow.dags.config import LoadedSources, SourceConfig, SourcesFile
-from airflow_chatter.airflow.plugins.api import (
+from airflow_chatter.airflow.plugins.api.app import (
     InvalidQueryError,
     NotAuthorized,
     ParamsRejected,
@@ -24,6 +23,7 @@ from airflow_chatter.airflow.plugins.api import (
     valid_page_size,
 )
 from airflow_chatter.airflow.plugins.conf_guard import STRICT_CONF
+from airflow_chatter.airflow.sources import LoadedSources, SourceConfig, SourcesFile
 from airflow_chatter.drain.engine import DrainEngine
 from airflow_chatter.drain.follow import StopRequest
 from airflow_chatter.drain.suspension import SuspensionState

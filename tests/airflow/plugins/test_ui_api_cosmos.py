@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer
 from airflow_chatter.adapters.cosmos.provision import provision_idempotency_container
-from airflow_chatter.airflow.plugins.api import create_app
+from airflow_chatter.airflow.plugins.api.app import create_app
 from airflow_chatter.ports import DocumentContainer
 from tests.airflow.plugins.test_ui_api import SOURCE, FakeBackend, auth, drained_backend, key
 from tests.fixtures.cosmos import ContainerFactory

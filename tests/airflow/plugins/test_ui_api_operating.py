@@ -13,9 +13,9 @@ from fastapi.testclient import TestClient
 
 from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
 from airflow_chatter.adapters.memory.faults import fail
-from airflow_chatter.airflow.dags.config import load_sources_isolated
-from airflow_chatter.airflow.plugins.api import MAX_RUNS, create_app
-from airflow_chatter.airflow.plugins.api_shapes import MAX_ECHO
+from airflow_chatter.airflow.plugins.api.app import MAX_RUNS, create_app
+from airflow_chatter.airflow.plugins.api.shapes import MAX_ECHO
+from airflow_chatter.airflow.sources import load_sources_isolated
 from airflow_chatter.drain.tries import Attempt
 from airflow_chatter.operations.monitoring import RunRecord
 from airflow_chatter.ports import ContainerError, ServiceUnavailable, Throttled
@@ -219,8 +219,8 @@ def test_the_airflow_backend_reads_the_sources_file_entry_by_entry(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The api-server's backend itself, not the fake: a broken entry used to make it raise for the whole file."""
-    from airflow_chatter.airflow.dags.config import SOURCES_FILE_ENV
     from airflow_chatter.airflow.plugins.backend import AirflowBackend
+    from airflow_chatter.airflow.sources import SOURCES_FILE_ENV
 
     broken = _entry("broken", "c", "l")
     del broken["database"]

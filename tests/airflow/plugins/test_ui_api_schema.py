@@ -15,7 +15,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 
 from airflow_chatter.adapters.memory.idempotency import MemoryIdempotencyStore
-from airflow_chatter.airflow.plugins.api import create_app
+from airflow_chatter.airflow.plugins.api.app import create_app
 from airflow_chatter.ports.idempotency import ReservationOutcome, StoredResponse
 from tests.airflow.plugins.test_ui_api import SOURCE, FakeBackend, auth, drained_backend
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from airflow_chatter.airflow.operators.drain import ChatterDrainOperator, ChatterListLeasesOperator
+from airflow_chatter.airflow.operators.drain import ChatterDrainOperator
+from airflow_chatter.airflow.operators.list_leases import ChatterListLeasesOperator
 from airflow_chatter.airflow.sensors.pending import ChatterPendingOutboxSensor
 from airflow_chatter.airflow.triggers.pending import ChatterPendingOutboxTrigger
 from airflow_chatter.errors import ConfigurationError

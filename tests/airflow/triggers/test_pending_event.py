@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from airflow_chatter.airflow.dags.config import SourcesConfigError, parse_sources
-from airflow_chatter.airflow.operators.drain import ChatterDrainOperator, ChatterListLeasesOperator
+from airflow_chatter.airflow.operators.drain import ChatterDrainOperator
+from airflow_chatter.airflow.operators.list_leases import ChatterListLeasesOperator
+from airflow_chatter.airflow.sources import SourcesConfigError, parse_sources
 from airflow_chatter.airflow.triggers.pending_event import ChatterPendingOutboxEventTrigger
 from airflow_chatter.errors import ConfigurationError
 from airflow_chatter.operations.pending_watch import NO_LEASES, PendingWatch

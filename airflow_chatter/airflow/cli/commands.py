@@ -20,8 +20,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_chatter.airflow.dags.config import SOURCES_FILE_ENV, SourceConfig, load_sources
 from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
+from airflow_chatter.airflow.sources import SOURCES_FILE_ENV, SourceConfig, load_sources
 from airflow_chatter.errors import ChatterError
 from airflow_chatter.ports import ContainerError
 
@@ -160,5 +160,5 @@ def _provision(source: str, sources_file: str) -> int:
     return 0
 
 
-if __name__ == "__main__":  # pragma: no cover - python -m airflow_chatter.airflow.plugins.cli
+if __name__ == "__main__":  # pragma: no cover - python -m airflow_chatter.airflow.cli.commands
     sys.exit(main())

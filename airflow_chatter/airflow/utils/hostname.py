@@ -2,7 +2,7 @@
 
 Airflow stores ``[core] hostname_callable()`` as each task instance's ``hostname`` (REST, UI). Two Celery workers
 on one machine would both record the machine's name; with
-``AIRFLOW__CORE__HOSTNAME_CALLABLE=airflow_chatter.airflow.plugins.hostname.worker_hostname`` and
+``AIRFLOW__CORE__HOSTNAME_CALLABLE=airflow_chatter.airflow.utils.hostname.worker_hostname`` and
 ``CHATTER_WORKER_NAME`` set per worker (``scripts/airflow-live.sh`` does both), each records
 ``<worker name>@<host>``, the same name ``airflow celery worker -H`` gives the worker. Without
 ``CHATTER_WORKER_NAME`` it is the host's FQDN, like Airflow's default.

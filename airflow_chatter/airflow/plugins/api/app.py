@@ -34,8 +34,7 @@ from fastapi.routing import APIRoute
 from fastapi.security import APIKeyCookie, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
-from airflow_chatter.airflow.dags.config import LoadedSources, SourceConfig, SourcesConfigError
-from airflow_chatter.airflow.plugins.api_shapes import (
+from airflow_chatter.airflow.plugins.api.shapes import (
     ACTION_ERRORS,
     READ_ERRORS,
     BackfillBody,
@@ -55,6 +54,7 @@ from airflow_chatter.airflow.plugins.api_shapes import (
     validation_problem,
 )
 from airflow_chatter.airflow.plugins.guards import SourceGuards
+from airflow_chatter.airflow.sources import LoadedSources, SourceConfig, SourcesConfigError
 from airflow_chatter.errors import ConfigurationError
 from airflow_chatter.operations.interventions import (
     LeaseChangedError,

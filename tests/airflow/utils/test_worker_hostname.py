@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from airflow_chatter.airflow.plugins.hostname import WORKER_NAME_ENV, worker_hostname
+from airflow_chatter.airflow.utils.hostname import WORKER_NAME_ENV, worker_hostname
 
 
 def test_a_named_worker_records_its_name_at_the_host(monkeypatch: pytest.MonkeyPatch) -> None:

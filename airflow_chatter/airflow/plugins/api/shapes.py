@@ -15,7 +15,7 @@ from typing import Any
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from airflow_chatter.airflow.dags.config import BrokenSource
+from airflow_chatter.airflow.sources import BrokenSource
 from airflow_chatter.errors import ChatterError, ConfigurationError
 from airflow_chatter.operations.interventions import MAX_REQUEUE
 from airflow_chatter.operations.monitoring import MAX_PAGE_SIZE

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from airflow_chatter.airflow.hooks.values import as_bool, as_datetime, as_int, as_list
+from airflow_chatter.airflow.utils.values import as_bool, as_datetime, as_int, as_list
 from airflow_chatter.errors import ConfigurationError
 
 
