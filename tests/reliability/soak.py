@@ -55,7 +55,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer, create_container
 from airflow_chatter.adapters.kafka.admin import ensure_topics
@@ -527,7 +527,7 @@ def _sample(soak: Soak, sources: list[LiveSource], effects: Any, processes: dict
 
 def schedule(seconds: float) -> list[tuple[float, str]]:
     """(offset in seconds, fault) for a run of ``seconds``, in order. An offset is progress, not a time: the fault
-    is due once the writers have attempted ``offset × rate`` Units of Work (``_fault_due``)."""
+    is due once the writers have attempted ``offset × rate`` Units of Work (``next_step``)."""
     kill_every = min(180.0, seconds / 3)
     plan = [(kill_every * i, f"kill worker{1 + (i - 1) % WORKERS}") for i in range(1, int(seconds / kill_every))]
     plan += [
@@ -573,11 +573,21 @@ def _progress(soak: Soak) -> tuple[int, int]:
     return attempted, max(0, int((time.time() - soak.writers_started) * soak.rate) - attempted)
 
 
-def _fault_due(offset_s: float, soak: Soak) -> bool:
-    """Whether a fault planned at ``offset_s`` may start: the writers have attempted its share of the run and are on
-    their schedule. The fault before it has ended (faults run one at a time, in the main loop)."""
-    attempted, behind = _progress(soak)
-    return attempted >= offset_s * soak.rate and behind <= ON_SCHEDULE_S * soak.rate
+def next_step(
+    plan: list[tuple[float, str]], attempted: int, behind: int, *, rate: float, seconds: float, idle_passes: int
+) -> Literal["done", "bound", "fault", "wait"]:
+    """What the main loop does next, from the writers' progress alone (the fault before has ended: faults run one at
+    a time, in the main loop). ``done``: ``seconds``' worth of Units of Work attempted and every planned fault run;
+    ``bound``: faults still to run at ``BOUND`` times that worth, or after ``BOUND × seconds`` idle passes; ``fault``:
+    the next one's share of the run attempted and the writers on their schedule; ``wait`` otherwise."""
+    planned = seconds * rate
+    if not plan and attempted >= planned:
+        return "done"
+    if attempted >= BOUND * planned or idle_passes >= BOUND * seconds:
+        return "bound"
+    if plan and attempted >= plan[0][0] * rate and behind <= ON_SCHEDULE_S * rate:
+        return "fault"
+    return "wait"
 
 
 @contextmanager
@@ -695,20 +705,21 @@ def run(
                 *[lambda: _receiver(soak, bootstrap, topics, effects, group) for _ in range(receivers)],
             ) as threads:
                 plan = schedule(seconds) if faults else []
-                planned = int(seconds * rate)
                 passes = 0
                 next_sample = 0.0
                 while True:
                     elapsed = time.time() - t0
                     attempted, behind = _progress(soak)
-                    if not plan and attempted >= planned:
+                    step = next_step(plan, attempted, behind, rate=rate, seconds=seconds, idle_passes=passes)
+                    if step == "done":
                         break
-                    if attempted >= BOUND * planned or passes >= BOUND * seconds:
+                    if step == "bound":
                         soak.unfinished = (
-                            f"the bound was hit ({attempted} Units of Work attempted, {BOUND} × the {planned} "
-                            f"planned, after {passes} idle passes of the main loop) with {len(plan)} planned faults "
-                            f"not run: {', '.join(what for _, what in plan)}; the writers were {behind} Units of Work "
-                            f"behind their schedule (on schedule: at most {ON_SCHEDULE_S * rate:.0f})"
+                            f"the bound was hit ({attempted} Units of Work attempted, {BOUND} × the "
+                            f"{seconds * rate:.0f} planned, after {passes} idle passes of the main loop) with "
+                            f"{len(plan)} planned faults not run: {', '.join(what for _, what in plan)}; the writers "
+                            f"were {behind} Units of Work behind their schedule (on schedule: at most "
+                            f"{ON_SCHEDULE_S * rate:.0f})"
                         )
                         log(f"soak: {soak.unfinished}")
                         break
@@ -721,7 +732,7 @@ def run(
                             f"sampled in {time.time() - t0 - elapsed:.1f} s"
                         )
                         next_sample += sample_s
-                    if plan and _fault_due(plan[0][0], soak):
+                    if step == "fault":
                         _, what = plan.pop(0)
                         log(f"soak: {elapsed / 60:.1f} min: {what} ({attempted} Units of Work attempted)")
                         started = time.time()
