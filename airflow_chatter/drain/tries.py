@@ -1,8 +1,8 @@
 """Every try counts: each try of a drain task leaves its counts on its lease, so the next try's summary carries them.
 
 Airflow clears a task's XCom when a new try starts, so the summary the page reads (the last try's) would count
-that try alone while the tries before it published and failed too (issue 28: "published 18" while Kafka held 84
-copies). The drain therefore records each try's counts on the lease document itself, in the write that releases
+that try alone while the tries before it published and failed too (a run tried three times: "published 18", Kafka
+held 84 copies). The drain therefore records each try's counts on the lease document itself, in the write that releases
 the lease (no extra request), under ``run_tries``: the task run it belongs to (an opaque key the caller gives, e.g.
 ``dag/run/task/map index``) and one small entry per try. The next try of the same task run reads them with the
 lease it acquires and reports them in its summary as ``earlier_tries``; a try of another run starts a new record.

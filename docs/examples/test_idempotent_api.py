@@ -1,4 +1,4 @@
-"""The idempotent example API (``idempotent_api.py``) fuzzed from the OpenAPI the guard declares (issue 29 part 2):
+"""The idempotent example API (``idempotent_api.py``) fuzzed from the OpenAPI the guard declares:
 
     .venv/bin/python -m pytest docs/examples/test_idempotent_api.py -q
 

@@ -1,6 +1,6 @@
 """The hook's own Cosmos client, as every process the project runs code in builds it (task, trigger, plugin, CLI),
 against the project emulator: its 429s reach the drain (counted, limited), and the SDK's per-request HTTP lines stay
-out of the log at INFO (issue 28, findings 2 and 3)."""
+out of the log at INFO."""
 
 from __future__ import annotations
 

@@ -96,7 +96,7 @@ def test_idm_c01_provisioning_refuses_an_existing_container_that_differs_naming_
 
 def test_a_store_on_a_missing_container_says_which_container_and_database(cosmos_database: DatabaseProxy) -> None:
     """The emulator answers a missing container with ``404 {"message":""}``: the error must still name the
-    container and its database (issue 28, finding 12), not just "404 … no message"."""
+    container and its database, not just "404 … no message"."""
     from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer
     from airflow_chatter.ports import NotFound
 

@@ -1,6 +1,6 @@
 """The documented SASL path, run: ``scripts/kafka.sh`` starts a broker with a SASL_PLAINTEXT/PLAIN listener
 (``KAFKA_SASL_PORT``), and the project's Kafka hook connects to it with a connection's login and password and
-publishes; a wrong password is refused (issue 28, finding 12)."""
+publishes; a wrong password is refused and never echoed."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The plugin API on the live api-server fuzzed from the OpenAPI it serves (``/chatter/openapi.json``; issue 29
-part 2), as the stack's admin and as its viewer: no 5xx, and every status, content type and body is one the schema
+"""The plugin API on the live api-server fuzzed from the OpenAPI it serves (``/chatter/openapi.json``),
+as the stack's admin and as its viewer: no 5xx, and every status, content type and body is one the schema
 declares. A viewer's every action on a source they may read is refused (403) and changes nothing: the source's
 outbox and lease documents and its UI idempotency container are as they were. A few examples per operation, so the
 file adds well under a minute to the live suite once the stack is up.

@@ -1,5 +1,5 @@
 """A soak: steady writes through the Unit of Work, a scheduled and a following drain on the CeleryExecutor stack,
-the inbox receiver writing one effect per message, and faults on a schedule, for ``--minutes`` (issue 29 part 1).
+the inbox receiver writing one effect per message, and faults that follow the writers' progress, for ``--minutes``.
 
     .venv/bin/python -m tests.reliability.soak [--minutes 30] [--rate 5] [--customers 200] [--no-follow]
 
@@ -22,15 +22,20 @@ and CPU time of every long-lived process.
 Faults, scaled to ``--minutes`` (T): a Celery worker's process groups SIGKILLed every ``min(3 min, T/3)``, the
 workers taking turns, and started again; the broker stopped once for ``min(60 s, T/6)``; two 429 bursts (each
 container's RU/s cut to a tenth for 15 s); a split of one partition key range per container; a scheduler restart.
-Then the writers stop, the drains and the receiver catch up (bounded), and one table is printed:
+The plan is in the writers' progress, not the clock: a fault planned at minute m starts once the writers have
+attempted m minutes' worth of Units of Work, the fault before it has ended and the writers are on their schedule, so
+a loaded machine that stretches a fault delays the ones after it instead of dropping them. The writers run until
+they have attempted T's worth and every planned fault has run, bounded by ``BOUND`` times T's worth (the report
+names the faults that did not run when the bound is hit). Then the writers stop, the drains and the receiver catch
+up (bounded), and one table is printed:
 
     writes | lost (ledger vs Kafka) | lost (ledger vs effects) | duplicates on Kafka | effects applied twice |
     p50/p99 write -> Kafka per drain mode and window | leases stuck | RSS start/end, slope per hour and CPU per
     process | lease, marker and effect documents and the backlogs per window | duplicates attributed to the fault
     that caused them (tests/reliability/soak_report.py)
 
-Exits 1 when anything was lost, an effect applied twice or a lease stuck. ``tests/reliability/test_soak.py`` runs
-a short one.
+Exits 1 when anything was lost, an effect applied twice, a lease stuck or a planned fault not run.
+``tests/reliability/test_soak.py`` runs a short one.
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer, create_container
 from airflow_chatter.adapters.kafka.admin import ensure_topics
@@ -114,6 +119,14 @@ BURST_SHARE = 0.1
 #: How soon the scheduler fails the task of a SIGKILLed worker (Airflow's default is 300 s): until then the source's
 #: next run waits (``max_active_runs=1``), so this bounds how long a worker crash stalls the source.
 HEARTBEAT_TIMEOUT_S = 30
+#: The writers count as on schedule for the next fault while they are at most this many seconds' worth of Units of
+#: Work behind it: a fault then hits a run that writes at its rate, not one still catching up from the last fault.
+ON_SCHEDULE_S = 10.0
+#: The run's bound, in the writers' progress: while planned faults are still to run, the writers may attempt this
+#: many times the Units of Work of ``--minutes``; the main loop's passes (a second's sleep each when nothing is due)
+#: are bounded the same way, should the writers stop making progress at all. On a 2-core machine at load 6-10 a
+#: fault took about 1.5 times its planned length.
+BOUND = 4
 
 
 @dataclass
@@ -134,6 +147,8 @@ class Soak:
     attempted: int = 0
     writers_started: float = 0.0
     rate: float = 1.0
+    #: Why the run ended before every planned fault ran (its bound was hit); empty when they all ran.
+    unfinished: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
     stop: threading.Event = field(default_factory=threading.Event)
     #: Set once the drains have caught up: the receiver stops then.
@@ -163,10 +178,18 @@ class Report:
     receiver_errors: dict[str, int]
     writer_behind_max: int
     t0: float
+    #: Why the run ended before every planned fault ran; empty when they all ran.
+    unfinished: str = ""
 
     @property
     def passed(self) -> bool:
-        return self.lost_kafka == 0 and self.lost_effects == 0 and self.effects_twice == 0 and self.stuck_leases == 0
+        return (
+            self.lost_kafka == 0
+            and self.lost_effects == 0
+            and self.effects_twice == 0
+            and self.stuck_leases == 0
+            and not self.unfinished
+        )
 
     def table(self) -> str:
         lines = [
@@ -223,6 +246,8 @@ class Report:
             lines.append(f"\ndrain attempt failed at minute {(at - self.t0) / 60:.2f}: {error}")
         lines += ["", "| minute | fault | lasted (s) |", "|---|---|---|"]
         lines += [f"| {at / 60:.1f} | {what} | {end - start:.0f} |" for at, what, start, end in self.faults]
+        if self.unfinished:
+            lines.append(f"\nNOT EVERY PLANNED FAULT RAN: {self.unfinished}")
         return "\n".join(lines)
 
 
@@ -477,8 +502,8 @@ def _stuck(leases: Any) -> int:
 def _sample(soak: Soak, sources: list[LiveSource], effects: Any, processes: dict[str, int]) -> None:
     now = time.time()
     with soak.lock:
-        written, attempted = len(soak.written), soak.attempted
-    due = int((now - soak.writers_started) * soak.rate) if soak.writers_started and not soak.stop.is_set() else 0
+        written = len(soak.written)
+    _, behind = _progress(soak)
     children = _children()
     # Each effect is committed with its marker in one Unit of Work: the effects container holds both.
     with soak.lock:
@@ -491,7 +516,7 @@ def _sample(soak: Soak, sources: list[LiveSource], effects: Any, processes: dict
             applied,
             sum(_stuck(source.leases) for source in sources),
             written=written,
-            writer_behind=max(0, due - attempted),
+            writer_behind=behind,
             rss={name: _usage(pid, children) for name, pid in processes.items()},
         )
     )
@@ -501,7 +526,8 @@ def _sample(soak: Soak, sources: list[LiveSource], effects: Any, processes: dict
 
 
 def schedule(seconds: float) -> list[tuple[float, str]]:
-    """(offset in seconds, fault) for a run of ``seconds``."""
+    """(offset in seconds, fault) for a run of ``seconds``, in order. An offset is progress, not a time: the fault
+    is due once the writers have attempted ``offset × rate`` Units of Work (``next_step``)."""
     kill_every = min(180.0, seconds / 3)
     plan = [(kill_every * i, f"kill worker{1 + (i - 1) % WORKERS}") for i in range(1, int(seconds / kill_every))]
     plan += [
@@ -536,6 +562,32 @@ def _fault(
             emulator_admin(endpoint, "POST", "split", {"container": link, "range_id": first})
     elif what == "restart scheduler":
         stack_script(stack, "restart-scheduler")
+
+
+def _progress(soak: Soak) -> tuple[int, int]:
+    """(Units of Work the writers attempted, how many more their schedule has due by now: 0 once they stopped)."""
+    with soak.lock:
+        attempted = soak.attempted
+    if not soak.writers_started or soak.stop.is_set():
+        return attempted, 0
+    return attempted, max(0, int((time.time() - soak.writers_started) * soak.rate) - attempted)
+
+
+def next_step(
+    plan: list[tuple[float, str]], attempted: int, behind: int, *, rate: float, seconds: float, idle_passes: int
+) -> Literal["done", "bound", "fault", "wait"]:
+    """What the main loop does next, from the writers' progress alone (the fault before has ended: faults run one at
+    a time, in the main loop). ``done``: ``seconds``' worth of Units of Work attempted and every planned fault run;
+    ``bound``: faults still to run at ``BOUND`` times that worth, or after ``BOUND × seconds`` idle passes; ``fault``:
+    the next one's share of the run attempted and the writers on their schedule; ``wait`` otherwise."""
+    planned = seconds * rate
+    if not plan and attempted >= planned:
+        return "done"
+    if attempted >= BOUND * planned or idle_passes >= BOUND * seconds:
+        return "bound"
+    if plan and attempted >= plan[0][0] * rate and behind <= ON_SCHEDULE_S * rate:
+        return "fault"
+    return "wait"
 
 
 @contextmanager
@@ -584,7 +636,8 @@ def run(
     faults: bool = True,
     follow: bool = True,
 ) -> Report:
-    """The soak; ``writers`` threads share the schedule of ``rate`` Units of Work a second and ``receivers``
+    """The soak: ``minutes`` × ``rate`` Units of Work planned, and as many more as the planned faults need to run
+    (bounded by ``BOUND``); ``writers`` threads share the schedule of ``rate`` Units of Work a second and ``receivers``
     consumers of one group share the topics (0: one per 10/s, at most 3 receivers, a topic's partitions);
     ``faults=False`` runs without the fault schedule (to measure what rate the machine sustains); ``follow=False``
     leaves out the following source (the cron source takes every write)."""
@@ -652,9 +705,24 @@ def run(
                 *[lambda: _receiver(soak, bootstrap, topics, effects, group) for _ in range(receivers)],
             ) as threads:
                 plan = schedule(seconds) if faults else []
+                passes = 0
                 next_sample = 0.0
-                while time.time() - t0 < seconds:
+                while True:
                     elapsed = time.time() - t0
+                    attempted, behind = _progress(soak)
+                    step = next_step(plan, attempted, behind, rate=rate, seconds=seconds, idle_passes=passes)
+                    if step == "done":
+                        break
+                    if step == "bound":
+                        soak.unfinished = (
+                            f"the bound was hit ({attempted} Units of Work attempted, {BOUND} × the "
+                            f"{seconds * rate:.0f} planned, after {passes} idle passes of the main loop) with "
+                            f"{len(plan)} planned faults not run: {', '.join(what for _, what in plan)}; the writers "
+                            f"were {behind} Units of Work behind their schedule (on schedule: at most "
+                            f"{ON_SCHEDULE_S * rate:.0f})"
+                        )
+                        log(f"soak: {soak.unfinished}")
+                        break
                     if elapsed >= next_sample:
                         _sample(soak, sources, effects, long_lived(stack, endpoint, broker))
                         s = soak.samples[-1]
@@ -664,14 +732,15 @@ def run(
                             f"sampled in {time.time() - t0 - elapsed:.1f} s"
                         )
                         next_sample += sample_s
-                    if plan and elapsed >= plan[0][0]:
+                    if step == "fault":
                         _, what = plan.pop(0)
-                        log(f"soak: {elapsed / 60:.1f} min: {what} ({len(soak.written)} written)")
+                        log(f"soak: {elapsed / 60:.1f} min: {what} ({attempted} Units of Work attempted)")
                         started = time.time()
                         _fault(what, stack, endpoint, broker, links, ru)
                         soak.faults.append((elapsed, what, started, time.time()))
                         continue
                     time.sleep(1)
+                    passes += 1
                 soak.stop.set()
                 for thread in threads[:writers]:
                     thread.join()
@@ -757,12 +826,19 @@ def _report(soak: Soak, records: list[Any], effect_ids: set[str], window_s: floa
         receiver_errors=dict(soak.receiver_errors),
         writer_behind_max=max((s.writer_behind for s in soak.samples), default=0),
         t0=t0,
+        unfinished=soak.unfinished,
     )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, default=30.0, help="how long the writers and faults run (30)")
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        default=30.0,
+        help="the writers' planned Units of Work (minutes × rate) and the faults' scale; the run lasts until every "
+        "planned fault has run (30)",
+    )
     parser.add_argument("--rate", type=float, default=5.0, help="Units of Work committed a second (5)")
     parser.add_argument("--customers", type=int, default=200, help="partition key values (200)")
     parser.add_argument("--writers", type=int, default=0, help="writer threads (0: one per 10/s)")

@@ -1,5 +1,5 @@
-"""A backfill request that would match nothing is refused, naming the field, before anything is written (issue 28
-finding 7): a start in the future, feed ranges the source does not have, in a dry run as in a real one."""
+"""A backfill request that would match nothing is refused, naming the field, before anything is written: a start in
+the future, feed ranges the source does not have, in a dry run as in a real one."""
 
 from __future__ import annotations
 

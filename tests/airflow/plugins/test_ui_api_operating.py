@@ -1,4 +1,4 @@
-"""What an operator and a tester hit in the plugin's API (issue 28): a broken sources entry, actions without an
+"""What an operator and a tester hit in the plugin's API: a broken sources entry, actions without an
 ETag, a repeated requeue, runs older than the latest page and backfill runs, error shapes and the OpenAPI schema."""
 
 from __future__ import annotations

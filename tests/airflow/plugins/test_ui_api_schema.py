@@ -1,9 +1,8 @@
-"""The plugin API answers what its OpenAPI schema says (issue 28 finding 10, issue 29 part 2): for inputs schemathesis
-generates from the schema, as an admin and as a viewer, no 5xx, and every status, content type and body is one the
-schema declares. A viewer is refused every action (403 on a source they may read) and a refused request changes
-nothing: no document written in any container, no run triggered, and, for a viewer, the idempotency store not even
-asked (authorisation comes before the guard). In-process over the app and the fake backend of ``test_ui_api``, no
-live Airflow."""
+"""The plugin API answers what its OpenAPI schema says: for inputs schemathesis generates from the schema, as an admin
+and as a viewer, no 5xx, and every status, content type and body is one the schema declares. A viewer is refused every
+action (403 on a source they may read) and a refused request changes nothing: no document written in any container, no
+run triggered, and, for a viewer, the idempotency store not even asked (authorisation comes before the guard).
+In-process over the app and the fake backend of ``test_ui_api``, no live Airflow."""
 
 from __future__ import annotations
 

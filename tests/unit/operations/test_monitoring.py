@@ -208,7 +208,7 @@ def _three_tries(rig: Rig, *, last_fails: bool) -> list[dict]:  # type: ignore[t
 
 
 def test_every_try_counts_a_run_tried_three_times_totals_all_three(rig: Rig) -> None:
-    """Issue 28 finding 4: a run retried three times counted its last try only ("published 18" while Kafka held
+    """A run retried three times used to count its last try only ("published 18" while Kafka held
     84 copies). Each try records its counts on the lease; the last try's summary carries the earlier ones."""
     tries = _three_tries(rig, last_fails=False)
     assert len(rig.publisher.sent) == 3, "each try published the document again"
