@@ -1,9 +1,10 @@
 """Provider info for Airflow's ProvidersManager (entry point ``apache_airflow_provider``).
 
-Plain data: Airflow reads it without importing the hooks, so it must stay import-light (the Kafka form's schemas
-come from the settings model, which imports no Airflow: a bound or a default lives in one place). The connection
-forms are declared here (``conn-fields`` as JSON Schema, ``ui-field-behaviour`` in kebab-case), not through the hook
-methods deprecated in Airflow 3.2. Type names have no ``_`` (RFC 3986 schemes: Airflow warns for each URI of such a
+Plain data: Airflow reads it without importing the hooks, so it must stay import-light (each connection form comes
+from its settings model, ``CosmosConnectionSettings`` and ``KafkaSettings``, which import no Airflow: a bound or a
+default lives in one place). The connection forms are
+declared here (``conn-fields`` as JSON Schema, ``ui-field-behaviour`` in kebab-case), not through the hook methods
+deprecated in Airflow 3.2. Type names have no ``_`` (RFC 3986 schemes: Airflow warns for each URI of such a
 type).
 """
 
@@ -12,54 +13,48 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from pydantic import BaseModel
+
 from airflow_chatter.adapters.kafka.settings import KAFKA_DEFAULTS, KafkaSettings
+from airflow_chatter.airflow.hooks.cosmos_settings import CosmosConnectionSettings
 
-_NULLABLE_STRING: dict[str, Any] = {"type": ["string", "null"]}
 
-_COSMOS_CONN_FIELDS: dict[str, Any] = {
-    "database_name": {
-        "label": "Database",
-        "description": "Default database for the containers this connection serves.",
-        "schema": _NULLABLE_STRING,
-    },
-    "connection_verify": {
-        "label": "Verify TLS certificate",
-        "description": (
-            "Keep on. For a local emulator (127.0.0.1 / localhost) also give its CA certificate path: azure-cosmos "
-            "does not verify loopback endpoints without one, so the hook refuses to connect unverified unawares."
-        ),
-        "schema": {"type": ["boolean", "null"], "default": True},
-    },
-    "ca_cert_path": {
-        "label": "CA certificate path",
-        "description": "PEM file to verify the endpoint against (a local emulator's certificate).",
-        "schema": _NULLABLE_STRING,
-    },
-    "connection_timeout": {
-        "label": "Connection timeout (s)",
-        "schema": {"type": ["integer", "null"], "minimum": 1, "default": 10},
-    },
-    "max_throttle_retries": {
-        "label": "429 retries per request",
-        "description": (
-            "A throttled (429) Cosmos request of a drain is retried after the server's retry-after at most this "
-            "many times (default 9). A source's own max_throttle_retries wins."
-        ),
-        "schema": {"type": ["integer", "null"], "minimum": 0},
-    },
-    "max_throttle_wait_seconds": {
-        "label": "429 wait per drain (s)",
-        "description": (
-            "Seconds a drain task may spend waiting out 429s in all (default 30); past it the drain stops at a "
-            "page boundary, nothing lost. A source's own max_throttle_wait_seconds wins."
-        ),
-        "schema": {"type": ["number", "null"], "minimum": 0},
-    },
-    "subscription_id": {"label": "Subscription ID (optional)", "schema": _NULLABLE_STRING},
-    "resource_group_name": {"label": "Resource Group Name (optional)", "schema": _NULLABLE_STRING},
-    "managed_identity_client_id": {"label": "Managed Identity Client ID", "schema": _NULLABLE_STRING},
-    "workload_identity_tenant_id": {"label": "Workload Identity Tenant ID", "schema": _NULLABLE_STRING},
-}
+@cache
+def _properties(model: type[BaseModel]) -> dict[str, Any]:
+    return dict(model.model_json_schema()["properties"])
+
+
+def _schema(model: type[BaseModel], name: str) -> dict[str, Any]:
+    """The form schema of a settings model's field, from the model's own JSON Schema (its type, enum, default and
+    bounds). A cleared field means the default, so every field but a choice also takes ``null``."""
+    field = _properties(model)[name]
+    variants = field.get("anyOf", [field])
+    (kind,) = [variant["type"] for variant in variants if variant.get("type") != "null"]
+    schema: dict[str, Any] = {"type": kind if "enum" in field else [kind, "null"]}
+    # pydantic writes a bound under a validator as its own ``ge`` / ``gt`` key, JSON Schema's names otherwise.
+    bounds = (("enum", "enum"), ("ge", "minimum"), ("gt", "exclusiveMinimum"), ("minimum", "minimum"))
+    for variant in variants:
+        for key, form_key in (*bounds, ("exclusiveMinimum", "exclusiveMinimum")):
+            if key in variant:
+                schema[form_key] = variant[key]
+    if field.get("default") is not None:
+        schema["default"] = field["default"]
+    return schema
+
+
+def _kafka_schema(name: str) -> dict[str, Any]:
+    return _schema(KafkaSettings, name)
+
+
+def _form_fields(model: type[BaseModel]) -> dict[str, Any]:
+    """Every field of a settings model as a form field: its title the label, its description, its schema."""
+    fields: dict[str, Any] = {}
+    for name in model.model_fields:
+        field = _properties(model)[name]
+        described = {"description": field["description"]} if "description" in field else {}
+        fields[name] = {"label": field["title"], **described, "schema": _schema(model, name)}
+    return fields
+
 
 _COSMOS_FORM: dict[str, Any] = {
     # The endpoint is the host: Airflow's Test Connection reuses the stored key only for the stored host.
@@ -80,28 +75,8 @@ COSMOS_CONNECTION_TYPE: dict[str, Any] = {
     "hook-class-name": "airflow_chatter.airflow.hooks.cosmos.ChatterCosmosHook",
     "hook-name": "Chatter Cosmos DB",
     "ui-field-behaviour": _COSMOS_FORM,
-    "conn-fields": _COSMOS_CONN_FIELDS,
+    "conn-fields": _form_fields(CosmosConnectionSettings),
 }
-
-
-@cache
-def _kafka_properties() -> dict[str, Any]:
-    return dict(KafkaSettings.model_json_schema()["properties"])
-
-
-def _kafka_schema(name: str) -> dict[str, Any]:
-    """The form schema of a ``KafkaSettings`` field, from the model's own JSON Schema (its type, enum, default and
-    bounds). A cleared field means the default, so every field but a choice also takes ``null``."""
-    field = _kafka_properties()[name]
-    types = [variant["type"] for variant in field.get("anyOf", [field]) if variant.get("type") != "null"]
-    (kind,) = types
-    schema: dict[str, Any] = {"type": kind if "enum" in field else [kind, "null"]}
-    for key, form_key in (("enum", "enum"), ("ge", "minimum"), ("gt", "exclusiveMinimum"), ("minimum", "minimum")):
-        if key in field:
-            schema[form_key] = field[key]
-    if field.get("default") is not None:
-        schema["default"] = field["default"]
-    return schema
 
 
 _KAFKA_CONN_FIELDS: dict[str, Any] = {

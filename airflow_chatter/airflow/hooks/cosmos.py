@@ -16,13 +16,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.microsoft.azure.hooks.cosmos import AzureCosmosDBHook
-from airflow.providers.microsoft.azure.utils import get_field
 
+from airflow_chatter.airflow.hooks.cosmos_settings import CosmosConnectionSettings
 from airflow_chatter.airflow.utils.secrets import mask, scrub
-from airflow_chatter.airflow.utils.values import as_bool, as_int, as_seconds, is_unset
 from airflow_chatter.errors import ConfigurationError
 
 if TYPE_CHECKING:
+    from airflow.sdk import Connection
     from azure.cosmos import CosmosClient
 
     from airflow_chatter.drain.request_units import ThrottleLimits
@@ -40,7 +40,11 @@ class ChatterCosmosHook(AzureCosmosDBHook):
     true), ``ca_cert_path`` (a PEM file to verify a local emulator), ``connection_timeout`` (seconds,
     default 10), ``max_throttle_retries`` / ``max_throttle_wait_seconds`` (the 429 limits of every drain through
     this connection, F-11; a source's own values win; default 9 and 30 s), and the azure provider's
-    ``subscription_id``, ``resource_group_name``, ``managed_identity_client_id`` and ``workload_identity_tenant_id``.
+    ``subscription_id``, ``resource_group_name``, ``managed_identity_client_id`` and ``workload_identity_tenant_id``:
+    the fields of ``CosmosConnectionSettings``, which validates them once and generates the connection form.
+
+    The hook reads its connection once (:meth:`connection`): a task that builds its hooks once reads each of its
+    connections once.
 
     :param chatter_cosmos_conn_id: the connection id; default ``chatter_cosmos_default``.
     :param database_name: overrides the connection's ``database_name`` extra.
@@ -60,19 +64,35 @@ class ChatterCosmosHook(AzureCosmosDBHook):
         super().__init__(azure_cosmos_conn_id=chatter_cosmos_conn_id)
         self.database_name = database_name
         self._secrets: list[str] = []
+        self._connection: Connection | None = None
+        self._settings: CosmosConnectionSettings | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(conn_id={self.conn_id!r}, database_name={self.database_name!r})"
 
     # -- connection --------------------------------------------------------------------------
 
-    def _extra(self, extras: dict[str, Any], name: str) -> Any:
-        """An extra by its name, or by its ``extra__chattercosmos__<name>`` form."""
-        return get_field(conn_id=self.conn_id, conn_type=ChatterCosmosHook.conn_type, extras=extras, field_name=name)
+    def connection(self) -> Connection:
+        """The Airflow connection, read on first use and kept: one read per hook (a lookup may be a request to
+        Airflow's API server or a secrets backend)."""
+        if self._connection is None:
+            self._connection = self.get_connection(self.conn_id)
+        return self._connection
+
+    def settings(self) -> CosmosConnectionSettings:
+        """The connection's extras, validated once; a bad one is refused naming the connection and the extra."""
+        if self._settings is None:
+            try:
+                self._settings = CosmosConnectionSettings.from_extras(self.connection().extra_dejson)
+            except ConfigurationError as error:
+                raise ConfigurationError(
+                    f"connection {self.conn_id!r} {error.option}", error.value, error.reason
+                ) from None
+        return self._settings
 
     def endpoint(self) -> str:
         """The account endpoint (the connection's host). No network I/O."""
-        conn = self.get_connection(self.conn_id)
+        conn = self.connection()
         host = (conn.host or "").strip()
         if not host:
             raise ConfigurationError(f"connection {self.conn_id!r} host", None, "must be the Cosmos endpoint URI")
@@ -81,26 +101,10 @@ class ChatterCosmosHook(AzureCosmosDBHook):
         return host
 
     def throttle_limits(self) -> ThrottleLimits:
-        """The connection's 429 limits (F-11), from its extras; no network I/O. A source's own limits override these.
-
-        ``max_throttle_retries``: an integer >= 0 (retries per request after the server's retry-after);
-        ``max_throttle_wait_seconds``: a finite number >= 0 (seconds of 429 waits per drain). Unset: 9 and 30.
-        A bad value is refused naming the connection and the extra.
-        """
-        from airflow_chatter.drain.request_units import ThrottleLimits
-
-        extras = self.get_connection(self.conn_id).extra_dejson
-        defaults = ThrottleLimits()
-        retries = self._extra(extras, "max_throttle_retries")
-        wait = self._extra(extras, "max_throttle_wait_seconds")
-        return ThrottleLimits(
-            defaults.max_retries
-            if is_unset(retries)
-            else as_int(retries, f"connection {self.conn_id!r} extra max_throttle_retries", minimum=0),
-            defaults.max_wait_seconds
-            if is_unset(wait)
-            else as_seconds(wait, f"connection {self.conn_id!r} extra max_throttle_wait_seconds"),
-        )
+        """The connection's 429 limits (F-11), from its extras ``max_throttle_retries`` (an integer >= 0: retries per
+        request after the server's retry-after) and ``max_throttle_wait_seconds`` (a finite number >= 0: seconds of
+        429 waits per drain); unset: 9 and 30. No network I/O. A source's own limits override these."""
+        return self.settings().throttle_limits()
 
     def retrying(self, container: DocumentContainer) -> DocumentContainer:
         """``container`` with its 429s retried within :meth:`throttle_limits` per request, for the callers that are
@@ -110,64 +114,70 @@ class ChatterCosmosHook(AzureCosmosDBHook):
 
         return ThrottleRetrying(container, self.throttle_limits())
 
-    def client_kwargs(self) -> dict[str, Any]:
-        """Return ``CosmosClient`` keyword arguments from the connection (no network I/O).
+    def _verify(self) -> bool | str:
+        """What TLS verification the client gets: off, on, or on against the CA file of ``ca_cert_path``.
 
         Refuses "verify TLS" without a CA path for a loopback endpoint, which azure-cosmos would not verify.
         """
         from airflow_chatter.adapters.cosmos.client import check_tls_verification
 
-        conn = self.get_connection(self.conn_id)
-        extras = conn.extra_dejson
+        settings = self.settings()
+        verify: bool | str = settings.connection_verify
+        if settings.ca_cert_path and verify:
+            verify = settings.ca_cert_path
+        check_tls_verification(self.endpoint(), verify, option=f"connection {self.conn_id!r} extra ca_cert_path")
+        return verify
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """Return ``CosmosClient`` keyword arguments from the connection (no network I/O but a management-plane
+        key lookup, when ``resource_group_name`` asks for one)."""
+        conn = self.connection()
         endpoint = self.endpoint()
-        self.throttle_limits()  # a bad 429 limit is refused before any I/O (and by Test Connection), naming it
-        ca_cert_path = self._extra(extras, "ca_cert_path")
-        verify: bool | str = as_bool(
-            self._extra(extras, "connection_verify"),
-            f"connection {self.conn_id!r} extra connection_verify",
-            default=True,
-        )
-        if ca_cert_path and verify:
-            verify = str(ca_cert_path)
-        check_tls_verification(endpoint, verify, option=f"connection {self.conn_id!r} extra ca_cert_path")
-        timeout = self._extra(extras, "connection_timeout") or 10
-        self._default_database: str | None = self.database_name or self._extra(extras, "database_name")
+        settings = self.settings()  # a bad extra is refused before any I/O (and by Test Connection), naming it
+        verify = self._verify()
         self._secrets = [s for s in (conn.password,) if s]
         mask(*self._secrets)
         return {
             "url": endpoint,
-            "credential": self._credential(conn.password, extras),
+            "credential": self._credential(conn.password, settings),
             "connection_verify": verify,
-            "connection_timeout": int(timeout),
+            "connection_timeout": settings.connection_timeout,
             "user_agent_suffix": "airflow-chatter",
         }
 
-    def _credential(self, key: str | None, extras: dict[str, Any]) -> Any:
+    def _credential(self, key: str | None, settings: CosmosConnectionSettings) -> Any:
         if key:
             return key
-        if self._extra(extras, "resource_group_name"):
+        if settings.resource_group_name:
             # The azure provider's path: fetch the account key through the management plane.
-            return self._management_plane_key(extras)
+            return self._management_plane_key(settings)
         from airflow.providers.microsoft.azure.utils import get_sync_default_azure_credential
 
         return get_sync_default_azure_credential(
-            managed_identity_client_id=self._extra(extras, "managed_identity_client_id"),
-            workload_identity_tenant_id=self._extra(extras, "workload_identity_tenant_id"),
+            managed_identity_client_id=settings.managed_identity_client_id,
+            workload_identity_tenant_id=settings.workload_identity_tenant_id,
         )
 
-    def _management_plane_key(self, extras: dict[str, Any]) -> str:
+    def _management_plane_key(self, settings: CosmosConnectionSettings) -> str:
         from urllib.parse import urlparse
 
         from airflow.providers.microsoft.azure.utils import get_sync_default_azure_credential
         from azure.mgmt.cosmosdb import CosmosDBManagementClient
 
+        group = str(settings.resource_group_name)
+        if not settings.subscription_id:
+            raise ConfigurationError(
+                f"connection {self.conn_id!r} extra subscription_id",
+                None,
+                f"is required with resource_group_name={group!r}",
+            )
         credential = get_sync_default_azure_credential(
-            managed_identity_client_id=self._extra(extras, "managed_identity_client_id"),
-            workload_identity_tenant_id=self._extra(extras, "workload_identity_tenant_id"),
+            managed_identity_client_id=settings.managed_identity_client_id,
+            workload_identity_tenant_id=settings.workload_identity_tenant_id,
         )
-        client = CosmosDBManagementClient(credential=credential, subscription_id=self._extra(extras, "subscription_id"))
+        client = CosmosDBManagementClient(credential=credential, subscription_id=settings.subscription_id)
         account = urlparse(self.endpoint()).netloc.split(".")[0]
-        keys = client.database_accounts.list_keys(self._extra(extras, "resource_group_name"), account)
+        keys = client.database_accounts.list_keys(group, account)
         key = str(keys.primary_master_key)
         self._secrets.append(key)
         mask(key)
@@ -200,7 +210,7 @@ class ChatterCosmosHook(AzureCosmosDBHook):
         return RuntimeError(f"Cosmos connection {self.conn_id!r} failed: {message}")
 
     def _database(self, database_name: str | None) -> str:
-        name = database_name or self.database_name or getattr(self, "_default_database", None)
+        name = database_name or self.database_name or self.settings().database_name
         if not name:
             raise ConfigurationError(
                 "database_name", None, f"must be given (or set as the extra of connection {self.conn_id!r})"
@@ -210,8 +220,6 @@ class ChatterCosmosHook(AzureCosmosDBHook):
     def database(self, database_name: str | None = None) -> str:
         """The database a container of this hook lives in: ``database_name``, the hook's, or the connection's
         ``database_name`` extra. No network I/O."""
-        if database_name is None and not self.database_name:
-            self.client_kwargs()  # resolves the connection's default database
         return self._database(database_name)
 
     # -- what a drain needs -----------------------------------------------------------------
@@ -224,8 +232,7 @@ class ChatterCosmosHook(AzureCosmosDBHook):
         from airflow_chatter.adapters.cosmos.client import open_container
         from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer
 
-        if database_name is None:
-            self.client_kwargs()  # resolves the default database; no I/O
+        self._verify()  # a refused TLS setting or extra is named before any I/O
         database = self._database(database_name)
 
         def container():  # type: ignore[no-untyped-def]
@@ -246,7 +253,7 @@ class ChatterCosmosHook(AzureCosmosDBHook):
         try:
             endpoint = self.endpoint()
             client = self.get_conn()
-            database = self.database_name or getattr(self, "_default_database", None)
+            database = self.database_name or self.settings().database_name
             if database:
                 try:
                     client.get_database_client(database).read()

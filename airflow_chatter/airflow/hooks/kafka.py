@@ -37,7 +37,8 @@ class ChatterKafkaHook(BaseHook):
     and password (SASL_* only). Extras: ``security_protocol`` (default PLAINTEXT), ``sasl_mechanism`` (default
     PLAIN), ``ssl_cafile``, ``ssl_check_hostname`` (default true), ``api_version`` (default ``"2.8"``),
     ``request_timeout_ms`` (default 30000), ``client_id`` and any other ``KafkaSettings`` field. Defaults come from
-    ``KAFKA_DEFAULTS``, the table the connection form shows too.
+    ``KAFKA_DEFAULTS``, the table the connection form shows too. The hook reads its connection once
+    (:meth:`connection`).
 
     :param chatter_kafka_conn_id: the connection id; default ``chatter_kafka_default``.
     """
@@ -51,11 +52,19 @@ class ChatterKafkaHook(BaseHook):
         super().__init__()
         self.conn_id = chatter_kafka_conn_id
         self._secrets: list[str] = []
+        self._connection: Connection | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(conn_id={self.conn_id!r})"
 
     # -- the connection, mapped onto KafkaSettings ---------------------------------------------
+
+    def connection(self) -> Connection:
+        """The Airflow connection, read on first use and kept: one read per hook (a lookup may be a request to
+        Airflow's API server or a secrets backend)."""
+        if self._connection is None:
+            self._connection = self.get_connection(self.conn_id)
+        return self._connection
 
     @staticmethod
     def _servers(conn: Connection) -> str | None:
@@ -66,7 +75,7 @@ class ChatterKafkaHook(BaseHook):
         return host or None
 
     def _values(self) -> dict[str, Any]:
-        conn = self.get_connection(self.conn_id)
+        conn = self.connection()
         extras = {k: v for k, v in dict(conn.extra_dejson).items() if v is not None and v != ""}
         if "bootstrap_servers" in extras:
             # Only ``host`` is what Airflow's Test Connection guard compares before it reuses a stored password.
@@ -93,7 +102,7 @@ class ChatterKafkaHook(BaseHook):
     def bootstrap_server(self) -> str:
         """The first bootstrap server (``host:port``): what names these brokers in asset URIs and OpenLineage
         namespaces (``kafka://<server>``). Reads the connection only: no network I/O, no secret."""
-        servers = self._servers(self.get_connection(self.conn_id))
+        servers = self._servers(self.connection())
         first = (servers or "").split(",")[0].strip()
         if not first:
             raise ConfigurationError(

@@ -3,6 +3,7 @@
 The list-leases, drain and requeue operators and the pending-outbox sensor share it. Values are coerced by
 ``airflow_chatter.airflow.utils.values``. Every ``execute`` runs in ``task_scope``: a refusal no retry can cure
 fails the task at once (``AirflowFailException``), and the Azure SDK's per-request HTTP lines stay out of the task log.
+A task builds each hook once (``TaskHooks``), and a hook reads its connection once: one read per connection per task.
 """
 
 from __future__ import annotations
@@ -24,12 +25,29 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
+    from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
     from airflow_chatter.airflow.operators.lineage import LineageDataset
     from airflow_chatter.drain.engine import DrainEngine
     from airflow_chatter.drain.source import SourceLeases
     from airflow_chatter.ports import DocumentContainer
 
 R = TypeVar("R")
+H = TypeVar("H")
+
+
+class TaskHooks:
+    """The hooks of one task, each built once per class and arguments, so each connection is read once a task (a
+    lookup may be a request to Airflow's API server or a secrets backend)."""
+
+    def __init__(self) -> None:
+        self._hooks: dict[tuple[Any, ...], Any] = {}
+
+    def get(self, hook_class: Callable[..., H], conn_id: str, **kwargs: Any) -> H:
+        key = (hook_class, conn_id, *sorted(kwargs.items()))
+        if key not in self._hooks:
+            self._hooks[key] = hook_class(conn_id, **kwargs)
+        hook: H = self._hooks[key]
+        return hook
 
 
 def is_permanent_refusal(error: BaseException) -> bool:
@@ -129,6 +147,7 @@ class ChatterSourceBaseOperator(BaseOperator):
         self.lease_set = lease_set
         self._lease_prefix = lease_prefix
         self.allowed_conf = list(allowed_conf) if allowed_conf is not None else None
+        self.task_hooks = TaskHooks()
 
     def check_conf(self, context: Context | Mapping[str, Any]) -> None:
         """Refuse a DAG run conf with keys that are no parameter of the DAG (``allowed_conf``), before any I/O.
@@ -167,10 +186,18 @@ class ChatterSourceBaseOperator(BaseOperator):
         return f"airflow:{ti.dag_id}.{ti.task_id}[{getattr(ti, 'map_index', -1)}]@{instance_name()}"
 
     def cosmos_hook(self) -> ChatterCosmosHook:
+        """The source's Cosmos hook (one per task)."""
         from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
 
         config = self.config
-        return ChatterCosmosHook(self.cosmos_conn_id or config.cosmos_conn_id, database_name=config.database)
+        conn_id = self.cosmos_conn_id or config.cosmos_conn_id
+        return self.task_hooks.get(ChatterCosmosHook, conn_id, database_name=config.database)
+
+    def kafka_hook(self) -> ChatterKafkaHook:
+        """The source's Kafka hook (one per task)."""
+        from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
+
+        return self.task_hooks.get(ChatterKafkaHook, self.kafka_conn_id or self.config.kafka_conn_id)
 
     def containers(self) -> tuple[DocumentContainer, DocumentContainer]:
         """The monitored and lease containers (lazy adapters: no I/O yet)."""
@@ -179,15 +206,11 @@ class ChatterSourceBaseOperator(BaseOperator):
         return hook.get_container(config.monitored_container), hook.get_container(config.lease_container)
 
     def publisher(self) -> Publisher:
-        from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
-
-        return ChatterKafkaHook(self.kafka_conn_id or self.config.kafka_conn_id).get_publisher()
+        return self.kafka_hook().get_publisher()
 
     def kafka_server(self) -> str:
         """The first bootstrap server of the source's Kafka connection: its topics' asset URIs and lineage name it."""
-        from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
-
-        return ChatterKafkaHook(self.kafka_conn_id or self.config.kafka_conn_id).bootstrap_server()
+        return self.kafka_hook().bootstrap_server()
 
     def monitored_dataset(self) -> LineageDataset:
         """The OpenLineage dataset of the source's monitored container (connection reads only)."""

@@ -1,10 +1,14 @@
 """OpenLineage for the drain, backfill, requeue and receive operators, the way Airflow's providers report it.
 
-An operator mixes in ``ChatterLineage``, says which datasets it reads and writes before it runs
-(``lineage_before_run``), and records at the end of ``execute`` what it did (``record_lineage``). The OpenLineage
-provider's listener then calls ``get_openlineage_facets_on_start`` / ``_on_complete`` / ``_on_failure`` and gets an
-``OperatorLineage``. The provider is optional: its classes are imported only inside those calls, which the provider
-alone makes.
+An operator mixes in ``ChatterLineage``, says which datasets it reads and writes (``lineage_before_run``, from its
+arguments and its connections), and records at the end of ``execute`` what it did (``record_lineage``). The
+OpenLineage provider's listener then calls ``get_openlineage_facets_on_start`` / ``_on_complete`` / ``_on_failure``
+and gets an ``OperatorLineage``. The provider is optional: its classes are imported only inside those calls, which the
+provider alone makes.
+
+START does no I/O, not even a connection read: the listener gives it a few seconds, and a task's connection lookups
+go to Airflow's API server (under load a START that read them was lost). Naming a dataset takes the connection (the
+account's host, the brokers), so START names none; COMPLETE and FAIL name them, from the hooks the task already built.
 
 Datasets are named per the OpenLineage naming spec:
 
@@ -114,7 +118,8 @@ class ChatterLineage:
     _lineage_record: LineageRecord | None = None
 
     def lineage_before_run(self) -> LineageRecord:
-        """The datasets known before the run (its rendered fields and connections); no network I/O."""
+        """The datasets known before the run (its rendered fields and connections: reads them through the task's
+        hooks); no network I/O."""
         raise NotImplementedError
 
     def record_lineage(self, record: LineageRecord) -> None:
@@ -129,7 +134,8 @@ class ChatterLineage:
             self._lineage_record = None
 
     def get_openlineage_facets_on_start(self) -> OperatorLineage[Any, Any]:
-        return operator_lineage(self.lineage_before_run())
+        """No I/O: no dataset (naming one reads a connection), no run facet (the counts come with the run)."""
+        return operator_lineage(LineageRecord(inputs=(), outputs=()))
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage[Any, Any]:
         return operator_lineage(self._lineage_record or self.lineage_before_run())

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from airflow_chatter.airflow.operators.base import TaskHooks
 from airflow_chatter.airflow.operators.lineage import (
     ChatterLineage,
     LineageRecord,
@@ -25,6 +26,9 @@ from airflow_chatter.inbox.receiver import check_tier
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+    from airflow_chatter.airflow.hooks.inbox import ChatterInboxHook
+    from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
 
 
 def _positive(value: Any, option: str, kind: type[int] | type[float]) -> Any:
@@ -106,14 +110,23 @@ class ChatterReceiveOperator(ChatterLineage, BaseOperator):
         self.chatter_kafka_conn_id = chatter_kafka_conn_id
         self.chatter_cosmos_conn_id = chatter_cosmos_conn_id
         self.database_name = database_name
+        self.task_hooks = TaskHooks()
 
-    def lineage_before_run(self) -> LineageRecord:
-        from airflow_chatter.airflow.hooks.inbox import ChatterInboxHook
+    def kafka_hook(self) -> ChatterKafkaHook:
+        """The Kafka hook (one per task: the connection is read once)."""
         from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
 
-        topic = kafka_dataset(ChatterKafkaHook(self.chatter_kafka_conn_id).bootstrap_server(), str(self.topic))
-        hook = ChatterInboxHook(self.chatter_cosmos_conn_id, database_name=self.database_name)
-        return LineageRecord(inputs=[topic], outputs=[cosmos_dataset(hook, str(self.container))])
+        return self.task_hooks.get(ChatterKafkaHook, self.chatter_kafka_conn_id)
+
+    def inbox_hook(self) -> ChatterInboxHook:
+        """The Cosmos hook of the receiver's side (one per task: the connection is read once)."""
+        from airflow_chatter.airflow.hooks.inbox import ChatterInboxHook
+
+        return self.task_hooks.get(ChatterInboxHook, self.chatter_cosmos_conn_id, database_name=self.database_name)
+
+    def lineage_before_run(self) -> LineageRecord:
+        topic = kafka_dataset(self.kafka_hook().bootstrap_server(), str(self.topic))
+        return LineageRecord(inputs=[topic], outputs=[cosmos_dataset(self.inbox_hook(), str(self.container))])
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_chatter.airflow.operators.base import fail_fast
@@ -126,8 +139,6 @@ class ChatterReceiveOperator(ChatterLineage, BaseOperator):
         from airflow.sdk.exceptions import AirflowFailException
 
         from airflow_chatter.adapters.kafka.source import KafkaMessageSource
-        from airflow_chatter.airflow.hooks.inbox import ChatterInboxHook
-        from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
         from airflow_chatter.airflow.sources import import_callable
         from airflow_chatter.inbox.errors import ForeignDocumentError, MissingIdentityError
         from airflow_chatter.inbox.receive import receive
@@ -138,7 +149,7 @@ class ChatterReceiveOperator(ChatterLineage, BaseOperator):
             if not isinstance(value, str) or not value.strip():
                 raise ConfigurationError(option, value, "must be a non-blank string")
         name = self.receiver_name or self.group_id
-        receiver = ChatterInboxHook(self.chatter_cosmos_conn_id, database_name=self.database_name).get_receiver(
+        receiver = self.inbox_hook().get_receiver(
             import_callable(self.handler, "handler"),  # type: ignore[arg-type]
             name=name,
             container_name=self.container,
@@ -149,9 +160,7 @@ class ChatterReceiveOperator(ChatterLineage, BaseOperator):
             claim_lease=None if self.claim_lease_seconds is None else timedelta(seconds=self.claim_lease_seconds),
             marker_ttl=None if self.marker_ttl_seconds is None else timedelta(seconds=self.marker_ttl_seconds),
         )
-        source = KafkaMessageSource(
-            ChatterKafkaHook(self.chatter_kafka_conn_id).get_consumer([self.topic], self.group_id)
-        )
+        source = KafkaMessageSource(self.kafka_hook().get_consumer([self.topic], self.group_id))
         try:
             summary = receive(
                 source,

@@ -12,7 +12,7 @@ from typing import Any
 
 from fastapi import HTTPException, Request
 
-from airflow_chatter.airflow.plugins.api.app import Method, User
+from airflow_chatter.airflow.plugins.api.access import Method, User
 from airflow_chatter.airflow.plugins.api.shapes import NotAuthorized, ParamsRejected
 from airflow_chatter.airflow.sources import (
     SOURCES_FILE_ENV,

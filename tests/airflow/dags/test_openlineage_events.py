@@ -1,6 +1,6 @@
 """The OpenLineage events of a drain DAG run, as the OpenLineage provider's listener emits them through its file
-transport: START and COMPLETE of each drain name the Cosmos container in and the Kafka topic out per the naming
-spec, and a failed drain emits FAIL with its error facet.
+transport: START and COMPLETE of each drain, COMPLETE naming the Cosmos container in and the Kafka topic out per the
+naming spec (START reads no connection, so it names none), and a failed drain emits FAIL with its error facet.
 
 The provider's plugin registers its listener only when a transport is configured as its plugin is loaded; the
 fixture configures the file transport (``[openlineage] transport``) and makes sure the task runner's listener
@@ -66,7 +66,7 @@ def test_a_drain_run_emits_start_and_complete_naming_the_container_in_and_the_to
     assert [e["eventType"] for e in events] == ["START", "COMPLETE"], events
     start, complete = events
     assert start["job"]["namespace"] == "chatter-test" and start["job"]["name"] == "chatter_drain_orders.drain"
-    assert _names(start["inputs"]) == [(COSMOS, "colls/orders")]
+    assert start["inputs"] == [] and start["outputs"] == [], "START reads no connection, so it names no dataset"
     assert _names(complete["inputs"]) == [(COSMOS, "colls/orders")]
     assert _names(complete["outputs"]) == [(f"kafka://{KAFKA_SERVER}", "orders.events")]
     assert complete["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] == 4

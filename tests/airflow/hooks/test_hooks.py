@@ -36,12 +36,6 @@ def cosmos_conn(monkeypatch: pytest.MonkeyPatch) -> str:
     return "chatter_cosmos_test"
 
 
-@pytest.fixture
-def patched_cosmos_client() -> Any:
-    with mock.patch("airflow_chatter.adapters.cosmos.client.CosmosClient", autospec=False) as client:
-        yield client
-
-
 def test_constructing_the_cosmos_hook_does_no_network_io(cosmos_conn: str, patched_cosmos_client: Any) -> None:
     ChatterCosmosHook(cosmos_conn)
     assert not patched_cosmos_client.called, "CosmosClient() does network I/O; it must wait for the first use in a task"

@@ -1,5 +1,6 @@
 """OpenLineage of the drain, requeue and receive operators, on the memory doubles: what the provider's listener gets
-from ``get_openlineage_facets_on_start`` / ``_on_complete`` / ``_on_failure`` after a run. Datasets are named per
+from ``get_openlineage_facets_on_start`` / ``_on_complete`` / ``_on_failure`` after a run. START names no dataset (it
+reads no connection: tests/airflow/operators/test_connection_reads.py). Datasets are named per
 the OpenLineage naming spec (Cosmos DB: ``azurecosmos://{host}/dbs/{database}`` + ``colls/{container}``; Kafka:
 ``kafka://{host:port}`` + the topic). The events the listener builds from them: tests/airflow/dags/
 test_openlineage_events.py."""
@@ -13,7 +14,6 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 from openlineage.client.serde import Serde
 
-from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
 from airflow_chatter.adapters.memory.source import MemoryMessageSource
 from airflow_chatter.airflow.operators.drain import ChatterDrainOperator
 from airflow_chatter.airflow.operators.lineage import cosmos_namespace
@@ -55,8 +55,7 @@ def test_a_drain_reads_the_container_and_writes_the_topics_it_delivered_to(monke
     world.write(tenants=1, per_tenant=1, destination="pay.events")
     world.write(tenants=1, per_tenant=2, MessageBody=None)  # violates the contract: stamped undeliverable
     start = operator.get_openlineage_facets_on_start()
-    assert _datasets(start.inputs) == [(COSMOS, "colls/orders")]
-    assert start.outputs == [], "the topics are known only once the drain delivered to them"
+    assert start.inputs == [] and start.outputs == [], "naming the container reads the connection: not at START"
 
     summary = operator.execute(context={})
     complete = operator.get_openlineage_facets_on_complete(None)
@@ -96,7 +95,6 @@ def test_a_requeue_reads_and_writes_the_container(monkeypatch: pytest.MonkeyPatc
     bad = world.write(tenants=1, per_tenant=2, MessageBody=None)
     operator.execute(context={})
     requeue = ChatterRequeueUndeliverableOperator(task_id="requeue", source=source(), document_ids=bad[0]["id"])
-    assert _datasets(requeue.get_openlineage_facets_on_start().outputs) == [(COSMOS, "colls/orders")]
     requeue.execute(context={})
     complete = requeue.get_openlineage_facets_on_complete(None)
     assert _datasets(complete.inputs) == _datasets(complete.outputs) == [(COSMOS, "colls/orders")]
@@ -112,22 +110,6 @@ def test_a_requeue_reads_and_writes_the_container(monkeypatch: pytest.MonkeyPatc
 
 
 # -- the receiver: the topic in, the application container out ------------------------------------------------
-
-
-@pytest.fixture
-def receiving(monkeypatch: pytest.MonkeyPatch) -> tuple[MemoryMessageSource, MemoryDocumentContainer]:
-    """The receive operator on a memory message source and a memory application container (``/customerId``)."""
-    from airflow_chatter.adapters.kafka import source as kafka_source
-    from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
-    from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
-
-    install_world(monkeypatch)
-    messages = MemoryMessageSource()
-    container = MemoryDocumentContainer(partition_key_paths=("/customerId",), database_id="shop", container_id="app")
-    monkeypatch.setattr(ChatterKafkaHook, "get_consumer", lambda self, topics, group_id, **_: None)
-    monkeypatch.setattr(kafka_source, "KafkaMessageSource", lambda consumer: messages)
-    monkeypatch.setattr(ChatterCosmosHook, "get_container", lambda self, name, **_: container)
-    return messages, container
 
 
 def _receive() -> ChatterReceiveOperator:
@@ -155,8 +137,7 @@ def test_a_receiver_reads_the_topic_and_writes_the_container(receiving: Any) -> 
     _order(messages, 0)  # the same message again: a duplicate
     operator = _receive()
     start = operator.get_openlineage_facets_on_start()
-    assert _datasets(start.inputs) == [(KAFKA, "orders.events")]
-    assert _datasets(start.outputs) == [(COSMOS, "colls/app")]
+    assert start.inputs == [] and start.outputs == [], "naming the topic and the container reads the connections"
     result = operator.execute(context={})
     complete = operator.get_openlineage_facets_on_complete(None)
     assert _datasets(complete.inputs) == [(KAFKA, "orders.events")]

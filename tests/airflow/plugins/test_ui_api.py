@@ -12,12 +12,12 @@ import pytest
 from fastapi import Request
 from fastapi.testclient import TestClient
 
-from airflow_chatter.airflow.plugins.api.app import (
+from airflow_chatter.airflow.plugins.api.access import User
+from airflow_chatter.airflow.plugins.api.app import create_app
+from airflow_chatter.airflow.plugins.api.shapes import (
     InvalidQueryError,
     NotAuthorized,
     ParamsRejected,
-    User,
-    create_app,
     decode_continuation,
     encode_continuation,
     valid_page_size,

@@ -13,7 +13,8 @@ from fastapi.testclient import TestClient
 
 from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
 from airflow_chatter.adapters.memory.faults import fail
-from airflow_chatter.airflow.plugins.api.app import MAX_RUNS, create_app
+from airflow_chatter.airflow.plugins.api.app import create_app
+from airflow_chatter.airflow.plugins.api.reads import MAX_RUNS
 from airflow_chatter.airflow.plugins.api.shapes import MAX_ECHO
 from airflow_chatter.airflow.sources import load_sources_isolated
 from airflow_chatter.drain.tries import Attempt
