@@ -183,7 +183,7 @@ class DrainEngine:
         lease_id = lease if isinstance(lease, str) else self.store.lease_id(lease)
         if not isinstance(lease, str) and self.store.find(lease_id) is None:
             self.ensure_leases()  # a current feed range with no lease yet gets one (from its parent, if split)
-        tally = DrainCounts(lease_id, source_identity=self.source_identity)
+        tally = DrainCounts(lease=lease_id, source_identity=self.source_identity)
         budget = DrainBudget(max_documents, max_seconds)
         self.request_units.reset()
         try:
