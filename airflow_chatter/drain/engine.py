@@ -29,7 +29,7 @@ from airflow_chatter.drain.follow import Follow
 from airflow_chatter.drain.identity import SourceRegistry
 from airflow_chatter.drain.leases import ACTIVE, SPLIT, Lease, LeaseHeldError
 from airflow_chatter.drain.options import SourceOptions
-from airflow_chatter.drain.page_run import BodyResolver, PublishRun, ResolveContext, Resolved, Run, Subject
+from airflow_chatter.drain.page_run import PublishRun, ResolveContext, Resolved, Run, Subject
 from airflow_chatter.drain.publishers import DEFAULT_PUBLISHER, PublisherTable
 from airflow_chatter.drain.read_ahead import FeedReader, FeedRequest
 from airflow_chatter.drain.run_stamps import RunStamps
@@ -446,4 +446,4 @@ class _LeaseHolder:
     attempt: Attempt | None = None
 
 
-__all__ = ["DEFAULT_PUBLISHER", "BodyResolver", "DrainCounts", "DrainEngine", "DrainSummary", "ResolveContext"]
+__all__ = ["DrainEngine"]
