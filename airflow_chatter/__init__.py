@@ -48,7 +48,7 @@ _EXPORTS: dict[str, str] = {
     "ClaimInFlightError": "airflow_chatter.inbox",
     # The read side.
     "DrainEngine": "airflow_chatter.drain.engine",
-    "DrainSummary": "airflow_chatter.drain.engine",
+    "DrainSummary": "airflow_chatter.drain.summary",
     "SourceOptions": "airflow_chatter.drain.options",
     "DeliverySettings": "airflow_chatter.drain.options",
     "LeaseStore": "airflow_chatter.drain.leases",
@@ -141,9 +141,10 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from airflow_chatter.adapters.memory import MemoryIdempotencyStore
     from airflow_chatter.clock import Clock, utc_now
-    from airflow_chatter.drain.engine import DrainEngine, DrainSummary
+    from airflow_chatter.drain.engine import DrainEngine
     from airflow_chatter.drain.leases import Lease, LeaseStore
     from airflow_chatter.drain.options import DeliverySettings, SourceOptions
+    from airflow_chatter.drain.summary import DrainSummary
     from airflow_chatter.errors import ChatterError, ConfigurationError, ContainerContractError, DrainSuspendedError
     from airflow_chatter.idempotency import (
         AlreadyInFlight,

@@ -30,9 +30,10 @@ from typing import Any
 
 from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer, create_container
 from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
-from airflow_chatter.drain.engine import DrainEngine, DrainSummary
+from airflow_chatter.drain.engine import DrainEngine
 from airflow_chatter.drain.follow import Follow, StopRequest
 from airflow_chatter.drain.options import SourceOptions
+from airflow_chatter.drain.summary import DrainSummary
 from airflow_chatter.ports import OutgoingMessage, Publisher, PublishOutcome
 from benchmarks import drain_throughput as base
 from benchmarks.stamp_throughput import Emulator

@@ -41,9 +41,10 @@ from airflow_chatter.adapters.cosmos.container import (
     ensure_database,
 )
 from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
-from airflow_chatter.drain.engine import DrainEngine, DrainSummary
+from airflow_chatter.drain.engine import DrainEngine
 from airflow_chatter.drain.options import SourceOptions
 from airflow_chatter.drain.stamps import StampRequest, StampWriter
+from airflow_chatter.drain.summary import DrainSummary
 from airflow_chatter.ports import (
     BatchOperation,
     ChangeFeedStart,
@@ -148,7 +149,7 @@ def drain(monitored: DocumentContainer, publisher: Publisher, n: int, **kwargs: 
         total = other if other.request_units > total.request_units else total
     units = sum(s.request_units for s in summaries)
     throttled = sum(s.throttled for s in summaries)
-    return elapsed, DrainSummary(total.lease, delivered=delivered, request_units=units, throttled=throttled)
+    return elapsed, DrainSummary(lease=total.lease, delivered=delivered, request_units=units, throttled=throttled)
 
 
 def emulator_drain(

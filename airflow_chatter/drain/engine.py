@@ -29,7 +29,7 @@ from airflow_chatter.drain.follow import Follow
 from airflow_chatter.drain.identity import SourceRegistry
 from airflow_chatter.drain.leases import ACTIVE, SPLIT, Lease, LeaseHeldError
 from airflow_chatter.drain.options import SourceOptions
-from airflow_chatter.drain.page_run import BodyResolver, PublishRun, ResolveContext, Resolved, Run, Subject
+from airflow_chatter.drain.page_run import PublishRun, ResolveContext, Resolved, Run, Subject
 from airflow_chatter.drain.publishers import DEFAULT_PUBLISHER, PublisherTable
 from airflow_chatter.drain.read_ahead import FeedReader, FeedRequest
 from airflow_chatter.drain.run_stamps import RunStamps
@@ -152,15 +152,29 @@ class DrainEngine:
 
         ``max_documents`` bounds each lease; ``max_seconds`` bounds the whole call. A failing lease
         does not stop its siblings (SUS-14); each summary reports its own lease.
+
+        A source with ``follow`` (F-12) follows its lease: it does not return when caught up, only at its bounds, a
+        lost lease or a split. It needs the source to have one active lease (a second would wait for the first's
+        bounds): with more, ``ConfigurationError`` names ``follow`` before any lease is taken (follow each lease in a
+        ``drain_lease`` of its own, as the Airflow DAG maps one task per lease). The children of a split drain once.
         """
         deadline = None if max_seconds is None else time.monotonic() + max_seconds
         queue = [lease.id for lease in self.ensure_leases()]
+        if self.source.follow and len(queue) > 1:
+            raise ConfigurationError(
+                "follow",
+                True,
+                f"follows one lease per drain; drain_all found {len(queue)}: follow each lease in a "
+                "drain_lease of its own",
+            )
         summaries: list[DrainSummary] = []
+        follow: Follow | None = None  # the first lease: the source's own (it follows if the source says so)
         while queue:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            summary = self.drain_lease(queue.pop(0), max_documents=max_documents, max_seconds=remaining)
+            summary = self.drain_lease(queue.pop(0), max_documents=max_documents, max_seconds=remaining, follow=follow)
             summaries.append(summary)
             queue.extend(summary.split_into)
+            follow = Follow.none()
         return summaries
 
     def drain_lease(
@@ -178,12 +192,13 @@ class DrainEngine:
         ``raise_for_error()`` re-raises it. A lease held by another live drain is left alone and
         reported in ``lease_held_by``. With ``attempt`` (which try of which task run this is) the try's counts are
         recorded on the lease as it is released, and the summary's ``earlier_tries`` has those of the tries before it
-        (``drain/tries.py``).
+        (``drain/tries.py``). Without ``follow`` the drain follows as the source says (F-12: ``follow``,
+        ``follow_poll_seconds``); ``Follow.none()`` makes it a short drain whatever the source says.
         """
         lease_id = lease if isinstance(lease, str) else self.store.lease_id(lease)
         if not isinstance(lease, str) and self.store.find(lease_id) is None:
             self.ensure_leases()  # a current feed range with no lease yet gets one (from its parent, if split)
-        tally = DrainCounts(lease_id, source_identity=self.source_identity)
+        tally = DrainCounts(lease=lease_id, source_identity=self.source_identity)
         budget = DrainBudget(max_documents, max_seconds)
         self.request_units.reset()
         try:
@@ -196,7 +211,7 @@ class DrainEngine:
             self._telemetry.record_failure(self.source_identity, lease_id, exc)
             return DrainSummary.of(self._charged(tally), exc)
         tally.lease_token = current.token
-        holder = _LeaseHolder(current, follow or Follow.none(), attempt=attempt)
+        holder = _LeaseHolder(current, follow or self._source_follow(), attempt=attempt)
         error: BaseException | None = None
         try:
             self._drain_pages(holder, tally, budget)
@@ -208,6 +223,10 @@ class DrainEngine:
         summary = DrainSummary.of(self._charged(tally), error)
         self._telemetry.log_info("%s", summary.log_line())
         return summary
+
+    def _source_follow(self) -> Follow:
+        """F-12: the source's own follow mode, for a drain the caller gives no ``Follow``."""
+        return Follow(self.source.follow_poll_seconds) if self.source.follow else Follow.none()
 
     def _charged(self, tally: DrainCounts) -> DrainCounts:
         """``tally`` with this drain's request units and 429s (F-11), which are also recorded as instruments."""
@@ -446,4 +465,4 @@ class _LeaseHolder:
     attempt: Attempt | None = None
 
 
-__all__ = ["DEFAULT_PUBLISHER", "BodyResolver", "DrainCounts", "DrainEngine", "DrainSummary", "ResolveContext"]
+__all__ = ["DrainEngine"]

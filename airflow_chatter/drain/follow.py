@@ -26,7 +26,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
+
+from pydantic import BaseModel, ConfigDict, StrictFloat, StrictInt, StrictStr, ValidationError, WrapValidator
+from pydantic_core.core_schema import ValidatorFunctionWrapHandler
 
 from airflow_chatter.drain.budget import DrainBudget
 from airflow_chatter.drain.leases import Lease, LeaseLostError, LeaseStore
@@ -43,6 +46,35 @@ _SLICE_SECONDS = 0.05
 FOLLOW_FIELD = "follow"
 #: The window of the lease's ``published_last_minute``.
 _MINUTE_SECONDS = 60.0
+
+
+def _unknown_if_invalid(value: object, handler: ValidatorFunctionWrapHandler) -> object:
+    """A value of the wrong type reads as unknown (``None``), never as a value it is not."""
+    try:
+        return handler(value)
+    except ValidationError:
+        return None
+
+
+_Int = Annotated[StrictInt | None, WrapValidator(_unknown_if_invalid)]
+_Float = Annotated[StrictFloat | None, WrapValidator(_unknown_if_invalid)]
+_Str = Annotated[StrictStr | None, WrapValidator(_unknown_if_invalid)]
+
+
+class FollowCounts(BaseModel):
+    """The live counts a following drain keeps on its lease (``FOLLOW_FIELD``) for the monitoring page: written
+    with the lease, read back with ``model_validate`` (a field of the wrong type reads as ``None``)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    owner: _Str = None
+    last_poll_at: _Str = None
+    polls: _Int = None
+    empty_polls: _Int = None
+    published: _Int = None
+    documents: _Int = None
+    published_last_minute: _Int = None
+    lag_seconds: _Float = None
 
 
 class StopRequest:
@@ -138,18 +170,18 @@ class Follow:
             minute.append((now, tally.published))
         while minute and now - minute[0][0] > _MINUTE_SECONDS:
             minute.popleft()
-        counts = {
-            "owner": store.owner,
+        counts = FollowCounts(
+            owner=store.owner,
             # Written right after a change-feed read (a renewal after an empty poll, a checkpoint after a page).
-            "last_poll_at": store.now().isoformat(),
-            "polls": tally.polls,
-            "empty_polls": tally.empty_polls,
-            "published": tally.published,
-            "documents": tally.documents,
-            "published_last_minute": tally.published - (minute[0][1] if minute else tally.published),
-            "lag_seconds": None if self._lag_seconds is None else round(self._lag_seconds, 3),
-        }
-        return replace(lease, document={**lease.document, FOLLOW_FIELD: counts})
+            last_poll_at=store.now().isoformat(),
+            polls=tally.polls,
+            empty_polls=tally.empty_polls,
+            published=tally.published,
+            documents=tally.documents,
+            published_last_minute=tally.published - (minute[0][1] if minute else tally.published),
+            lag_seconds=None if self._lag_seconds is None else round(self._lag_seconds, 3),
+        )
+        return replace(lease, document={**lease.document, FOLLOW_FIELD: counts.model_dump()})
 
     def admitted(self, lag_seconds: float) -> None:
         """A document was admitted ``lag_seconds`` after it was written (MET-01): the lag the UI shows."""
@@ -231,4 +263,4 @@ def _renewal_margin(lease: Lease, now: datetime) -> float:
     return max(_SLICE_SECONDS, (lease.expires_at - now).total_seconds() / 2)
 
 
-__all__ = ["FOLLOW_FIELD", "Follow", "StopRequest"]
+__all__ = ["FOLLOW_FIELD", "Follow", "FollowCounts", "StopRequest"]

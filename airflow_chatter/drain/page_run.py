@@ -66,24 +66,26 @@ class Resolved:
 #: span's subject (``message_id``, ``destination``, ``context``).
 Subject = Deliverable | Resolved
 
-#: What the drain decided for a document: publish it as a :data:`Subject`, stamp it undeliverable, or (``None``)
-#: drop it and stamp it delivered.
-Verdict = Subject | Undeliverable | None
+#: What the drain does with a document: publish it as a :data:`Subject`, stamp it undeliverable (the contract's
+#: verdict), or (``None``) drop it and stamp it delivered.
+Disposition = Subject | Undeliverable | None
 
 
 @dataclass(slots=True)
 class Run:
     """One run's documents in feed order, as columns: position ``i`` is ``documents[i]`` in ``keys[i]`` with its
-    ``verdicts[i]``; ``publisher`` sends the run's subjects (``None`` when it has none)."""
+    ``dispositions[i]``; ``publisher`` sends the run's subjects (``None`` when it has none)."""
 
     publisher: Publisher | None = None
     documents: list[Document] = field(default_factory=list)
     keys: list[PartitionKey] = field(default_factory=list)
-    verdicts: list[Verdict] = field(default_factory=list)
+    dispositions: list[Disposition] = field(default_factory=list)
 
     def sends(self) -> tuple[list[Subject], list[PartitionKey]]:
         """The published positions' subjects and partition keys, in feed order."""
-        sends = [(v, k) for v, k in zip(self.verdicts, self.keys, strict=True) if isinstance(v, Deliverable | Resolved)]
+        sends = [
+            (v, k) for v, k in zip(self.dispositions, self.keys, strict=True) if isinstance(v, Deliverable | Resolved)
+        ]
         return [v for v, _ in sends], [k for _, k in sends]
 
 
@@ -128,10 +130,10 @@ class PublishRun:
         if run.documents:
             self.receipt = self._publish(run) or self.receipt
 
-    def _append(self, document: Document, partition_key: PartitionKey, verdict: Verdict) -> None:
+    def _append(self, document: Document, partition_key: PartitionKey, disposition: Disposition) -> None:
         self._run.documents.append(document)
         self._run.keys.append(partition_key)
-        self._run.verdicts.append(verdict)
+        self._run.dispositions.append(disposition)
 
     def __enter__(self) -> PublishRun:
         return self
@@ -153,4 +155,4 @@ def _persisted_context(document: Document) -> Mapping[str, Any]:
     return parsed if isinstance(parsed, dict) else {}
 
 
-__all__ = ["PublishCall", "PublishRun", "Resolved", "Run", "Subject", "Verdict"]
+__all__ = ["Disposition", "PublishCall", "PublishRun", "Resolved", "Run", "Subject"]

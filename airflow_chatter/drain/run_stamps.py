@@ -76,13 +76,13 @@ class RunStamps:
         kinds: list[StampKind] = []
         violations: dict[int, str] = {}
         failure: BaseException | None = None
-        for document, key, verdict in zip(run.documents, run.keys, run.verdicts, strict=True):
-            if verdict is None:
+        for document, key, disposition in zip(run.documents, run.keys, run.dispositions, strict=True):
+            if disposition is None:
                 tally.dropped += 1  # RSV-02: drop-and-acknowledge, counted when its stamp is tried
                 self._telemetry.record_document(OUTCOME_DROPPED)
                 kind = StampKind.DROPPED
-            elif isinstance(verdict, Undeliverable):
-                violations[len(requests)] = verdict.message
+            elif isinstance(disposition, Undeliverable):
+                violations[len(requests)] = disposition.message
                 kind = StampKind.UNDELIVERABLE
             else:
                 subject, outcome, span = next(published)

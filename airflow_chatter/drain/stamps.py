@@ -206,14 +206,9 @@ def _batches(requests: Sequence[StampRequest], max_operations: int) -> list[list
     open_batches: dict[object, list[int]] = {}  # per group key: its open batch
     open_bytes: dict[object, int] = {}  # and that batch's bytes
     batches: list[list[int]] = []
-    # Measured once per operations tuple (by identity: the requests hold them): a run's stamps share one or two.
-    operations_sizes: dict[int, int] = {}
     for index, request in enumerate(requests):
         key = _key(request.partition_key)
-        operations_size = operations_sizes.get(id(request.operations))
-        if operations_size is None:
-            operations_size = operations_sizes[id(request.operations)] = _operations_size(request.operations)
-        size = len(json.dumps(request.item_id)) + operations_size
+        size = len(json.dumps(request.item_id)) + _operations_size(request.operations)
         batch = open_batches.get(key)
         if batch is None or len(batch) >= max_operations or open_bytes[key] + size > _BATCH_ROOM:
             batch = open_batches[key] = [index]

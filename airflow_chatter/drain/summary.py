@@ -1,24 +1,27 @@
 """What one drain of one lease counted and how it ended: ``DrainCounts`` while it runs, ``DrainSummary`` after.
 
 The summary is what a drain task pushes to XCom (``to_dict``) and logs (``log_line``, F-09), and what
-``raise_for_error`` re-raises (F-06). F-11 adds the drain's request units, by kind, and its 429s.
+``raise_for_error`` re-raises (F-06). F-11 adds the drain's request units, by kind, and its 429s. Both are pydantic
+models: the XCom form is the summary's ``model_dump``, and whoever reads it back (the monitoring read model) reads it
+with ``DrainSummary.model_validate``, one schema both ways.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, computed_field
+
 from airflow_chatter.drain.telemetry import error_type
+from airflow_chatter.drain.tries import TryRecord
 
 
-@dataclass
-class DrainCounts:
+class DrainCounts(BaseModel):
     """Everything one drain of one lease counts and notes as it runs: the one definition of those fields.
 
-    The engine updates one ``DrainCounts`` while it drains (a plain mutable dataclass, no per-document
-    copying); ``DrainSummary`` is these fields plus the outcome, built once at the end (``DrainSummary.of``).
+    The engine updates one ``DrainCounts`` while it drains (a mutable model, assignments not validated, no
+    per-document copying); ``DrainSummary`` is these fields plus the outcome, built once at the end
+    (``DrainSummary.of``).
     ``continuation_age_seconds`` is how long ago the lease's continuation last advanced, as of the end
     of the run (near 0 after a successful pass, growing while a lease is refused or failing).
     """
@@ -43,7 +46,7 @@ class DrainCounts:
     split_into: tuple[str, ...] = ()
     #: F-11: the charges of this drain's requests, in RU, in all and by kind (feed, stamps, leases, other).
     request_units: float = 0.0
-    request_units_by_kind: Mapping[str, float] = field(default_factory=dict)
+    request_units_by_kind: dict[str, float] = Field(default_factory=dict)
     #: 429s answered to this drain's requests (each retried after its retry-after, or the limit reached).
     throttled: int = 0
     throttle_limit_reached: bool = False
@@ -55,35 +58,39 @@ class DrainCounts:
     last_poll_at: str | None = None
     #: Every try counts (``drain/tries.py``): the counts of this task run's earlier tries of this lease, as they
     #: recorded them on the lease, oldest first; empty for a first try or a drain the caller names no try of.
-    earlier_tries: tuple[Mapping[str, Any], ...] = ()
+    earlier_tries: tuple[TryRecord, ...] = ()
 
     def lag(self, seconds: float) -> None:
         if self.max_lag_seconds is None or seconds > self.max_lag_seconds:
             self.max_lag_seconds = seconds
 
 
-@dataclass
 class DrainSummary(DrainCounts):
-    """What one drain of one lease did: its ``DrainCounts`` and its outcome; ``to_dict()`` is its XCom form (F-09).
+    """What one drain of one lease did: its ``DrainCounts`` and its outcome; ``to_dict()`` is its XCom form (F-09),
+    and ``DrainSummary.model_validate`` reads that form back (keys it does not know, such as the operator's
+    ``topics``, are ignored).
 
     A value: the engine builds it once, at the end of a run, and never changes it afterwards.
     ``error`` keeps the original exception for ``raise_for_error``; it is not part of ``to_dict``.
     """
 
+    model_config = ConfigDict(frozen=True, extra="ignore", arbitrary_types_allowed=True)
+
     error_type: str | None = None
     error_message: str | None = None
-    error: BaseException | None = field(default=None, compare=False, repr=False)
+    error: BaseException | None = Field(default=None, exclude=True, repr=False)
 
     @classmethod
     def of(cls, counts: DrainCounts, error: BaseException | None = None) -> DrainSummary:
         """The summary of a run that counted ``counts`` and ended with ``error`` (``None``: it succeeded)."""
         return cls(
-            **{f.name: getattr(counts, f.name) for f in fields(DrainCounts)},
+            **{name: getattr(counts, name) for name in DrainCounts.model_fields},
             error_type=error_type(error) if error is not None else None,
             error_message=str(error) if error is not None else None,
             error=error,
         )
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def request_units_per_delivered(self) -> float | None:
         """RU per delivered document (all of the drain's charges over its delivered stamps); ``None`` for none."""
@@ -94,13 +101,8 @@ class DrainSummary(DrainCounts):
         return self.error is not None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able: plain numbers, strings, booleans, lists and ``None``."""
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "error"}
-        data["split_into"] = list(self.split_into)
-        data["earlier_tries"] = [dict(entry) for entry in self.earlier_tries]
-        data["request_units_by_kind"] = dict(self.request_units_by_kind)
-        data["request_units_per_delivered"] = self.request_units_per_delivered
-        return data
+        """The XCom form, JSON-able: plain numbers, strings, booleans, lists and ``None``."""
+        return self.model_dump(mode="json")
 
     def raise_for_error(self) -> None:
         """Re-raise the original error of a failed drain (F-06); do nothing otherwise."""

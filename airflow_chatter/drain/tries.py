@@ -18,12 +18,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 #: The lease document's field holding the current task run's tries.
 RUN_TRIES_FIELD = "run_tries"
 #: Entries kept per task run, the newest: far above any Airflow ``retries`` a drain is given.
 MAX_TRIES_KEPT = 20
-#: The counts a try records (those the run totals add up), besides ``try``, ``request_units`` and ``error_type``.
-TRY_COUNTS = ("published", "delivered", "undeliverable", "dropped", "refused_batches", "confirmation_failures")
 
 
 @dataclass(frozen=True)
@@ -34,30 +34,56 @@ class Attempt:
     number: int
 
 
-def try_entry(attempt: Attempt, counts: object, request_units: float, error_type: str | None) -> dict[str, Any]:
-    """One try's record: its number, the ``TRY_COUNTS`` of ``counts`` (a ``DrainCounts``), its RU and error."""
-    entry: dict[str, Any] = {"try": attempt.number}
-    entry.update({name: int(getattr(counts, name)) for name in TRY_COUNTS})
-    entry["request_units"] = round(request_units, 2)
-    entry["error_type"] = error_type
-    return entry
+class TryRecord(BaseModel):
+    """One try's counts, as it records them on its lease and as a later try's summary reports them
+    (``earlier_tries``): its number (``try``), the counts the run totals add up, its RU and its error type."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", serialize_by_alias=True)
+
+    number: int = Field(alias="try")
+    published: int = 0
+    delivered: int = 0
+    undeliverable: int = 0
+    dropped: int = 0
+    refused_batches: int = 0
+    confirmation_failures: int = 0
+    request_units: float | None = None
+    error_type: str | None = None
 
 
-def earlier_tries(document: Mapping[str, Any], attempt: Attempt) -> tuple[dict[str, Any], ...]:
-    """The entries ``document`` (a lease) holds for ``attempt``'s task run, before this try, oldest first."""
+def try_entry(attempt: Attempt, counts: object, request_units: float, error_type: str | None) -> TryRecord:
+    """One try's record: its number, the counts of ``counts`` (a ``DrainCounts``), its RU and error."""
+    counted = {name: int(getattr(counts, name)) for name in _COUNTS}
+    return TryRecord.model_validate(
+        {"try": attempt.number, **counted, "request_units": round(request_units, 2), "error_type": error_type}
+    )
+
+
+def earlier_tries(document: Mapping[str, Any], attempt: Attempt) -> tuple[TryRecord, ...]:
+    """The entries ``document`` (a lease) holds for ``attempt``'s task run, before this try, oldest first; an entry
+    that is not a try's record is left out."""
     record = document.get(RUN_TRIES_FIELD)
     if not isinstance(record, Mapping) or record.get("run") != attempt.run:
         return ()
     entries = record.get("tries")
     if not isinstance(entries, Sequence):
         return ()
-    kept = [e for e in entries if isinstance(e, Mapping) and isinstance(e.get("try"), int)]
-    return tuple(dict(e) for e in kept if e["try"] < attempt.number)
+    kept = []
+    for entry in entries:
+        try:
+            kept.append(TryRecord.model_validate(entry))
+        except ValidationError:
+            continue
+    return tuple(e for e in kept if e.number < attempt.number)
 
 
-def run_tries(attempt: Attempt, earlier: Sequence[Mapping[str, Any]], entry: Mapping[str, Any]) -> dict[str, Any]:
+def run_tries(attempt: Attempt, earlier: Sequence[TryRecord], entry: TryRecord) -> dict[str, Any]:
     """The lease's new ``run_tries`` value: the earlier tries and this one, the newest ``MAX_TRIES_KEPT``."""
-    return {"run": attempt.run, "tries": [*earlier, entry][-MAX_TRIES_KEPT:]}
+    return {"run": attempt.run, "tries": [e.model_dump() for e in [*earlier, entry][-MAX_TRIES_KEPT:]]}
 
 
-__all__ = ["MAX_TRIES_KEPT", "RUN_TRIES_FIELD", "TRY_COUNTS", "Attempt", "earlier_tries", "run_tries", "try_entry"]
+#: The counts a try records, besides its number, RU and error type.
+_COUNTS = tuple(name for name in TryRecord.model_fields if name not in {"number", "request_units", "error_type"})
+
+
+__all__ = ["MAX_TRIES_KEPT", "RUN_TRIES_FIELD", "Attempt", "TryRecord", "earlier_tries", "run_tries", "try_entry"]

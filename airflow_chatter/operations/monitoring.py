@@ -14,22 +14,29 @@ none when the document has been repaired since (it can be requeued).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
 from airflow_chatter.clock import Clock, utc_now
-from airflow_chatter.drain.follow import FOLLOW_FIELD
+from airflow_chatter.drain.follow import FOLLOW_FIELD, FollowCounts
 from airflow_chatter.drain.leases import ACTIVE, Lease, LeaseStore
 from airflow_chatter.drain.options import SourceOptions
 from airflow_chatter.drain.source import SourceLeases
+from airflow_chatter.drain.summary import DrainSummary
 from airflow_chatter.drain.suspension import WINDOW
+from airflow_chatter.drain.tries import TryRecord
 from airflow_chatter.operations.outbox_queries import count_undeliverable, undeliverable_after
 from airflow_chatter.operations.pending import PendingEstimate, estimate_pending
 from airflow_chatter.outbox.contract import Undeliverable, verify
 from airflow_chatter.outbox.document import DESTINATION_FIELD, MESSAGE_ID_FIELD
 from airflow_chatter.ports import Document, DocumentContainer, FeedRangeGone
+
+log = logging.getLogger(__name__)
 
 #: Most rows one list request returns; a bigger page size is refused (each request stays bounded in RU).
 MAX_PAGE_SIZE = 100
@@ -244,18 +251,18 @@ def suspension_view(lease: Lease, last_fault: Fault | None = None) -> Suspension
 
 def follow_view(lease: Lease, now: datetime) -> FollowView | None:
     """The ``follow`` block a following drain wrote on ``lease`` (``None``: none, or not an object); a value of the
-    wrong type reads as unknown (``None``), never as a number it is not."""
+    wrong type reads as unknown (``None``), never as a number it is not (``FollowCounts``)."""
     block = lease.document.get(FOLLOW_FIELD)
     if not isinstance(block, Mapping):
         return None
-    owner = block.get("owner")
+    counts = FollowCounts.model_validate(block)
     return FollowView(
-        live=lease.is_live(now) and isinstance(owner, str) and owner == lease.owner,
-        last_poll_at=_str_or_none(block.get("last_poll_at")),
-        published_last_minute=_int_or_none(block.get("published_last_minute")),
-        lag_seconds=float(block["lag_seconds"]) if _number(block.get("lag_seconds")) else None,
-        polls=_int_or_none(block.get("polls")),
-        published=_int_or_none(block.get("published")),
+        live=lease.is_live(now) and counts.owner is not None and counts.owner == lease.owner,
+        last_poll_at=counts.last_poll_at,
+        published_last_minute=counts.published_last_minute,
+        lag_seconds=counts.lag_seconds,
+        polls=counts.polls,
+        published=counts.published,
     )
 
 
@@ -302,16 +309,30 @@ def lease_views(
     return views
 
 
-def _summaries_of(runs: Iterable[RunRecord], lease_id: str) -> Iterable[tuple[RunRecord, Mapping[str, Any]]]:
+def drain_summaries(run: RunRecord) -> list[tuple[Mapping[str, Any], DrainSummary]]:
+    """The run's drain summaries, each as pushed (the page shows it as it is) and read back with
+    ``DrainSummary.model_validate``; an XCom value that is not a drain summary is left out, and logged."""
+    read = []
+    for raw in run.summaries:
+        try:
+            read.append((raw, DrainSummary.model_validate(raw)))
+        except ValidationError as error:
+            log.warning("Run %s: a drain summary that does not read back is left out: %s", run.run_id, error)
+    return read
+
+
+def _summaries_of(
+    runs: Iterable[RunRecord], lease_id: str
+) -> Iterable[tuple[RunRecord, Mapping[str, Any], DrainSummary]]:
     for run in runs:
-        for summary in run.summaries:
-            if summary.get("lease") == lease_id:
-                yield run, summary
+        for raw, summary in drain_summaries(run):
+            if summary.lease == lease_id:
+                yield run, raw, summary
 
 
 def _last_summary(runs: Sequence[RunRecord], lease_id: str) -> tuple[Mapping[str, Any] | None, str | None]:
-    for run, summary in _summaries_of(runs, lease_id):
-        return summary, run.run_id
+    for run, raw, _ in _summaries_of(runs, lease_id):
+        return raw, run.run_id
     return None, None
 
 
@@ -321,11 +342,9 @@ _REFUSAL = "DrainSuspendedError"
 
 def _last_fault(runs: Sequence[RunRecord], lease_id: str) -> Fault | None:
     """The newest error a drain of the lease reported, other than the suspension's own refusal."""
-    for run, summary in _summaries_of(runs, lease_id):
-        if summary.get("error_type") and summary.get("error_type") != _REFUSAL:
-            return Fault(
-                str(summary["error_type"]), str(summary.get("error_message") or ""), run.run_id, run.started_at
-            )
+    for run, _, summary in _summaries_of(runs, lease_id):
+        if summary.error_type and summary.error_type != _REFUSAL:
+            return Fault(summary.error_type, summary.error_message or "", run.run_id, run.started_at)
     return None
 
 
@@ -338,10 +357,11 @@ def run_points(runs: Sequence[RunRecord]) -> list[RunPoint]:
     """One point per run (newest first, as given): its leases' totals, continuation age and request units."""
     points = []
     for run in runs:
-        summaries = [try_ for summary in run.summaries for try_ in every_try(summary)]
-        ages = [float(s["continuation_age_seconds"]) for s in summaries if _number(s.get("continuation_age_seconds"))]
-        charges = [float(s["request_units"]) for s in summaries if _number(s.get("request_units"))]
-        delivered = sum(_int(s.get("delivered")) for s in summaries)
+        summaries = [summary for _, summary in drain_summaries(run)]
+        tries = [try_ for summary in summaries for try_ in every_try(summary)]
+        ages = [s.continuation_age_seconds for s in summaries if s.continuation_age_seconds is not None]
+        charges = [units for t in tries if (units := _reported_units(t)) is not None]
+        delivered = sum(t.delivered for t in tries)
         units = round(sum(charges), 2) if charges else None
         points.append(
             RunPoint(
@@ -349,26 +369,29 @@ def run_points(runs: Sequence[RunRecord]) -> list[RunPoint]:
                 run_type=run.run_type,
                 state=run.state,
                 at=run.started_at,
-                published=sum(_int(s.get("published")) for s in summaries),
+                published=sum(t.published for t in tries),
                 delivered=delivered,
-                undeliverable=sum(_int(s.get("undeliverable")) for s in summaries),
-                refused_batches=sum(_int(s.get("refused_batches")) for s in summaries),
+                undeliverable=sum(t.undeliverable for t in tries),
+                refused_batches=sum(t.refused_batches for t in tries),
                 max_continuation_age_seconds=round(max(ages), 1) if ages else None,
                 request_units=units,
                 request_units_per_delivered=round(units / delivered, 2) if units is not None and delivered else None,
-                failed_leases=sum(1 for s in run.summaries if s.get("error_type")),
-                tries=len(summaries),
+                failed_leases=sum(1 for s in summaries if s.error_type),
+                tries=len(tries),
             )
         )
     return points
 
 
-def every_try(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def every_try(summary: DrainSummary) -> list[TryRecord | DrainSummary]:
     """A drain summary's tries, each with its counts: the ones before it that it reports (``earlier_tries``, as
     recorded on its lease) and itself, the last try."""
-    earlier = summary.get("earlier_tries")
-    tries = [e for e in earlier if isinstance(e, Mapping)] if isinstance(earlier, list | tuple) else []
-    return [*tries, summary]
+    return [*summary.earlier_tries, summary]
+
+
+def _reported_units(try_: TryRecord | DrainSummary) -> float | None:
+    """A try's request units if its summary reported them (F-11); a summary from before F-11 has none."""
+    return try_.request_units if "request_units" in try_.model_fields_set else None
 
 
 #: The summary fields the instruments count too (MET): their totals over the runs shown.
@@ -381,11 +404,11 @@ def totals(runs: Sequence[RunRecord]) -> dict[str, float]:
     units = 0.0
     has_units = False
     for run in runs:
-        for summary in (try_ for s in run.summaries for try_ in every_try(s)):
+        for try_ in (t for _, summary in drain_summaries(run) for t in every_try(summary)):
             for name in TOTALLED:
-                out[name] += _int(summary.get(name))
-            if _number(summary.get("request_units")):
-                units += float(summary["request_units"])
+                out[name] += getattr(try_, name)
+            if (charge := _reported_units(try_)) is not None:
+                units += charge
                 has_units = True
     if has_units:
         out["request_units"] = round(units, 2)
@@ -470,22 +493,6 @@ def source_overview(
         totals=run_totals,
         failure_counts=failure_counts(run_totals, leases),
     )
-
-
-def _number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _int_or_none(value: object) -> int | None:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _str_or_none(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _int(value: object) -> int:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
 
 
 def _iso(value: datetime | None) -> str | None:

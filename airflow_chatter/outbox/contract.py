@@ -62,8 +62,6 @@ def _is_blank(value: object) -> bool:
 
 def _utf8_encodable(text: str) -> bool:
     """Whether ``text`` has UTF-8 bytes; a lone surrogate (legal in JSON escapes) has none."""
-    if text.isascii():  # O(1), where encoding a 1 KB body copies it: ASCII text always has UTF-8 bytes
-        return True
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -103,13 +101,12 @@ def _parse_context(raw: object, present: bool) -> tuple[dict[str, Any] | None, s
         return None, f"is not JSON ({type(exc).__name__})"
     if not isinstance(parsed, dict):
         return None, f"is JSON {_json_kind(parsed)}, not a JSON object"
-    # Only a lone surrogate (from a \u escape or the text itself) or nesting can fail the round trip: flat text with
-    # neither is spared it (a dumps per document).
-    if "\\u" in raw or "[" in raw or raw.count("{") > 1 or not _utf8_encodable(raw):
-        try:
-            json.dumps(parsed, ensure_ascii=False).encode("utf-8")
-        except (ValueError, RecursionError):
-            return None, "holds text that is not valid Unicode, so its entries can never become Kafka headers"
+    # A lone surrogate (from a \u escape or the text itself) parses but has no UTF-8 bytes; deep nesting does not
+    # serialise. Either would fail later, as a header.
+    try:
+        json.dumps(parsed, ensure_ascii=False).encode("utf-8")
+    except (ValueError, RecursionError):
+        return None, "holds text that is not valid Unicode, so its entries can never become Kafka headers"
     return parsed, None
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
-from functools import lru_cache
 from typing import Any
 
 from airflow_chatter.errors import ConfigurationError
@@ -21,10 +20,6 @@ _SCALAR_TYPES = (str, int, float, bool)
 def path_segments(path: str) -> tuple[str, ...]:
     """Split a path on ``/`` and drop empty parts: ``"/tenant//id/"`` → ``("tenant", "id")``."""
     return tuple(part for part in path.split("/") if part)
-
-
-#: ``path_segments`` for the drain, which recovers the same few paths from every document.
-_cached_path_segments = lru_cache(maxsize=256)(path_segments)
 
 
 def canonicalize_path(path: str) -> str:
@@ -91,12 +86,9 @@ def stamp_partition_value(
         node[leaf] = value
 
 
-#: Stands for an absent key in one ``dict.get`` (``None`` is a value a document may hold).
-
-
 def _recover_component(document: Mapping[str, Any], path: str) -> PartitionKeyComponent:
     node: object = document
-    for part in _cached_path_segments(path):
+    for part in path_segments(path):
         if not isinstance(node, Mapping) or part not in node:
             return None
         node = node[part]

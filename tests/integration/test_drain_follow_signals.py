@@ -24,8 +24,9 @@ from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer
 from airflow_chatter.adapters.kafka.admin import ensure_topics
 from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
 from airflow_chatter.adapters.kafka.settings import KafkaSettings
-from airflow_chatter.drain.engine import DrainEngine, DrainSummary
+from airflow_chatter.drain.engine import DrainEngine
 from airflow_chatter.drain.options import SourceOptions
+from airflow_chatter.drain.summary import DrainSummary
 from airflow_chatter.outbox.document import OutboxMessage
 from devkit.services import CosmosEndpoint
 from tests.fixtures.cosmos import ContainerFactory

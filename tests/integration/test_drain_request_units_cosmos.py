@@ -15,8 +15,9 @@ import pytest
 
 from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer
 from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
-from airflow_chatter.drain.engine import DrainEngine, DrainSummary
+from airflow_chatter.drain.engine import DrainEngine
 from airflow_chatter.drain.options import SourceOptions
+from airflow_chatter.drain.summary import DrainSummary
 from airflow_chatter.outbox.document import OutboxMessage
 from airflow_chatter.testing.fakes import FakePublisher
 from tests.fixtures.cosmos import ContainerFactory, CosmosEndpoint, emulator_configured, emulator_stats

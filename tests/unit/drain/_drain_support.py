@@ -134,8 +134,9 @@ def ids(documents: Iterable[Document]) -> list[str]:
 
 from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
 from airflow_chatter.adapters.memory.faults import OperationCall, fail
-from airflow_chatter.drain.engine import DrainEngine, DrainSummary
+from airflow_chatter.drain.engine import DrainEngine
 from airflow_chatter.drain.options import SourceOptions
+from airflow_chatter.drain.summary import DrainSummary
 from airflow_chatter.ports import BatchFailed, ContainerError, FeedRange
 from airflow_chatter.testing.fakes import FakePublisher
 from airflow_chatter.testing.handlers import first_of

@@ -13,7 +13,8 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from airflow_chatter.drain.engine import DrainEngine, ResolveContext
+from airflow_chatter.drain.engine import DrainEngine
+from airflow_chatter.drain.page_run import ResolveContext
 from airflow_chatter.ports import Document, OutgoingMessage, PublishError, ServiceUnavailable, Throttled
 from airflow_chatter.testing.fakes import fail_all
 from airflow_chatter.testing.handlers import first_of

@@ -9,11 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 
+import pytest
+
 from airflow_chatter.adapters.memory.faults import OperationCall
 from airflow_chatter.drain.follow import FOLLOW_FIELD, Follow, StopRequest
 from airflow_chatter.drain.leases import LeaseLostError
 from airflow_chatter.drain.suspension import SuspensionState
 from airflow_chatter.drain.telemetry import ATTR_LEASE_TOKEN, EMPTY_POLL_REQUEST_UNITS, EMPTY_POLLS, POLLS
+from airflow_chatter.errors import ConfigurationError
 from airflow_chatter.ports import FeedRange, Throttled
 from airflow_chatter.request_charges import report
 
@@ -266,3 +269,42 @@ def test_f11_a_poll_that_waits_out_max_throttle_wait_seconds_stops_the_following
     rig.monitored.handler = None
     rig.engine(owner="drain-b").drain_all()[0].raise_for_error()
     assert _published(rig) == ["msg-0", "msg-1"], "msg-1 waited for the next run, once"
+
+
+def test_f_12_a_source_with_follow_true_follows_in_drain_all_polling_until_its_bounds() -> None:
+    """F-12: ``SourceOptions(follow=True)`` is honoured by the core: ``drain_all`` keeps the lease once caught up and
+    polls every ``follow_poll_seconds`` (it used to return at once, 0 polls), then releases it at ``max_seconds``."""
+    rig = Rig()
+    rig.seed(outbox_doc("msg-0"))
+    engine = rig.engine(follow=True, follow_poll_seconds=0.05)
+
+    (summary,) = engine.drain_all(max_seconds=1.0)
+
+    summary.raise_for_error()
+    assert _published(rig) == ["msg-0"]
+    assert summary.polls >= 1 and summary.empty_polls >= 1, summary.log_line()
+    assert rig.lease(engine).owner is None, "released at its bounds"
+
+
+def test_f_12_a_short_source_polls_nothing_and_follow_none_overrides_a_following_source() -> None:
+    rig = Rig()
+    rig.seed(outbox_doc("msg-0"))
+    (short,) = rig.engine().drain_all()
+    following = rig.engine(follow=True, follow_poll_seconds=0.05)
+    rig.seed(outbox_doc("msg-1"))
+    overridden = following.drain_lease(_lease_id(rig), follow=Follow.none())
+    assert (short.polls, overridden.polls) == (0, 0)
+    assert _published(rig) == ["msg-0", "msg-1"]
+
+
+def test_f_12_drain_all_refuses_to_follow_several_leases_naming_follow_and_takes_none() -> None:
+    rig = Rig()
+    rig.seed(*(outbox_doc(f"msg-{i}", tenant=f"t{i}") for i in range(4)))
+    engine = rig.engine(follow=True, follow_poll_seconds=0.05)
+    split(rig.monitored, FeedRange(engine.store.get(_lease_id(rig)).feed_range.token))
+    engine.ensure_leases()
+
+    with pytest.raises(ConfigurationError, match="follow=True follows one lease per drain; drain_all found 2"):
+        engine.drain_all()
+
+    assert rig.publisher.sent == [] and all(lease.owner is None for lease in engine.store.list_leases())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_chatter.drain.engine import ResolveContext
+from airflow_chatter.drain.page_run import ResolveContext
 from airflow_chatter.drain.telemetry import DOCUMENTS
 from airflow_chatter.ports import OutgoingMessage
 

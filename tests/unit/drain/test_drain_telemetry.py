@@ -76,11 +76,11 @@ def test_met_01_lag_is_recorded_at_admission_from_ts(rig: Rig) -> None:
 
 
 def test_met_01_no_lag_without_an_integer_ts(rig: Rig) -> None:
-    from airflow_chatter.drain.engine import DrainCounts
+    from airflow_chatter.drain.summary import DrainCounts
 
     engine = rig.engine()
     doc = outbox_doc("msg-1")
-    tally = DrainCounts("lease")
+    tally = DrainCounts(lease="lease")
     for ts in (None, "1700000000", 1.5, True, 10**13, -5):
         engine._record_lag({**doc, "_ts": ts}, tally)
     assert tally.max_lag_seconds is None and rig.metrics.points(LAG) == []
@@ -91,7 +91,7 @@ def test_met_01_with_the_default_clock_the_lag_is_wall_clock_seconds_since_ts() 
     import time
 
     from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
-    from airflow_chatter.drain.engine import DrainCounts
+    from airflow_chatter.drain.summary import DrainCounts
 
     metrics_rig = Rig()
     engine = DrainEngine.open(
@@ -105,7 +105,7 @@ def test_met_01_with_the_default_clock_the_lag_is_wall_clock_seconds_since_ts() 
     class Seconds(int):
         """An int subclass is still an integer ``_ts``."""
 
-    tally = DrainCounts("lease")
+    tally = DrainCounts(lease="lease")
     before = time.time()
     engine._record_lag({**outbox_doc("msg-1"), "_ts": int(before) - 100}, tally)
     engine._record_lag({**outbox_doc("msg-2"), "_ts": Seconds(int(before) - 40)}, tally)

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
 
 from airflow_chatter.drain.follow import StopRequest
+from airflow_chatter.drain.summary import DrainSummary
 from airflow_chatter.drain.suspension import SuspensionState
 from airflow_chatter.drain.tries import Attempt
 from airflow_chatter.operations.interventions import LeaseChangedError, Selected, release_lease, requeue_selected
@@ -19,6 +21,7 @@ from airflow_chatter.operations.monitoring import (
     monitor_store,
     run_points,
     source_overview,
+    totals,
 )
 from airflow_chatter.operations.overview import overview_row
 from airflow_chatter.operations.pending import estimate_pending
@@ -326,3 +329,32 @@ def test_a_follow_block_of_the_wrong_shape_reads_as_unknown_not_as_a_number(rig:
             None if follow is None else (follow.published_last_minute, follow.lag_seconds, follow.polls, follow.live)
         )
         assert shown == expected, block
+
+
+def test_f_09_the_summary_xcom_reads_back_as_the_summary_it_was_the_operators_extra_keys_ignored(rig: Rig) -> None:
+    """F-09: a drain's XCom form (``to_dict``) is plain JSON, and ``DrainSummary.model_validate`` reads it back to
+    the same counts, earlier tries included; keys the operator adds (``topics``) are not the summary's."""
+    tries = _three_tries(rig, last_fails=False)
+    pushed = json.loads(json.dumps({**tries[-1], "topics": {"orders": 1}}))
+
+    read = DrainSummary.model_validate(pushed)
+
+    assert read.to_dict() == tries[-1]
+    assert [(t.number, t.error_type) for t in read.earlier_tries] == [
+        (1, "ServiceUnavailable"),
+        (2, "ServiceUnavailable"),
+    ]
+    assert read.request_units_per_delivered == tries[-1]["request_units_per_delivered"]
+
+
+def test_a_run_value_that_does_not_read_back_as_a_drain_summary_is_left_out_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    runs = _runs({"lease": "a", "published": 4, "delivered": 4}, {"lease": "a", "published": "many"})
+
+    with caplog.at_level("WARNING", logger="airflow_chatter.operations.monitoring"):
+        points = run_points(runs)
+        counted = totals(runs)
+
+    assert [p.published for p in points] == [4, 0] and counted["published"] == 4
+    assert "run-1" in caplog.text and "published" in caplog.text, caplog.text
