@@ -26,8 +26,9 @@ The plan is in the writers' progress, not the clock: a fault planned at minute m
 attempted m minutes' worth of Units of Work, the fault before it has ended and the writers are on their schedule, so
 a loaded machine that stretches a fault delays the ones after it instead of dropping them. The writers run until
 they have attempted T's worth and every planned fault has run, bounded by ``BOUND`` times T's worth (the report
-names the faults that did not run when the bound is hit). Then the writers stop, the drains and the receiver catch
-up (bounded), and one table is printed:
+names the faults that did not run when the bound is hit). Then the writers stop, and the drains and the receiver
+catch up: every write applied and every lease released or taken over (bounded: until ``settle_s`` worth of samples
+apply nothing more). One table is printed:
 
     writes | lost (ledger vs Kafka) | lost (ledger vs effects) | duplicates on Kafka | effects applied twice |
     p50/p99 write -> Kafka per drain mode and window | leases stuck | RSS start/end, slope per hour and CPU per
@@ -149,6 +150,8 @@ class Soak:
     rate: float = 1.0
     #: Why the run ended before every planned fault ran (its bound was hit); empty when they all ran.
     unfinished: str = ""
+    #: Leases held and expired at the end of the catch-up: nobody took them over.
+    abandoned: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     stop: threading.Event = field(default_factory=threading.Event)
     #: Set once the drains have caught up: the receiver stops then.
@@ -164,7 +167,10 @@ class Report:
     max_copies: int
     duplicated_ids: int
     effects_twice: int
+    #: Leases still held and expired once the drains had caught up: nobody took them over.
     stuck_leases: int
+    #: Leases held and expired for over two lease durations at a sample (the most): how late takeovers came.
+    late_leases: int
     #: (drain mode, window, writes, p50, p99 write → Kafka in s)
     windows: list[tuple[str, str, int, float, float]]
     rss: list[RssRow]
@@ -201,7 +207,8 @@ class Report:
             f"| Kafka records / message ids seen twice or more / most copies of one | "
             f"{self.kafka_records} / {self.duplicated_ids} / {self.max_copies} |",
             f"| effects applied twice | {self.effects_twice} |",
-            f"| leases held and expired for over two lease durations (max at a sample) | {self.stuck_leases} |",
+            f"| leases held and expired once the drains caught up (nobody took them over) | {self.stuck_leases} |",
+            f"| leases held and expired for over two lease durations (max at a sample) | {self.late_leases} |",
             f"| write errors (not committed, not in the ledger) | {dict(self.write_errors) or 0} |",
             f"| receiver errors (retried) | {dict(self.receiver_errors) or 0} |",
             f"| writers behind their schedule (most Units of Work due but not attempted, at a sample) | "
@@ -487,15 +494,16 @@ def _documents(container: Any) -> int:
     return int(usage["documentsCount"])
 
 
-def _stuck(leases: Any) -> int:
-    """Leases with an owner whose expiry is more than two lease durations ago."""
+def _stuck(leases: Any, expired_for_s: float = 2 * LEASE_SECONDS) -> int:
+    """Leases with an owner whose expiry is more than ``expired_for_s`` ago (0: held and expired, nobody has taken
+    them over yet)."""
     now = datetime.now(UTC).timestamp()
     stuck = 0
     for lease in _query(leases, "SELECT * FROM c"):
         expires = lease.get("expires_at")
         if lease.get("owner") and expires:
             at = datetime.fromisoformat(str(expires).replace("Z", "+00:00")).timestamp()
-            stuck += now - at > 2 * LEASE_SECONDS
+            stuck += now - at > expired_for_s
     return stuck
 
 
@@ -640,7 +648,8 @@ def run(
     (bounded by ``BOUND``); ``writers`` threads share the schedule of ``rate`` Units of Work a second and ``receivers``
     consumers of one group share the topics (0: one per 10/s, at most 3 receivers, a topic's partitions);
     ``faults=False`` runs without the fault schedule (to measure what rate the machine sustains); ``follow=False``
-    leaves out the following source (the cron source takes every write)."""
+    leaves out the following source (the cron source takes every write); the catch-up ends early when ``settle_s``
+    worth of samples (one each ``sample_s / 2``) applied nothing more."""
     seconds = minutes * 60
     window_s = 600.0 if minutes >= 20 else 60.0
     sample_s = 30.0
@@ -746,15 +755,22 @@ def run(
                     thread.join()
                 log(f"soak: writers stopped at {len(soak.written)}; waiting for drains and receiver")
                 wanted = set(soak.written)
-                deadline = time.time() + settle_s
-                while time.time() < deadline:
+                # Caught up: every write applied and every lease released or taken over. Bounded by progress: the
+                # catch-up ends after settle_s worth of passes in which no further write was applied.
+                applied, idle = -1, 0
+                while idle < settle_s / (sample_s / 2):
                     _sample(soak, sources, effects, long_lived(stack, endpoint, broker))
-                    s = soak.samples[-1]
                     with soak.lock:
-                        applied = len(wanted & soak.processed.keys())
-                    log(f"soak: catching up: {applied} of {len(wanted)} writes applied")
-                    if applied >= len(wanted):
+                        now_applied = len(wanted & soak.processed.keys())
+                    soak.abandoned = sum(_stuck(source.leases, expired_for_s=0) for source in sources)
+                    log(
+                        f"soak: catching up: {now_applied} of {len(wanted)} writes applied, "
+                        f"{soak.abandoned} leases held and expired"
+                    )
+                    if now_applied >= len(wanted) and soak.abandoned == 0:
                         break
+                    idle = 0 if now_applied > applied else idle + 1
+                    applied = now_applied
                     time.sleep(sample_s / 2)
                 soak.drained.set()
                 for thread in threads[writers:]:
@@ -814,7 +830,8 @@ def _report(soak: Soak, records: list[Any], effect_ids: set[str], window_s: floa
         max_copies=max(copies.values(), default=0),
         duplicated_ids=sum(1 for c in copies.values() if c > 1),
         effects_twice=sum(1 for c in soak.processed.values() if c > 1),
-        stuck_leases=max((s.stuck for s in soak.samples), default=0),
+        stuck_leases=soak.abandoned,
+        late_leases=max((s.stuck for s in soak.samples), default=0),
         windows=windows,
         rss=rss_rows(soak.samples, t0),
         counts=count_rows(soak.samples, t0, window_s),

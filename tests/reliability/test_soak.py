@@ -1,7 +1,8 @@
 """The soak, short version (tests/reliability/soak.py): three minutes' worth of steady writes through the Unit of Work
 on the CeleryExecutor stack (a scheduled and a following source), with a worker SIGKILLed, the broker stopped, 429
 bursts, a range split and a scheduler restart, then nothing lost between the ledger, Kafka and the effect documents,
-no effect applied twice, and no lease left held long after it expired.
+no effect applied twice, and no lease left held and expired once the drains caught up (how late a takeover came is
+reported, not asserted: it is the machine's speed).
 
 The faults follow the writers' progress, not the clock: on a loaded machine a stretched fault delays the next one,
 and the run lasts until every planned fault has run (bounded in Units of Work; the report says which faults did not
