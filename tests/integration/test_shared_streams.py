@@ -208,3 +208,28 @@ def test_two_receivers_of_one_topic_share_the_watcher_consumer_and_its_offsets_m
         assert {f.payload["group_id"] for f in second.fired} == {"billing", "shipping"}
 
     asyncio.run(scenario())
+
+
+@pytest.mark.kafka
+def test_a_topic_created_after_the_watcher_started_has_its_first_records_announced(
+    kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A drain's first publish creates its topic: the watcher that found it missing starts its group at the
+    beginning, so those first records start the receiver too (a watcher on an existing topic starts at its end)."""
+    topic = f"chatter-stream-new-{uuid.uuid4().hex[:10]}"
+    conn_id = _kafka_connection(monkeypatch, kafka_bootstrap)
+    pauses = quick_polls(monkeypatch)
+    trigger = ChatterTopicBacklogTrigger(topic=topic, group_id="billing", kafka_conn_id=conn_id, poll_interval=1)
+
+    async def scenario() -> Triggerer:
+        triggerer = Triggerer()
+        triggerer.start(1, trigger)
+        await until(lambda: len(pauses) >= 3, "the watcher to have looked for the topic", TIMEOUT_S)
+        ensure_topics(KafkaSettings(bootstrap_servers=kafka_bootstrap), [topic], partitions=2)
+        _publish(kafka_bootstrap, topic, 3)
+        await until(lambda: triggerer.fired, "the first records' event", TIMEOUT_S)
+        await triggerer.kill()
+        return triggerer
+
+    triggerer = asyncio.run(scenario())
+    assert sum(f.payload["records"] for f in triggerer.fired) == 3, "the topic's first records were announced"

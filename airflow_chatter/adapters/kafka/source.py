@@ -77,12 +77,13 @@ class KafkaMessageSource(MessageSource):
         self.consumer.close(autocommit=False)
 
 
-def assigned_source(consumer: Any, topic: str) -> KafkaMessageSource:
+def assigned_source(consumer: Any, topic: str, *, fresh_from_beginning: bool = False) -> KafkaMessageSource:
     """``consumer`` (built with a ``group_id``, subscribed to nothing, auto-commit off) assigned every partition of
     ``topic``: it reads from its group's committed offsets without joining the group, so several readers of one
     group (triggerers) never take partitions from each other. A partition the group never committed on is committed
-    at its end first, so the group's position is stored before anything is read (nothing before it is announced,
-    nothing after it is skipped by a reader that restarts). ``LookupError`` when the topic has no partitions."""
+    at its end (its beginning with ``fresh_from_beginning``: a topic the reader saw created) first, so the group's
+    position is stored before anything is read (nothing before it is announced, nothing after it is skipped by a
+    reader that restarts). ``LookupError`` when the topic has no partitions."""
     from kafka import TopicPartition
     from kafka.structs import OffsetAndMetadata
 
@@ -92,8 +93,8 @@ def assigned_source(consumer: Any, topic: str) -> KafkaMessageSource:
     consumer.assign(partitions)
     fresh = [tp for tp in partitions if consumer.committed(tp) is None]
     if fresh:
-        ends = consumer.end_offsets(fresh)
-        consumer.commit({tp: OffsetAndMetadata(ends[tp], "", -1) for tp in fresh})
+        starts = consumer.beginning_offsets(fresh) if fresh_from_beginning else consumer.end_offsets(fresh)
+        consumer.commit({tp: OffsetAndMetadata(starts[tp], "", -1) for tp in fresh})
     return KafkaMessageSource(consumer)
 
 

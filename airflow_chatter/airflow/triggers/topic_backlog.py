@@ -32,23 +32,38 @@ def watch_group_id(topic: str) -> str:
 def _producer(kwargs: dict[str, Any]) -> AcknowledgedStreamProducer:
     """The producer of the stream named by ``kwargs`` (a trigger's serialized kwargs); it uses only key fields."""
     topic, conn_id = kwargs["topic"], kwargs["kafka_conn_id"]
+    #: Whether this stream found the topic missing: then everything on it once it exists arrived after the watcher
+    #: started, and a fresh watcher group starts at the partitions' beginnings (the first records are announced).
+    missing = [False]
+
+    def open_source() -> Any:
+        try:
+            return _open_source(conn_id, topic, fresh_from_beginning=missing[0])
+        except LookupError:
+            missing[0] = True
+            raise
 
     def open_core() -> Any:
         from airflow_chatter.inbox.arrivals import TopicArrivals
 
-        return TopicArrivals(lambda: _open_source(conn_id, topic), topic, poll_timeout=POLL_TIMEOUT_SECONDS)
+        return TopicArrivals(open_source, topic, poll_timeout=POLL_TIMEOUT_SECONDS)
 
     return AcknowledgedStreamProducer(open_core, poll_interval=kwargs["poll_interval"], name=f"topic {topic}")
 
 
-def _open_source(conn_id: str, topic: str) -> Any:
+def _open_source(conn_id: str, topic: str, *, fresh_from_beginning: bool = False) -> Any:
     from kafka import KafkaConsumer
 
     from airflow_chatter.adapters.kafka.source import assigned_source
     from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
 
     config = ChatterKafkaHook(conn_id).consumer_config(watch_group_id(topic))  # auto-commit is off
-    return assigned_source(KafkaConsumer(**config), topic)
+    consumer = KafkaConsumer(**config)
+    try:
+        return assigned_source(consumer, topic, fresh_from_beginning=fresh_from_beginning)
+    except BaseException:
+        consumer.close(autocommit=False)
+        raise
 
 
 class ChatterTopicBacklogTrigger(BaseEventTrigger):

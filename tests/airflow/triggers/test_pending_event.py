@@ -23,6 +23,9 @@ def test_on_pending_schedules_the_drain_dag_on_the_sources_asset_with_a_watcher(
     [watcher] = asset.watchers
     assert isinstance(watcher.trigger, ChatterPendingOutboxEventTrigger)
     assert watcher.trigger.poll_interval == 3 and watcher.trigger.source["name"] == "orders"
+    other = build_drain_dag(source(name="audit", schedule="on_pending", lease_prefix="audit-"))
+    [other_asset] = other.timetable.asset_condition.objects  # type: ignore[attr-defined]
+    assert other_asset.uri != asset.uri, "two sources on one container: two assets (Airflow keeps one per URI)"
     cron = build_drain_dag(source(schedule="*/5 * * * *"))
     assert cron.timetable.expression == "*/5 * * * *", "cron schedules are unchanged"  # type: ignore[attr-defined]
 

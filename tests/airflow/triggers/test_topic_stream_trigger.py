@@ -20,7 +20,7 @@ def _wire(monkeypatch: pytest.MonkeyPatch, source: MemoryMessageSource) -> list[
     """Route the watcher's consumer to ``source``; the list records every consumer opened (by topic)."""
     opened: list[str] = []
 
-    def open_source(conn_id: str, topic: str) -> MemoryMessageSource:
+    def open_source(conn_id: str, topic: str, **_: object) -> MemoryMessageSource:
         opened.append(topic)
         return source
 
