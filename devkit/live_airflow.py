@@ -301,7 +301,11 @@ def _stack_env(home: Path, sources_file: Path, connections: dict[str, dict[str, 
 
 def _for_run(settings: dict[str, Any], run: str) -> dict[str, Any]:
     """A source's settings with the run id put into the container names it declares."""
-    named = {k: v.format(run=run) for k, v in settings.items() if k == "ui_idempotency_container"}
+    named = {
+        k: v.format(run=run)
+        for k, v in settings.items()
+        if k in ("ui_idempotency_container", "monitored_container", "lease_container")
+    }
     return {**settings, **named}
 
 

@@ -349,10 +349,11 @@ def configure_emulator(endpoint: CosmosEndpoint, **settings: Any) -> dict[str, A
 
 
 def emulator_stats(endpoint: CosmosEndpoint, container: Any) -> dict[str, Any]:
-    """Cumulative ``{requests, throttled, request_charge}`` of this container's (an SDK ``ContainerProxy``) document
-    requests, as the emulator counted them (zeros before its first request)."""
+    """Cumulative ``{requests, throttled, request_charge, change_feed_reads}`` of this container's (an SDK
+    ``ContainerProxy``) document requests, as the emulator counted them (zeros before its first request)."""
     every: dict[str, Any] = emulator_admin(endpoint, "GET", "stats")["containers"]
-    found: dict[str, Any] = every.get(container.container_link, {"requests": 0, "throttled": 0, "request_charge": 0})
+    zero = {"requests": 0, "throttled": 0, "request_charge": 0, "change_feed_reads": 0}
+    found: dict[str, Any] = every.get(container.container_link, zero)
     return found
 
 

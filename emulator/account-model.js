@@ -62,13 +62,14 @@ const windows = new Map();
  * the latency is a timer that concurrent requests wait out side by side, not a block of the event loop. */
 let inLatency = 0;
 
-/** Per container key: cumulative {requests, throttled, request_charge} of document requests (GET /_chatter/stats). */
+/** Per container key: cumulative {requests, throttled, request_charge, change_feed_reads} of document requests
+ * (GET /_chatter/stats); `change_feed_reads` counts the incremental (A-IM) reads among them. */
 const stats = new Map();
 
 function statsOf(key) {
   let s = stats.get(key);
   if (!s) {
-    s = { requests: 0, throttled: 0, request_charge: 0 };
+    s = { requests: 0, throttled: 0, request_charge: 0, change_feed_reads: 0 };
     stats.set(key, s);
   }
   return s;
@@ -238,9 +239,10 @@ function throttleDelay(container, now) {
   return w.spent >= budget ? Math.max(1, w.start + WINDOW_MS - now) : 0;
 }
 
-function spend(container, ru) {
+function spend(container, ru, changeFeed = false) {
   const s = statsOf(container.key);
   s.requests += 1;
+  if (changeFeed) s.change_feed_reads += 1;
   s.request_charge = Math.round((s.request_charge + ru) * 100) / 100;
   const budget = budgetOf(container);
   if (budget === null) return;
@@ -355,12 +357,14 @@ function installOnServer(server) {
           return;
         }
       }
+      // Read before the handlers run: the change-feed fix takes the A-IM header away from 1.0.1's wrapper.
+      const changeFeed = Boolean(req.headers["a-im"]);
       const end = res.end;
       res.end = function endWithCharge(...args) {
         const modelled = typeof req.chatterCharge === "number" ? req.chatterCharge : 1;
         const reported = config.request_charges ? modelled : 1;
         if (config.request_charges && !res.headersSent) res.setHeader("x-ms-request-charge", String(reported));
-        if (container) spend(container, reported);
+        if (container) spend(container, reported, changeFeed);
         return end.apply(this, args);
       };
       original(req, res);

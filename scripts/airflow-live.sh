@@ -13,6 +13,9 @@
 #   scripts/airflow-live.sh restart-scheduler
 #                                    stop the scheduler (TERM to its process groups) and start it again (a fault the
 #                                    soak injects: tests/reliability/soak.py)
+#   scripts/airflow-live.sh kill-triggerer
+#                                    SIGKILL the triggerer's process group (a crash: no clean shutdown), then start a
+#                                    new triggerer (tests/live/test_shared_stream_live.py)
 #
 # Environment (read at start):
 #   AIRFLOW_LIVE_PORT           api-server port on 127.0.0.1 (default: a free port, picked at start)
@@ -371,6 +374,28 @@ cmd_restart_scheduler() {
   log "restarted scheduler"
 }
 
+# SIGKILL the triggerer's whole process group (no clean shutdown: what a crashed host does), then start a new one.
+cmd_kill_triggerer() {
+  exec 8>"$home/.lock"
+  flock -w 60 8 || die "another airflow-live.sh holds $home/.lock"
+  running_pid api-server >/dev/null || die "the stack is not running; start it first"
+  local pid
+  if pid="$(running_pid triggerer)"; then
+    kill -KILL -- "-$pid" 2>/dev/null || true
+    local deadline=$((SECONDS + 30))
+    while group_alive "$pid" && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+  fi
+  rm -f "$pids/triggerer.pid"
+  local port dags
+  port="$(cat "$home/port")"
+  dags="$(cd "${AIRFLOW_LIVE_DAGS_FOLDER:-$here/dags}" && pwd)"
+  local_connections
+  export_settings "$port" "$dags"
+  setsid "$airflow" triggerer --skip-serve-logs </dev/null >>"$logs/triggerer.log" 2>&1 8>&- &
+  echo "$! $(start_time $!)" >"$pids/triggerer.pid"
+  log "killed and restarted triggerer"
+}
+
 print_connection() {
   echo "AIRFLOW_LIVE_URL=http://127.0.0.1:$1"
   echo "AIRFLOW_LIVE_HOME=$home"
@@ -422,5 +447,6 @@ case "${1:-}" in
   stop-worker) cmd_worker stop "${2:-}" ;;
   start-worker) cmd_worker start "${2:-}" ;;
   restart-scheduler) cmd_restart_scheduler ;;
-  *) echo "usage: $0 {start|stop|status|stop-worker N|start-worker N|restart-scheduler}" >&2; exit 2 ;;
+  kill-triggerer) cmd_kill_triggerer ;;
+  *) echo "usage: $0 {start|stop|status|stop-worker N|start-worker N|restart-scheduler|kill-triggerer}" >&2; exit 2 ;;
 esac

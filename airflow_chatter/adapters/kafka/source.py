@@ -77,4 +77,25 @@ class KafkaMessageSource(MessageSource):
         self.consumer.close(autocommit=False)
 
 
-__all__ = ["KafkaMessageSource", "caught_up", "received_message"]
+def assigned_source(consumer: Any, topic: str, *, fresh_from_beginning: bool = False) -> KafkaMessageSource:
+    """``consumer`` (built with a ``group_id``, subscribed to nothing, auto-commit off) assigned every partition of
+    ``topic``: it reads from its group's committed offsets without joining the group, so several readers of one
+    group (triggerers) never take partitions from each other. A partition the group never committed on is committed
+    at its end (its beginning with ``fresh_from_beginning``: a topic the reader saw created) first, so the group's
+    position is stored before anything is read (nothing before it is announced, nothing after it is skipped by a
+    reader that restarts). ``LookupError`` when the topic has no partitions."""
+    from kafka import TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+    if not partitions:
+        raise LookupError(f"topic {topic!r} has no partitions (does it exist?)")
+    consumer.assign(partitions)
+    fresh = [tp for tp in partitions if consumer.committed(tp) is None]
+    if fresh:
+        starts = consumer.beginning_offsets(fresh) if fresh_from_beginning else consumer.end_offsets(fresh)
+        consumer.commit({tp: OffsetAndMetadata(starts[tp], "", -1) for tp in fresh})
+    return KafkaMessageSource(consumer)
+
+
+__all__ = ["KafkaMessageSource", "assigned_source", "caught_up", "received_message"]

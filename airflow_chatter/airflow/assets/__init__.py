@@ -42,7 +42,9 @@ def pending_asset(source: SourceConfig) -> Asset:
     name = pending_asset_name(source.name)
     return Asset(
         name=name,
-        uri=f"chatter://{source.database}/{source.monitored_container}/pending",
+        # The source's name is in the URI too: sources on one container each need an asset of their own (Airflow
+        # keeps one asset per URI).
+        uri=f"chatter://{source.database}/{source.monitored_container}/pending/{source.name}",
         group="chatter",
         watchers=[AssetWatcher(name=f"{name}_watcher", trigger=trigger)],
     )

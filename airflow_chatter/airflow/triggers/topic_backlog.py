@@ -1,32 +1,81 @@
 """The event trigger that starts a receiver when messages arrive: an ``AssetWatcher`` on a topic runs it in the
-triggerer, and each event it fires becomes an asset event that schedules the receiver DAG."""
+triggerer, and each event it fires becomes an asset event that schedules the receiver DAG.
+
+It is a shared-stream trigger in ack mode (Airflow 3.3): every watcher of one topic on one connection (whatever the
+receiver's group) shares one ``TopicArrivals`` (``airflow_chatter.inbox.arrivals``): one consumer per topic in the
+triggerer, in the watcher group ``chatter-topic-watch.<topic>`` (never a receiver's group), whose offsets are
+committed only past batches whose events Airflow has persisted.
+"""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Hashable
 from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
+from airflow_chatter.airflow.triggers._shared import MAX_BACKOFF_POLLS, AcknowledgedStreamProducer, standalone
 from airflow_chatter.airflow.triggers.pending import check_poll_interval
 
-#: After a poll fails (broker unreachable), the next one waits this many poll intervals, at most.
-MAX_BACKOFF_POLLS = 12
+__all__ = ["MAX_BACKOFF_POLLS", "WATCH_GROUP_PREFIX", "ChatterTopicBacklogTrigger", "watch_group_id"]
+
+#: The watcher's consumer group is this plus the topic: its committed offsets are the stream's position.
+WATCH_GROUP_PREFIX = "chatter-topic-watch."
+#: How long one poll of the watcher's consumer waits for records, at most (seconds).
+POLL_TIMEOUT_SECONDS = 1.0
+
+
+def watch_group_id(topic: str) -> str:
+    return f"{WATCH_GROUP_PREFIX}{topic}"
+
+
+def _producer(kwargs: dict[str, Any]) -> AcknowledgedStreamProducer:
+    """The producer of the stream named by ``kwargs`` (a trigger's serialized kwargs); it uses only key fields."""
+    topic, conn_id = kwargs["topic"], kwargs["kafka_conn_id"]
+    #: Whether this stream found the topic missing: then everything on it once it exists arrived after the watcher
+    #: started, and a fresh watcher group starts at the partitions' beginnings (the first records are announced).
+    missing = [False]
+
+    def open_source() -> Any:
+        try:
+            return _open_source(conn_id, topic, fresh_from_beginning=missing[0])
+        except LookupError:
+            missing[0] = True
+            raise
+
+    def open_core() -> Any:
+        from airflow_chatter.inbox.arrivals import TopicArrivals
+
+        return TopicArrivals(open_source, topic, poll_timeout=POLL_TIMEOUT_SECONDS)
+
+    return AcknowledgedStreamProducer(open_core, poll_interval=kwargs["poll_interval"], name=f"topic {topic}")
+
+
+def _open_source(conn_id: str, topic: str, *, fresh_from_beginning: bool = False) -> Any:
+    from kafka import KafkaConsumer
+
+    from airflow_chatter.adapters.kafka.source import assigned_source
+    from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
+
+    config = ChatterKafkaHook(conn_id).consumer_config(watch_group_id(topic))  # auto-commit is off
+    consumer = KafkaConsumer(**config)
+    try:
+        return assigned_source(consumer, topic, fresh_from_beginning=fresh_from_beginning)
+    except BaseException:
+        consumer.close(autocommit=False)
+        raise
 
 
 class ChatterTopicBacklogTrigger(BaseEventTrigger):
-    """Watch one topic for records past a consumer group's committed offsets; fire when there are any.
+    """Watch one topic for arriving records; fire when a batch arrives.
 
-    Read-only: the consumer it polls with never joins the group and never commits (``enable_auto_commit`` off,
-    no subscription), so the receiver that runs afterwards reads exactly what it would have read on a cron. The
-    event is ``{"status": "records", "topic", "group_id", "partitions": {partition: count}, "records"}``. Once it
-    fired, it fires again only after the uncommitted offsets change (the receiver committed, or more records
-    arrived): offsets, not counts, so a record that arrives just after the receiver committed the previous one fires
-    although the count is again 1.
+    The event is ``{"status": "records", "topic", "group_id", "partitions": {partition: count}, "records"}``: the
+    records of one poll of the topic's shared consumer. The receiver that runs then reads its own group's committed
+    offsets, so it reads exactly what it would have read on a cron; the watcher never touches that group. Records
+    written before the watcher group's first start are not announced (the receiver's next run reads them).
 
     :param topic: the topic the receiver consumes.
-    :param group_id: the receiver's consumer group.
+    :param group_id: the receiver's consumer group (named in the event; the watcher does not use it).
     :param kafka_conn_id: the ``chatter_kafka`` connection.
     :param poll_interval: seconds between polls (1 to 600; default 2: a poll is a few broker reads, no Cosmos RU).
     """
@@ -39,7 +88,6 @@ class ChatterTopicBacklogTrigger(BaseEventTrigger):
         self.group_id = group_id
         self.kafka_conn_id = kafka_conn_id
         self.poll_interval = check_poll_interval(poll_interval)
-        self._consumer: Any = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -52,50 +100,33 @@ class ChatterTopicBacklogTrigger(BaseEventTrigger):
             },
         )
 
-    def _open(self) -> Any:
-        from kafka import KafkaConsumer
+    def shared_stream_key(self) -> Hashable:
+        """Watchers of one topic on one connection share one consumer, whatever their receivers' groups."""
+        return "chatter-topic", self.kafka_conn_id, self.topic, self.poll_interval
 
-        from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
+    @classmethod
+    def create_shared_stream_producer(cls, kwargs: dict[str, Any]) -> AcknowledgedStreamProducer:
+        return _producer(kwargs)
 
-        config = ChatterKafkaHook(self.kafka_conn_id).consumer_config(self.group_id)  # auto-commit is off
-        return KafkaConsumer(**config)
+    def event_for(self, batch: Any) -> TriggerEvent:
+        """This receiver's event for one batch of arrivals."""
+        return TriggerEvent(  # type: ignore[no-untyped-call]
+            {
+                "status": "records",
+                "topic": self.topic,
+                "group_id": self.group_id,
+                "partitions": {str(p): count for p, count in batch.partitions},
+                "records": batch.records,
+            }
+        )
 
-    def _poll(self) -> dict[int, tuple[int, int]]:
-        from airflow_chatter.adapters.kafka.backlog import uncommitted_ranges
-
-        if self._consumer is None:
-            self._consumer = self._open()
-        return uncommitted_ranges(self._consumer, self.topic)
+    async def filter_shared_stream(self, shared_stream: AsyncIterator[Any]) -> AsyncIterator[TriggerEvent]:
+        # INVARIANT: each event is yielded before the next batch is pulled, so Airflow binds it to its batch (the
+        # offsets are committed only after the event was persisted); pinned by test_topic_stream_trigger.py.
+        async for batch in shared_stream:
+            yield self.event_for(batch)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        failures = 0
-        last: dict[int, tuple[int, int]] = {}
-        while True:
-            try:
-                backlog = await asyncio.to_thread(self._poll)
-                failures = 0
-            except Exception as error:  # noqa: BLE001 - logged and retried: the watcher must keep watching
-                failures += 1
-                await self.cleanup()
-                self.log.warning(
-                    "Backlog watch of %s failed (%s: %s); retrying", self.topic, type(error).__name__, error
-                )
-                await asyncio.sleep(self.poll_interval * min(failures, MAX_BACKOFF_POLLS))
-                continue
-            if backlog and backlog != last:
-                yield TriggerEvent(  # type: ignore[no-untyped-call]
-                    {
-                        "status": "records",
-                        "topic": self.topic,
-                        "group_id": self.group_id,
-                        "partitions": {str(p): end - start for p, (start, end) in backlog.items()},
-                        "records": sum(end - start for start, end in backlog.values()),
-                    }
-                )
-            last = backlog
-            await asyncio.sleep(self.poll_interval)
-
-    async def cleanup(self) -> None:
-        consumer, self._consumer = self._consumer, None
-        if consumer is not None:
-            await asyncio.to_thread(consumer.close, autocommit=False)
+        """Without the shared-stream manager (a triggerer that could not share it): a consumer of its own."""
+        async for event in standalone(_producer(self.serialize()[1]), self.event_for):
+            yield event
