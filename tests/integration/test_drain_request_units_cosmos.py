@@ -120,7 +120,7 @@ def test_f11_the_cosmos_connections_429_limit_stops_the_drain_at_a_page_boundary
     from azure.cosmos.documents import ConnectionPolicy, RetryOptions
 
     from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
-    from airflow_chatter.drain.request_units import ThrottleLimitExceeded, ThrottleLimits
+    from airflow_chatter.ports.throttle import ThrottleLimitExceeded, ThrottleLimits
 
     monkeypatch.setenv(
         "AIRFLOW_CONN_CHATTER_COSMOS_RU",

@@ -15,7 +15,7 @@ need no lock and no client of their own; a lock guards only the lazy constructio
 
 Request charges (F-11) are read the same way: every call passes ``response_hook=capture()``, which adds that
 response's own ``x-ms-request-charge`` to the charge sink of the thread that made the call
-(``airflow_chatter.request_charges``; the drain sets one per kind of request).
+(``airflow_chatter.ports.request_charges``; the drain sets one per kind of request).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from airflow_chatter.ports import (
 from airflow_chatter.ports import (
     PartitionKey as PartitionKeyValue,
 )
-from airflow_chatter.request_charges import capture
+from airflow_chatter.ports.request_charges import capture
 
 __all__ = [
     "EMULATOR_KEY",

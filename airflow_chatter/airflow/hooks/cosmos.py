@@ -25,8 +25,8 @@ from airflow_chatter.errors import ConfigurationError
 if TYPE_CHECKING:
     from azure.cosmos import CosmosClient
 
-    from airflow_chatter.drain.request_units import ThrottleLimits
     from airflow_chatter.ports import DocumentContainer
+    from airflow_chatter.ports.throttle import ThrottleLimits
 
 
 class ChatterCosmosHook(AzureCosmosDBHook):
@@ -87,7 +87,7 @@ class ChatterCosmosHook(AzureCosmosDBHook):
         ``max_throttle_wait_seconds``: a finite number >= 0 (seconds of 429 waits per drain). Unset: 9 and 30.
         A bad value is refused naming the connection and the extra.
         """
-        from airflow_chatter.drain.request_units import ThrottleLimits
+        from airflow_chatter.ports.throttle import ThrottleLimits
 
         extras = self.get_connection(self.conn_id).extra_dejson
         defaults = ThrottleLimits()
@@ -104,9 +104,9 @@ class ChatterCosmosHook(AzureCosmosDBHook):
 
     def retrying(self, container: DocumentContainer) -> DocumentContainer:
         """``container`` with its 429s retried within :meth:`throttle_limits` per request, for the callers that are
-        not a drain (``airflow_chatter.throttle_retry``): the receiver, the idempotent HTTP hook's store, the
+        not a drain (``airflow_chatter.ports.throttle``): the receiver, the idempotent HTTP hook's store, the
         deferrable sensor's trigger. A drain meters, limits and counts its 429s itself (F-11)."""
-        from airflow_chatter.throttle_retry import ThrottleRetrying
+        from airflow_chatter.ports.throttle import ThrottleRetrying
 
         return ThrottleRetrying(container, self.throttle_limits())
 
