@@ -43,7 +43,7 @@ DECREASE_FACTOR = 0.9
 #: 429s closer together than this are one signal: the requests in flight at once meet the same full second.
 DECREASE_INTERVAL_SECONDS = 1.0
 #: With no 429, the rate climbs by this share of the rate it last dropped to, per second.
-INCREASE_FRACTION = 0.02
+INCREASE_FRACTION = 0.05
 #: What the container served is measured over this trailing window.
 SERVED_WINDOW_SECONDS = 1.0
 #: The shortest span a served rate is measured over (a first 429 right after the first answer).

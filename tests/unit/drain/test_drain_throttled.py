@@ -5,11 +5,15 @@ stops it, naming the setting. Time is injected: it moves only when the drain sle
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 
+from airflow_chatter.adapters.memory import MemoryDocumentContainer
 from airflow_chatter.adapters.memory.faults import OperationCall, fail
-from airflow_chatter.ports import Throttled
+from airflow_chatter.drain.telemetry import ATTR_SOURCE_IDENTITY, PACED_RATE, THROTTLE_WAIT, THROTTLED
+from airflow_chatter.ports import BatchOperationResult, ChangeFeedPage, FeedRange, PartitionKey, Throttled
+from airflow_chatter.ports.request_charges import report
 from airflow_chatter.ports.throttle import ThrottleLimitExceeded
 from airflow_chatter.testing.handlers import first_of
 
@@ -32,8 +36,8 @@ class Time:
             self.now += seconds
 
 
-def _seed(rig: Rig, count: int, tenants: int) -> None:
-    rig.seed(*(outbox_doc(f"m-{i}", f"t{i % tenants}") for i in range(count)))
+def _seed(rig: Rig, count: int, tenants: int, first: int = 0) -> None:
+    rig.seed(*(outbox_doc(f"m-{i}", f"t{i % tenants}") for i in range(first, first + count)))
 
 
 def _statuses(rig: Rig) -> set[str]:
@@ -112,3 +116,37 @@ def test_f11_a_container_that_serves_nothing_for_the_whole_wait_budget_stops_the
     assert summary.throttle_limit_reached and summary.throttled == 4, "three 0.3 s waits, the fourth would pass 1 s"
     assert summary.throttle_waited_seconds == pytest.approx(0.9)
     assert summary.published == 0 and rig.lease(engine).continuation is None, "nothing read, nothing lost"
+
+
+class _Charging(MemoryDocumentContainer):
+    """Reports 10 RU for every change-feed read and stamp it serves, as an adapter does from each response."""
+
+    def read_change_feed(self, feed_range: FeedRange, **kwargs: Any) -> ChangeFeedPage:
+        page = super().read_change_feed(feed_range, **kwargs)
+        report(10.0)
+        return page
+
+    def execute_batch(self, partition_key: PartitionKey, operations: Any) -> list[BatchOperationResult]:
+        results = super().execute_batch(partition_key, operations)
+        report(10.0 * len(operations))
+        return results
+
+
+def test_f11_a_throttled_drain_paces_itself_and_reports_the_pace_429s_and_wait_in_summary_and_metrics() -> None:
+    rig = Rig()
+    rig.monitored = _Charging(partition_key_paths=rig.paths, clock=rig.clock)
+    _seed(rig, 20, tenants=1)
+    time = Time()
+    engine = rig.engine(max_batch_size=4, stamp_mode="batched", timing=(time.clock, time.sleep))
+    assert rig.drain(engine).paced_request_units_per_second is None, "no cap, no 429: not paced"
+    _seed(rig, 20, tenants=1, first=20)
+    _every_other_request_throttled(rig, 100)
+    summary = rig.drain(engine)
+    summary.raise_for_error()
+    rate = summary.paced_request_units_per_second
+    assert rate is not None and rate > 0 and summary.throttled > 0, "429s lowered the pace from unpaced"
+    (gauge,) = rig.metrics.points(PACED_RATE)
+    assert gauge.value == rate and gauge.attributes[ATTR_SOURCE_IDENTITY] == engine.source_identity
+    (waited,) = rig.metrics.points(THROTTLE_WAIT)
+    assert waited.value == pytest.approx(summary.throttle_waited_seconds)
+    assert rig.metrics.counter(THROTTLED) == summary.throttled
