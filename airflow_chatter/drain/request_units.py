@@ -6,6 +6,8 @@ A drain sees its containers through :class:`MeteredContainer`, one per container
   adapter's per-request ``response_hook`` adds that request's own charge to :class:`RequestUnits` under its kind
   (``feed`` for change-feed reads, ``stamps`` for status writes, ``leases`` for the lease container, ``other``
   for the rest: properties, feed-range listings);
+* every call carries the source's ``request_priority`` (``airflow_chatter.ports.request_priority``; low by
+  default, so the services writing to the container keep their throughput first);
 * every call first waits for the drain's :class:`~airflow_chatter.drain.pacing.Pacer` (under the cap, and under
   what the container serves once it answers 429), and every charge is spent from it.
 
@@ -28,6 +30,7 @@ from airflow_chatter.drain.pacing import Pacer
 from airflow_chatter.ports import DocumentContainer
 from airflow_chatter.ports.delegating import DelegatingContainer
 from airflow_chatter.ports.request_charges import charged_to
+from airflow_chatter.ports.request_priority import LOW, RequestPriority, prioritized
 from airflow_chatter.ports.throttle import ThrottleBudget, ThrottleLimits, ThrottleRetrying
 
 FEED = "feed"
@@ -52,11 +55,13 @@ class RequestUnits:
         limits: ThrottleLimits | None = None,
         *,
         cap: float | None = None,
+        priority: RequestPriority = LOW,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._lock = threading.Lock()
         self._by_kind: dict[str, float] = dict.fromkeys(KINDS, 0.0)
+        self.priority = priority
         self.pacer = Pacer(cap, clock=clock, sleep=sleep)
         self.throttle = ThrottleBudget(
             limits or ThrottleLimits(), clock=clock, sleep=sleep, on_throttle=lambda: self.pacer.throttled()
@@ -119,7 +124,7 @@ _KIND_OF = {"read_change_feed": FEED, "patch": STAMPS, "execute_batch": STAMPS}
 
 
 class MeteredContainer(DelegatingContainer):
-    """A container whose every request is paced and charged to ``units`` (by kind).
+    """A container whose every request is paced, sent at the drain's priority and charged to ``units`` (by kind).
 
     ``kind`` fixes the kind for every call (the lease container), or ``None`` to tell by operation (the monitored
     container: change-feed reads, stamps, other).
@@ -136,7 +141,7 @@ class MeteredContainer(DelegatingContainer):
     @override
     def forward(self, operation: str, call: Callable[[], _T]) -> _T:
         self._units.pacer.wait()
-        with charged_to(self._sinks[_KIND_OF.get(operation, OTHER)]):
+        with charged_to(self._sinks[_KIND_OF.get(operation, OTHER)]), prioritized(self._units.priority):
             return call()
 
 

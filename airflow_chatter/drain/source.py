@@ -78,6 +78,7 @@ class SourceLeases:
         units = RequestUnits(
             limits,
             cap=source.max_request_units_per_second,
+            priority=source.request_priority,
             clock=opening.get("monotonic", time.monotonic),
             sleep=opening.get("sleep", time.sleep),
         )
