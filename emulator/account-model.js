@@ -13,7 +13,8 @@
  *                               feature is off: the header is ignored). On: once a container's window nears its
  *                               budget, low-priority requests are throttled first. The RU/s high-priority requests
  *                               asked for in the last two windows (served, plus each 429 at the charge of their last
- *                               served request) are kept for them; low-priority requests get only what is left.
+ *                               served request) are kept for them; low-priority requests get only what is left,
+ *                               less their own last charge (so one does not overrun the room kept).
  *                               High-priority requests (and requests without the header) are throttled only when
  *                               the whole budget is spent.
  *   partition_ranges            how many partition key ranges a container gets when it is created (default 1;
@@ -251,7 +252,7 @@ function windowOf(key, now, budget) {
     // What high-priority requests asked for in the window just ended and the one before (priority_based_execution).
     const asked = previous ? [previous.highAsked, previous.highAskedBefore] : [0, 0];
     w = { start, spent: debt, highAsked: 0, highAskedBefore: asked[0], highReserve: Math.max(...asked),
-      highCharge: w ? w.highCharge : 0 };
+      highCharge: w ? w.highCharge : 0, lowCharge: w ? w.lowCharge : 0 };
     windows.set(key, w);
   }
   return w;
@@ -269,7 +270,9 @@ function throttleDelay(container, now, priority) {
   const budget = budgetOf(container);
   if (budget === null) return 0;
   const w = windowOf(container.key, now, budget);
-  const reserved = priority === "low" ? Math.max(0, w.highReserve - w.highAsked) : 0;
+  // A low-priority request must also fit its own likely charge (its last one's), so it does not overrun the room
+  // kept for high-priority requests and put them into the next window's debt.
+  const reserved = priority === "low" ? Math.max(0, w.highReserve - w.highAsked) + w.lowCharge : 0;
   const throttled = w.spent + reserved >= budget;
   if (throttled && priority === "high") w.highAsked += w.highCharge;
   return throttled ? Math.max(1, w.start + WINDOW_MS - now) : 0;
@@ -286,6 +289,8 @@ function spend(container, ru, priority) {
   if (priority === "high") {
     w.highAsked += ru;
     w.highCharge = ru;
+  } else {
+    w.lowCharge = ru;
   }
 }
 

@@ -13,9 +13,10 @@ Where the rate comes from:
 * ``max_request_units_per_second`` (the cap), when set, is the highest it ever goes: with no 429 the drain runs at
   the cap, as it always did;
 * **self-pacing** (additive increase, multiplicative decrease): a 429 means the container serves less than the
-  drain asks, so the rate drops to :data:`DECREASE_FACTOR` × the lower of the current rate and what the container
-  served over the last :data:`SERVED_WINDOW_SECONDS` (at most once per :data:`DECREASE_INTERVAL_SECONDS`, so the
-  8 stamps throttled together count as one signal). While no 429 comes the rate climbs again by
+  drain asks, so the rate drops to :data:`DECREASE_FACTOR` × the current rate (at most once per
+  :data:`DECREASE_INTERVAL_SECONDS`, so the 8 stamps throttled together count as one signal); unpaced until then,
+  or paced at more than twice what it was served over the last :data:`SERVED_WINDOW_SECONDS`, it drops to
+  :data:`DECREASE_FACTOR` × what it was served instead. While no 429 comes the rate climbs again by
   :data:`INCREASE_FRACTION` of the rate it dropped to, per second, up to the cap. With no cap and no 429 yet, the
   drain is not paced at all (``rate`` is ``None``). The rate settles just under what the container serves; the
   business writes sharing the container keep what is left.
@@ -45,7 +46,7 @@ DECREASE_INTERVAL_SECONDS = 1.0
 #: With no 429, the rate climbs by this share of the rate it last dropped to, per second.
 INCREASE_FRACTION = 0.05
 #: What the container served is measured over this trailing window.
-SERVED_WINDOW_SECONDS = 1.0
+SERVED_WINDOW_SECONDS = 2.0
 #: The shortest span a served rate is measured over (a first 429 right after the first answer).
 _MIN_SPAN_SECONDS = 0.05
 #: The lowest self-paced rate: a container that serves next to nothing still gets asked now and then.
@@ -126,7 +127,9 @@ class Pacer:
             if self._decreased_at is not None and now - self._decreased_at < DECREASE_INTERVAL_SECONDS:
                 return
             served = self._served_rate(now)
-            base = min(r for r in (self.rate, served) if r is not None) if served else self.rate
+            base = self.rate
+            if served and (base is None or base > 2 * served):
+                base = served  # unpaced, or paced far above what the drain got: start from what it was served
             if base is None:
                 return  # nothing served yet and no pace: nothing to lower from (the 429's retry-after waits)
             self.rate = max(MIN_RATE, base * DECREASE_FACTOR)
