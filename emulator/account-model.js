@@ -9,13 +9,22 @@
  *                               the time left in the window, like an account.
  *   containers                  {"dbs/<db>/colls/<coll>" or "<coll>": {"provisioned_ru_per_second": n | null}}:
  *                               a per-container budget overriding the global one.
+ *   priority_based_execution    honour `x-ms-cosmos-priority-level: Low` (default false, as on an account where the
+ *                               feature is off: the header is ignored). On: once a container's window nears its
+ *                               budget, low-priority requests are throttled first. The RU/s high-priority requests
+ *                               asked for in the last two windows (served, plus each 429 at the charge of their last
+ *                               served request) are kept for them; low-priority requests get only what is left,
+ *                               less their own last charge (so one does not overrun the room kept).
+ *                               High-priority requests (and requests without the header) are throttled only when
+ *                               the whole budget is spent.
  *   partition_ranges            how many partition key ranges a container gets when it is created (default 1;
  *                               partition-ranges.js). Not an account-load switch, but set the same ways.
  *
  * Set at start from the environment (COSMOS_EMULATOR_LATENCY_MS, COSMOS_EMULATOR_REQUEST_CHARGES=1,
  * COSMOS_EMULATOR_PROVISIONED_RU, COSMOS_EMULATOR_PARTITION_RANGES) and at run time by `POST /_chatter/config` (merge semantics; a container entry set
  * to null is removed); `GET /_chatter/config` returns the current config; `GET /_chatter/stats` the cumulative
- * {requests, throttled, request_charge} per container ("dbs/<db>/colls/<coll>", document requests). Admin calls are neither delayed, charged
+ * {requests, throttled, request_charge, throttled_low, throttled_high} per container ("dbs/<db>/colls/<coll>",
+ * document requests). Admin calls are neither delayed, charged
  * nor throttled. docs/emulator.md is the user-facing description.
  *
  * REQUEST CHARGE MODEL (RU; KB = max(1, document bytes / 1024); modelled on published Cosmos DB figures for a
@@ -52,6 +61,7 @@ const config = {
   provisioned_ru_per_second: null,
   containers: {},
   partition_ranges: 1,
+  priority_based_execution: false,
 };
 const MAX_PARTITION_RANGES = 256;
 
@@ -69,7 +79,7 @@ const stats = new Map();
 function statsOf(key) {
   let s = stats.get(key);
   if (!s) {
-    s = { requests: 0, throttled: 0, request_charge: 0, change_feed_reads: 0 };
+    s = { requests: 0, throttled: 0, request_charge: 0, change_feed_reads: 0, throttled_low: 0, throttled_high: 0 };
     stats.set(key, s);
   }
   return s;
@@ -126,6 +136,13 @@ function mergeConfig(patch) {
       throw new ConfigError(`request_charges must be true or false, got ${JSON.stringify(patch.request_charges)}`);
     }
     next.request_charges = patch.request_charges;
+  }
+  if ("priority_based_execution" in patch) {
+    if (typeof patch.priority_based_execution !== "boolean") {
+      throw new ConfigError(
+        `priority_based_execution must be true or false, got ${JSON.stringify(patch.priority_based_execution)}`);
+    }
+    next.priority_based_execution = patch.priority_based_execution;
   }
   if ("partition_ranges" in patch) {
     const v = patch.partition_ranges;
@@ -189,6 +206,13 @@ function configureFromEnv(env) {
     if (!Number.isFinite(n) || n <= 0) throw new ConfigError(`COSMOS_EMULATOR_PROVISIONED_RU must be > 0: ${ru}`);
     patch.provisioned_ru_per_second = n;
   }
+  const priority = env.COSMOS_EMULATOR_PRIORITY_BASED_EXECUTION;
+  if (priority !== undefined && priority !== "") {
+    if (!["0", "1", "true", "false"].includes(priority.toLowerCase())) {
+      throw new ConfigError(`COSMOS_EMULATOR_PRIORITY_BASED_EXECUTION must be 1 or 0: ${priority}`);
+    }
+    patch.priority_based_execution = ["1", "true"].includes(priority.toLowerCase());
+  }
   const ranges = env.COSMOS_EMULATOR_PARTITION_RANGES;
   if (ranges !== undefined && ranges !== "") {
     if (!/^\d+$/.test(ranges) || Number(ranges) < 1 || Number(ranges) > MAX_PARTITION_RANGES) {
@@ -224,29 +248,52 @@ function windowOf(key, now, budget) {
   const start = now - (now % WINDOW_MS);
   let w = windows.get(key);
   if (!w || w.start !== start) {
-    const debt = w && w.start === start - WINDOW_MS && budget !== null ? Math.max(0, w.spent - budget) : 0;
-    w = { start, spent: debt };
+    const previous = w && w.start === start - WINDOW_MS ? w : null;
+    const debt = previous && budget !== null ? Math.max(0, previous.spent - budget) : 0;
+    // What high-priority requests asked for in the window just ended and the one before (priority_based_execution).
+    const asked = previous ? [previous.highAsked, previous.highAskedBefore] : [0, 0];
+    w = { start, spent: debt, highAsked: 0, highAskedBefore: asked[0], highReserve: Math.max(...asked),
+      highCharge: w ? w.highCharge : 0, lowCharge: w ? w.lowCharge : 0 };
     windows.set(key, w);
   }
   return w;
 }
 
-/** Milliseconds to wait, if this container's budget for the current window is already spent; else 0. */
-function throttleDelay(container, now) {
+/** "low" for a request that carries `x-ms-cosmos-priority-level: Low` while priority_based_execution is on. */
+function priorityOf(req) {
+  if (!config.priority_based_execution) return "high";
+  return String(req.headers["x-ms-cosmos-priority-level"] || "").toLowerCase() === "low" ? "low" : "high";
+}
+
+/** Milliseconds to wait, if this container's budget for the current window is spent for a request of `priority`
+ * (a low-priority one leaves what high-priority requests asked for lately); else 0. */
+function throttleDelay(container, now, priority) {
   const budget = budgetOf(container);
   if (budget === null) return 0;
   const w = windowOf(container.key, now, budget);
-  return w.spent >= budget ? Math.max(1, w.start + WINDOW_MS - now) : 0;
+  // A low-priority request must also fit its own likely charge (its last one's), so it does not overrun the room
+  // kept for high-priority requests and put them into the next window's debt.
+  const reserved = priority === "low" ? Math.max(0, w.highReserve - w.highAsked) + w.lowCharge : 0;
+  const throttled = w.spent + reserved >= budget;
+  if (throttled && priority === "high") w.highAsked += w.highCharge;
+  return throttled ? Math.max(1, w.start + WINDOW_MS - now) : 0;
 }
 
-function spend(container, ru, changeFeed = false) {
+function spend(container, ru, priority, changeFeed = false) {
   const s = statsOf(container.key);
   s.requests += 1;
   if (changeFeed) s.change_feed_reads += 1;
   s.request_charge = Math.round((s.request_charge + ru) * 100) / 100;
   const budget = budgetOf(container);
   if (budget === null) return;
-  windowOf(container.key, Date.now(), budget).spent += ru;
+  const w = windowOf(container.key, Date.now(), budget);
+  w.spent += ru;
+  if (priority === "high") {
+    w.highAsked += ru;
+    w.highCharge = ru;
+  } else {
+    w.lowCharge = ru;
+  }
 }
 
 function answerThrottled(req, res, retryAfterMs) {
@@ -349,10 +396,12 @@ function installOnServer(server) {
     const serve = () => {
       if (latency > 0) res.setHeader("x-chatter-added-latency-ms", String(latency));
       const container = documentContainerOf(req.url);
+      const priority = priorityOf(req);
       if (container) {
-        const wait = throttleDelay(container, Date.now());
+        const wait = throttleDelay(container, Date.now(), priority);
         if (wait > 0) {
           statsOf(container.key).throttled += 1;
+          statsOf(container.key)[`throttled_${priority}`] += 1;
           answerThrottled(req, res, wait);
           return;
         }
@@ -364,7 +413,7 @@ function installOnServer(server) {
         const modelled = typeof req.chatterCharge === "number" ? req.chatterCharge : 1;
         const reported = config.request_charges ? modelled : 1;
         if (config.request_charges && !res.headersSent) res.setHeader("x-ms-request-charge", String(reported));
-        if (container) spend(container, reported, changeFeed);
+        if (container) spend(container, reported, priority, changeFeed);
         return end.apply(this, args);
       };
       original(req, res);

@@ -234,7 +234,16 @@ class DrainEngine:
         tally.request_units_by_kind = {kind: round(charge, 2) for kind, charge in units.by_kind().items()}
         tally.request_units = round(sum(tally.request_units_by_kind.values()), 2)
         tally.throttled, tally.throttle_limit_reached = units.throttled, units.throttle_limit_reached
-        self._telemetry.record_request_units(tally.request_units_by_kind, units.throttled)
+        tally.throttle_waited_seconds = round(units.throttle_waited_seconds, 3)
+        rate = units.paced_rate
+        tally.paced_request_units_per_second = round(rate, 1) if rate is not None else None
+        self._telemetry.record_request_units(
+            tally.request_units_by_kind,
+            units.throttled,
+            waited_seconds=tally.throttle_waited_seconds,
+            paced_rate=tally.paced_request_units_per_second,
+            source_identity=self.source_identity,
+        )
         return tally
 
     # ================================================================== the page loop

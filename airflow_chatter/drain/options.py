@@ -21,6 +21,7 @@ from airflow_chatter.outbox.document import DEFAULT_DELIVERED_TTL_SECONDS, DELIV
 from airflow_chatter.outbox.formats import MessageFormat
 from airflow_chatter.outbox.mapping import KeyStrategy
 from airflow_chatter.outbox.partition_keys import canonicalize_paths
+from airflow_chatter.ports.request_priority import RequestPriority
 
 #: The only status patch path: the pending predicate reads ``status``, so a stamp anywhere else would leave the
 #: document pending and republish it forever (CFG-02).
@@ -151,6 +152,7 @@ class SourceFields(BaseModel):
     max_request_units_per_second: _Seconds | None = None
     max_throttle_retries: Annotated[int, Field(strict=True, ge=0)] | None = None
     max_throttle_wait_seconds: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)] | None = None
+    request_priority: RequestPriority = "low"
     # Follow mode: keep the lease once caught up and poll the feed range every follow_poll_seconds.
     follow: Annotated[bool, Field(strict=True)] = False
     follow_poll_seconds: Annotated[
@@ -213,6 +215,8 @@ class SourceOptions(SourceFields, _Value):
     ``max_throttle_retries`` times per request and ``max_throttle_wait_seconds`` in all per drain, then the drain
     stops at that page with nothing lost. ``None`` (the default) for either takes the Cosmos connection's extra of
     the same name, else 9 retries and 30 s (``DrainEngine.open(throttle_limits=...)``): a source's value wins.
+    ``request_priority`` (default ``low``) is the Cosmos priority of every request of the drain (feed reads,
+    stamps, lease writes): low, the container's provisioned throughput goes to the services' own (high) writes first.
 
     Follow mode (drain/follow.py): ``follow`` (default false) keeps a caught-up drain on its lease, reading its feed
     range again every ``follow_poll_seconds`` (default 0.25, 0.05..60) until its bounds, a stop or a lost lease.

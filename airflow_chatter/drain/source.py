@@ -3,11 +3,14 @@
 :meth:`SourceLeases.open` does the I/O a source needs before anything is drained, in this order: verify both
 containers (CNT: a container the drain cannot serve safely is refused with every violation at once, never drained
 degraded), then choose the Source Identity (SRC-02), then build the LeaseStore and the LeaseTopology on them. Every
-request made through it is charged to its ``request_units`` (F-11), paced under the source's cap and retried on 429.
+request made through it is charged to its ``request_units`` (F-11), paced (under the source's cap and what the
+container serves) and retried on 429 within the drain's wait budget.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TypedDict, Unpack
@@ -17,10 +20,10 @@ from airflow_chatter.drain.identity import SourceIdentity, instance_name
 from airflow_chatter.drain.leases import LeaseStore
 from airflow_chatter.drain.monitored_container import verify_containers
 from airflow_chatter.drain.options import SourceOptions
-from airflow_chatter.drain.pacing import TokenBucket
-from airflow_chatter.drain.request_units import LEASES, MeteredContainer, RequestUnits, ThrottleLimits
+from airflow_chatter.drain.request_units import LEASES, RequestUnits
 from airflow_chatter.drain.topology import LeaseTopology
 from airflow_chatter.ports import ContainerProperties, DocumentContainer
+from airflow_chatter.ports.throttle import ThrottleLimits
 
 
 class LeaseOpening(TypedDict, total=False):
@@ -34,6 +37,9 @@ class LeaseOpening(TypedDict, total=False):
     start_from: datetime | None
     #: The Cosmos connection's 429 limits, each overridden by the source's own (F-11).
     throttle_limits: ThrottleLimits | None
+    #: Monotonic seconds and the sleep of the drain's pace and 429 waits (default ``time.monotonic`` / ``sleep``).
+    monotonic: Callable[[], float]
+    sleep: Callable[[float], None]
 
 
 @dataclass(frozen=True)
@@ -41,7 +47,7 @@ class SourceLeases:
     """One source's verified containers and the lease set they serve; build it with :meth:`open`."""
 
     source: SourceOptions
-    #: The monitored container, metered (every request charged to ``request_units``).
+    #: The monitored container, metered (every request charged to ``request_units``), paced, 429s retried.
     monitored: DocumentContainer
     properties: ContainerProperties
     identity: SourceIdentity
@@ -65,15 +71,20 @@ class SourceLeases:
         """
         properties, lease_properties = verify_containers(monitored, source.partition_key_paths, leases)
         identity = source_identity(source, properties, lease_properties)
-        cap = source.max_request_units_per_second
-        units = RequestUnits(TokenBucket(cap) if cap is not None else None)
         clock = opening.get("clock", utc_now)
         limits = (opening.get("throttle_limits") or ThrottleLimits()).overridden(
             source.max_throttle_retries, source.max_throttle_wait_seconds
         )
-        metered = MeteredContainer(monitored, units, limits)
+        units = RequestUnits(
+            limits,
+            cap=source.max_request_units_per_second,
+            priority=source.request_priority,
+            clock=opening.get("monotonic", time.monotonic),
+            sleep=opening.get("sleep", time.sleep),
+        )
+        metered = units.retrying(monitored)
         store = LeaseStore(
-            MeteredContainer(leases, units, limits, kind=LEASES),
+            units.retrying(leases, kind=LEASES),
             identity.processor_name,
             owner=opening.get("owner") or instance_name(),
             lease_prefix=source.lease_prefix,

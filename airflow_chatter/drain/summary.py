@@ -47,9 +47,13 @@ class DrainCounts(BaseModel):
     #: F-11: the charges of this drain's requests, in RU, in all and by kind (feed, stamps, leases, other).
     request_units: float = 0.0
     request_units_by_kind: dict[str, float] = Field(default_factory=dict)
-    #: 429s answered to this drain's requests (each retried after its retry-after, or the limit reached).
+    #: 429s answered to this drain's requests (each retried after its retry-after, or the limit reached), the
+    #: wall-clock seconds it spent waiting on them (overlapping waits once), and the RU/s it paced itself to at its
+    #: end (its cap, lower after 429s; ``None``: not paced, no cap and no 429).
     throttled: int = 0
     throttle_limit_reached: bool = False
+    throttle_waited_seconds: float = 0.0
+    paced_request_units_per_second: float | None = None
     #: Follow mode (follow.py): change-feed polls after the drain caught up, those that found nothing, what the
     #: empty ones cost in RU (feed reads and lease renewals), and when the last poll ran (ISO UTC).
     polls: int = 0
@@ -118,7 +122,8 @@ class DrainSummary(DrainCounts):
             f"refused={self.refused_batches} confirmation_failures={self.confirmation_failures} "
             f"pages={self.pages} max_lag={self.max_lag_seconds} suspended={self.suspended} "
             f"ru={self.request_units:.1f} ru_per_delivered={_rounded(self.request_units_per_delivered)} "
-            f"throttled={self.throttled} {outcome}"
+            f"throttled={self.throttled} throttle_waited={self.throttle_waited_seconds:.1f}s "
+            f"paced_ru_per_s={self.paced_request_units_per_second} {outcome}"
         )
 
 

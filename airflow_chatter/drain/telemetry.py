@@ -37,6 +37,8 @@ SUSPENSIONS = "chatter.messaging.outbox.drain.suspensions"
 #: F-11: request units charged to the drain, by kind; and 429s answered to it.
 REQUEST_UNITS = "chatter.messaging.outbox.drain.request_units"
 THROTTLED = "chatter.messaging.outbox.drain.throttled"
+THROTTLE_WAIT = "chatter.messaging.outbox.drain.throttle_wait"
+PACED_RATE = "chatter.messaging.outbox.drain.paced_rate"
 ATTR_REQUEST_KIND = "chatter.messaging.outbox.request_kind"
 #: Follow mode (drain/follow.py): change-feed polls of a caught-up drain, those that found nothing, and what the
 #: empty ones cost (an idle lease's whole bill).
@@ -113,6 +115,14 @@ class DrainTelemetry:
         self._throttled = meter.create_counter(
             THROTTLED, unit="{response}", description="429 (throttled) answers to drain requests."
         )
+        self._throttle_wait = meter.create_counter(
+            THROTTLE_WAIT, unit="s", description="Wall-clock seconds drains waited on 429s (overlapping waits once)."
+        )
+        self._paced_rate = meter.create_gauge(
+            PACED_RATE,
+            unit="{request_unit}/s",
+            description="The RU/s a drain paced itself to at its end (its cap, or lower after 429s), by source.",
+        )
         self._polls = meter.create_counter(
             POLLS, unit="{poll}", description="Change-feed polls of following drains (after a wait)."
         )
@@ -141,13 +151,26 @@ class DrainTelemetry:
         if count:
             self._documents.add(count, {ATTR_OUTCOME: outcome})
 
-    def record_request_units(self, by_kind: Mapping[str, float], throttled: int) -> None:
-        """F-11: once per drain, its charges by kind (``feed``, ``stamps``, ``leases``, ``other``) and its 429s."""
+    def record_request_units(
+        self,
+        by_kind: Mapping[str, float],
+        throttled: int,
+        *,
+        waited_seconds: float = 0.0,
+        paced_rate: float | None = None,
+        source_identity: str | None = None,
+    ) -> None:
+        """F-11: once per drain, its charges by kind (``feed``, ``stamps``, ``leases``, ``other``), its 429s, the
+        time it waited on them and the rate it paced itself to (when paced)."""
         for kind, charge in by_kind.items():
             if charge:
                 self._request_units.add(charge, {ATTR_REQUEST_KIND: kind})
         if throttled:
             self._throttled.add(throttled)
+        if waited_seconds:
+            self._throttle_wait.add(waited_seconds)
+        if paced_rate is not None:
+            self._paced_rate.set(paced_rate, {ATTR_SOURCE_IDENTITY: source_identity or ""})
 
     def record_poll(self, source_identity: str, lease_token: str, *, empty: bool, request_units: float = 0.0) -> None:
         """Follow mode: one poll of a caught-up lease; an empty one also counts its request units."""

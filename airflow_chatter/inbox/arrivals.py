@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from airflow_chatter.ports import MessageSource, ReceivedMessage
-from airflow_chatter.resolution import Resolution
+from airflow_chatter.ports.resolution import Resolution
 
 
 @dataclass(frozen=True)

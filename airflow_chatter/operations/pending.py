@@ -1,5 +1,8 @@
 """Pending Outbox Documents after a lease's checkpoint, read from its change feed without taking the lease or
-moving its checkpoint: the sensor's and the trigger's peek, and the monitoring page's estimate walk it one way."""
+moving its checkpoint: the sensor's and the trigger's peek, and the monitoring page's estimate walk it one way.
+
+Every read here is the relay's, so it is sent at low priority (``ports/request_priority.py``): the services
+writing to the container keep their throughput first."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from dataclasses import dataclass
 from airflow_chatter.drain.leases import Lease, read_lease
 from airflow_chatter.outbox.document import is_pending_outbox
 from airflow_chatter.ports import ChangeFeedStart, DocumentContainer
+from airflow_chatter.ports.request_priority import LOW, prioritized
 
 #: Change-feed pages (of ``ESTIMATE_PAGE_ITEMS``) a pending estimate reads at most per lease.
 ESTIMATE_MAX_PAGES = 5
@@ -33,9 +37,10 @@ def walk_pending(
     pages, up to and including the first empty page (caught up). Read-only."""
     start = lease.start_from if lease.start_from is not None else ChangeFeedStart.BEGINNING
     for _ in range(max_pages):
-        page = monitored.read_change_feed(
-            lease.feed_range, continuation=position, start=start, max_item_count=page_items
-        )
+        with prioritized(LOW):
+            page = monitored.read_change_feed(
+                lease.feed_range, continuation=position, start=start, max_item_count=page_items
+            )
         pending = sum(1 for document in page.documents if is_pending_outbox(document))
         yield FeedStep(position, len(page.documents), pending, page.continuation)
         if not page.documents:
@@ -68,7 +73,8 @@ def peek_pending(
     pending outbox document, or when caught up. The returned continuation lets a poller resume where
     it stopped, so repeated peeks only read new changes.
     """
-    lease = read_lease(leases, lease_id)
+    with prioritized(LOW):
+        lease = read_lease(leases, lease_id)
     position = continuation if continuation is not None else lease.continuation
     seen = 0
     for step in walk_pending(monitored, lease, position, page_items=page_size, max_pages=max_pages):

@@ -28,7 +28,7 @@ from typing import Any
 
 from airflow_chatter.outbox.document import ID_FIELD, MESSAGE_ID_FIELD, is_pending_outbox
 from airflow_chatter.ports import ChangeFeedStart, Document, DocumentContainer, FeedRange, FeedRangeGone, NotFound
-from airflow_chatter.resolution import Resolution
+from airflow_chatter.ports.resolution import Resolution
 
 #: The position document's id is this plus the monitored container's name (one per container in a lease container).
 POSITION_ID_PREFIX = "chatter-pending-stream."

@@ -129,3 +129,25 @@ def test_follow_benchmark_runs_and_prints_every_figure(kafka_bootstrap: str, cos
     for label in ("(a) follow, no added latency", "(b) follow, 5 ms per request"):
         assert re.search(rf"{re.escape(label)} +writes=20 .*p50=[\d.]+ s +p99=[\d.]+ s", out), out
     assert re.search(r"RU per idle hour ≈ [\d,]+", out), out
+
+
+def test_yield_benchmark_runs_and_prints_every_ratio_for_both_priorities(
+    kafka_bootstrap: str, cosmos_endpoint: Any
+) -> None:
+    if not cosmos_endpoint.is_emulator:
+        pytest.skip("the yield benchmark drives the project emulator's switches")
+    out = run_benchmark(
+        "yield_to_business",
+        *("--backlog", "200", "--seconds", "3", "--writes-per-second", "5"),
+        env=services_env(kafka_bootstrap, cosmos_endpoint),
+        timeout=300,
+    )
+    assert re.search(r"writer: 5 Units of Work/s at [\d.]+ RU each", out), out
+    for phase in ("priority on", "priority off"):
+        assert re.search(phase + r": writer \d+ commits, 429s \d+, .*drain delivered \d+", out), (phase, out)
+    for label in (
+        "writer attempts per commit with the drain ÷ alone",
+        "writer p99 latency with the drain ÷ alone",
+        "drain served RU/s ÷ what the writer leaves",
+    ):
+        assert re.search(re.escape(label) + r" += +\d+\.\d\d +\d+\.\d\d", out), (label, out)

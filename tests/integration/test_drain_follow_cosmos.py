@@ -31,7 +31,7 @@ from airflow_chatter.drain.suspension import SuspensionState
 from airflow_chatter.drain.telemetry import EMPTY_POLL_REQUEST_UNITS, EMPTY_POLLS, POLLS
 from airflow_chatter.outbox.document import OutboxMessage
 from airflow_chatter.ports import OutgoingMessage, Publisher, PublishOutcome
-from airflow_chatter.request_charges import charged_to, current_sink
+from airflow_chatter.ports.request_charges import charged_to, current_sink
 from airflow_chatter.testing.clock import ManualClock
 from devkit.services import CosmosEndpoint, emulator_admin, emulator_configured
 from tests.fixtures.cosmos import ContainerFactory

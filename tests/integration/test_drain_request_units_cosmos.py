@@ -83,7 +83,8 @@ def test_f11_429s_from_provisioned_throughput_are_retried_counted_and_nothing_is
     client = emulator.client(connection_policy=policy)
     unretried = client.get_database_client(proxy.container_link.split("/")[1]).get_container_client(proxy.id)
     link = f"{proxy.container_link}"
-    with emulator_configured(emulator, request_charges=True, containers={link: {"provisioned_ru_per_second": 60}}):
+    budget = {link: {"provisioned_ru_per_second": 60}}
+    with emulator_configured(emulator, request_charges=True, priority_based_execution=True, containers=budget):
         summary, publisher = _drain(
             CosmosDocumentContainer(unretried), max_throttle_retries=100, max_throttle_wait_seconds=120
         )
@@ -92,6 +93,7 @@ def test_f11_429s_from_provisioned_throughput_are_retried_counted_and_nothing_is
     assert summary.delivered == 40 and len(publisher.sent) == 40
     assert summary.throttled > 0 and not summary.throttle_limit_reached
     assert summary.throttled == stats["throttled"], "every 429 the server answered was seen and counted"
+    assert stats["throttled_low"] == stats["throttled"], "the drain's requests went out at low priority"
     assert _statuses(proxy) == {"delivered"}
 
 
@@ -121,7 +123,7 @@ def test_f11_the_cosmos_connections_429_limit_stops_the_drain_at_a_page_boundary
     from azure.cosmos.documents import ConnectionPolicy, RetryOptions
 
     from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
-    from airflow_chatter.drain.request_units import ThrottleLimitExceeded, ThrottleLimits
+    from airflow_chatter.ports.throttle import ThrottleLimitExceeded, ThrottleLimits
 
     monkeypatch.setenv(
         "AIRFLOW_CONN_CHATTER_COSMOS_RU",

@@ -603,6 +603,53 @@ def test_provisioned_ru_exceeded_answers_429_with_retry_after_like_an_account(
     assert emulator_stats(cosmos_endpoint, container)["throttled"] >= 1
 
 
+def _flood_by_priority(raw: ContainerProxy, *, high_writes: int) -> dict[str, int]:
+    """Alternate a high- and a low-priority 1 KB write, retrying nothing, until ``high_writes`` high ones were
+    served (bounded); the writes served and throttled of each priority."""
+    counts = {"served_High": 0, "served_Low": 0, "throttled_High": 0, "throttled_Low": 0}
+    for n in range(20_000):
+        if counts["served_High"] >= high_writes:
+            return counts
+        for priority in ("High", "Low"):
+            try:
+                raw.create_item(_doc(f"{priority}-{n}", 1, pk=priority), priority=priority)
+                counts[f"served_{priority}"] += 1
+            except exceptions.CosmosHttpResponseError as err:
+                assert err.status_code == 429, err
+                counts[f"throttled_{priority}"] += 1
+    raise AssertionError(f"the high-priority writes were never served: {counts}")
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_priority_based_execution_throttles_low_priority_requests_first_under_the_provisioned_ru(
+    cosmos_endpoint: CosmosEndpoint, cosmos_container_factory: ContainerFactory, on: bool
+):
+    """Priority-based execution, as Cosmos DB documents it: once a container's provisioned throughput is reached,
+    requests sent with ``x-ms-cosmos-priority-level: Low`` are throttled before high-priority ones. With the switch
+    off (an account without the feature) the header is ignored and both share the budget alike."""
+    _emulator_only(cosmos_endpoint)
+    container = cosmos_container_factory(("/pk",))
+    policy = ConnectionPolicy()
+    policy.RetryOptions = RetryOptions(max_retry_attempt_count=0)
+    raw = (
+        cosmos_endpoint.client(connection_policy=policy)
+        .get_database_client(container.container_link.split("/")[1])
+        .get_container_client(container.id)
+    )
+    budget = {container.container_link: {"provisioned_ru_per_second": 50}}  # about 10 writes of 1 KB a second
+    with emulator_configured(cosmos_endpoint, request_charges=True, priority_based_execution=on, containers=budget):
+        counts = _flood_by_priority(raw, high_writes=40)
+        stats = emulator_stats(cosmos_endpoint, container)
+    throttled = counts["throttled_High"] + counts["throttled_Low"]
+    assert stats["throttled"] == throttled, "every 429 the writers saw was the throttle's"
+    if on:
+        assert (stats["throttled_low"], stats["throttled_high"]) == (counts["throttled_Low"], counts["throttled_High"])
+        assert counts["served_High"] >= 4 * counts["served_Low"], f"low priority yields the budget: {counts}"
+    else:
+        assert (stats["throttled_low"], stats["throttled_high"]) == (0, throttled), "no request counts as low"
+        assert counts["served_Low"] >= counts["served_High"] // 2, f"the header ignored, both share: {counts}"
+
+
 def test_sdk_default_retries_complete_a_burst_over_the_provisioned_ru(
     cosmos_endpoint: CosmosEndpoint, cosmos_container_factory: ContainerFactory
 ):
@@ -661,6 +708,7 @@ def test_admin_config_merges_and_refuses_a_bad_field_naming_it(cosmos_endpoint: 
             ({"containers": {"y": {"ru": 1}}}, "containers.y.ru"),
             ({"latncy_ms": 1}, "latncy_ms"),
             ({"partition_ranges": 0}, "partition_ranges"),
+            ({"priority_based_execution": "on"}, "priority_based_execution"),
         ):
             with pytest.raises(EmulatorAdminError, match=field):
                 configure_emulator(cosmos_endpoint, **bad)
@@ -684,6 +732,7 @@ def test_switches_are_taken_from_the_environment_at_start(cosmos_endpoint: Cosmo
         "COSMOS_EMULATOR_REQUEST_CHARGES": "1",
         "COSMOS_EMULATOR_PROVISIONED_RU": "400",
         "COSMOS_EMULATOR_PARTITION_RANGES": "3",
+        "COSMOS_EMULATOR_PRIORITY_BASED_EXECUTION": "1",
     }
     script = str(Path(__file__).resolve().parents[2] / "scripts" / "cosmos-emulator.sh")
     started = subprocess.run([script, "start"], env=env, capture_output=True, text=True, timeout=120, check=False)
@@ -696,6 +745,7 @@ def test_switches_are_taken_from_the_environment_at_start(cosmos_endpoint: Cosmo
             "provisioned_ru_per_second": 400,
             "containers": {},
             "partition_ranges": 3,
+            "priority_based_execution": True,
         }
     finally:
         subprocess.run([script, "stop"], env=env, capture_output=True, text=True, timeout=60, check=False)

@@ -15,7 +15,9 @@ need no lock and no client of their own; a lock guards only the lazy constructio
 
 Request charges (F-11) are read the same way: every call passes ``response_hook=capture()``, which adds that
 response's own ``x-ms-request-charge`` to the charge sink of the thread that made the call
-(``airflow_chatter.request_charges``; the drain sets one per kind of request).
+(``airflow_chatter.ports.request_charges``; the drain sets one per kind of request). Every data-plane call also
+carries the priority its thread set (``airflow_chatter.ports.request_priority``: the relay's requests are low,
+the Unit of Work's writes set none and go out high, the SDK's default).
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ from airflow_chatter.ports import (
 from airflow_chatter.ports import (
     PartitionKey as PartitionKeyValue,
 )
-from airflow_chatter.request_charges import capture
+from airflow_chatter.ports.request_charges import capture
+from airflow_chatter.ports.request_priority import current_priority
 
 __all__ = [
     "EMULATOR_KEY",
@@ -72,6 +75,16 @@ EMULATOR_KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPM
 # --------------------------------------------------------------------------------------------------------------
 # Helpers.
 # --------------------------------------------------------------------------------------------------------------
+
+
+def _per_request(extra: Callable[[Mapping[str, Any], Any], None] | None = None) -> dict[str, Any]:
+    """The keywords every data-plane request carries: its own charge hook (F-11) and, when the caller set one, its
+    priority (``ports/request_priority.py``: the SDK sends it as ``x-ms-cosmos-priority-level``)."""
+    options: dict[str, Any] = {"response_hook": capture(extra)}
+    priority = current_priority()
+    if priority is not None:
+        options["priority"] = "Low" if priority == "low" else "High"
+    return options
 
 
 def _sdk_partition_key(value: PartitionKeyValue) -> Any:
@@ -223,14 +236,14 @@ class CosmosDocumentContainer(DocumentContainer):
     def create(self, document: Document, partition_key: PartitionKeyValue) -> Document:
         self._check_partition_key(document, partition_key)
         with translated_errors(self._where):
-            return dict(self.container.create_item(body=document, response_hook=capture()))
+            return dict(self.container.create_item(body=document, **_per_request()))
 
     @override
     def read(self, item_id: str, partition_key: PartitionKeyValue) -> Document:
         with translated_errors(self._where):
             return dict(
                 self.container.read_item(
-                    item=item_id, partition_key=_sdk_partition_key(partition_key), response_hook=capture()
+                    item=item_id, partition_key=_sdk_partition_key(partition_key), **_per_request()
                 )
             )
 
@@ -248,16 +261,14 @@ class CosmosDocumentContainer(DocumentContainer):
             raise BadRequest(f"document id {document.get('id')!r} differs from {item_id!r}")
         with translated_errors(self._where):
             return dict(
-                self.container.replace_item(
-                    item=item_id, body=document, response_hook=capture(), **self._if_match(if_match)
-                )
+                self.container.replace_item(item=item_id, body=document, **_per_request(), **self._if_match(if_match))
             )
 
     @override
     def upsert(self, document: Document, partition_key: PartitionKeyValue, *, if_match: str | None = None) -> Document:
         self._check_partition_key(document, partition_key)
         with translated_errors(self._where):
-            return dict(self.container.upsert_item(body=document, response_hook=capture(), **self._if_match(if_match)))
+            return dict(self.container.upsert_item(body=document, **_per_request(), **self._if_match(if_match)))
 
     @override
     def delete(self, item_id: str, partition_key: PartitionKeyValue, *, if_match: str | None = None) -> None:
@@ -265,7 +276,7 @@ class CosmosDocumentContainer(DocumentContainer):
             self.container.delete_item(
                 item=item_id,
                 partition_key=_sdk_partition_key(partition_key),
-                response_hook=capture(),
+                **_per_request(),
                 **self._if_match(if_match),
             )
 
@@ -288,7 +299,7 @@ class CosmosDocumentContainer(DocumentContainer):
                     item=item_id,
                     partition_key=_sdk_partition_key(partition_key),
                     patch_operations=[op.as_cosmos() for op in operations],
-                    response_hook=capture(),
+                    **_per_request(),
                     **kwargs,
                 )
             )
@@ -313,7 +324,7 @@ class CosmosDocumentContainer(DocumentContainer):
             results = self.container.execute_item_batch(
                 batch_operations=sdk_operations,
                 partition_key=_sdk_partition_key(partition_key),
-                response_hook=capture(),
+                **_per_request(),
             )
         return [
             BatchOperationResult(
@@ -338,7 +349,7 @@ class CosmosDocumentContainer(DocumentContainer):
             {"name": name if name.startswith("@") else f"@{name}", "value": value}
             for name, value in (parameters or {}).items()
         ]
-        kwargs: dict[str, Any] = {"query": sql, "parameters": sdk_parameters or None, "response_hook": capture()}
+        kwargs: dict[str, Any] = {"query": sql, "parameters": sdk_parameters or None, **_per_request()}
         if partition_key is None:
             kwargs["enable_cross_partition_query"] = True
         else:
@@ -419,7 +430,7 @@ class CosmosDocumentContainer(DocumentContainer):
         def keep(headers: Mapping[str, Any], _body: Any) -> None:
             responses.append(headers)
 
-        kwargs: dict[str, Any] = {"max_item_count": max_item_count, "response_hook": capture(keep)}
+        kwargs: dict[str, Any] = {"max_item_count": max_item_count, **_per_request(keep)}
         if continuation is not None:
             kwargs["continuation"] = narrow_continuation(continuation, feed_range)
         else:

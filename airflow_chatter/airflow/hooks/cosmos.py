@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from airflow.sdk import Connection
     from azure.cosmos import CosmosClient
 
-    from airflow_chatter.drain.request_units import ThrottleLimits
     from airflow_chatter.ports import DocumentContainer
+    from airflow_chatter.ports.throttle import ThrottleLimits
 
 
 class ChatterCosmosHook(AzureCosmosDBHook):
@@ -108,9 +108,9 @@ class ChatterCosmosHook(AzureCosmosDBHook):
 
     def retrying(self, container: DocumentContainer) -> DocumentContainer:
         """``container`` with its 429s retried within :meth:`throttle_limits` per request, for the callers that are
-        not a drain (``airflow_chatter.throttle_retry``): the receiver, the idempotent HTTP hook's store, the
+        not a drain (``airflow_chatter.ports.throttle``): the receiver, the idempotent HTTP hook's store, the
         deferrable sensor's trigger. A drain meters, limits and counts its 429s itself (F-11)."""
-        from airflow_chatter.throttle_retry import ThrottleRetrying
+        from airflow_chatter.ports.throttle import ThrottleRetrying
 
         return ThrottleRetrying(container, self.throttle_limits())
 

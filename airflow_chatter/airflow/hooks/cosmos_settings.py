@@ -22,7 +22,7 @@ from airflow_chatter.airflow.utils.values import is_unset
 from airflow_chatter.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from airflow_chatter.drain.request_units import ThrottleLimits
+    from airflow_chatter.ports.throttle import ThrottleLimits
 
 CONN_TYPE = "chattercosmos"
 #: How Airflow's older connection forms stored an extra: ``extra__<conn type>__<name>``.
@@ -98,6 +98,6 @@ class CosmosConnectionSettings(BaseModel):
 
     def throttle_limits(self) -> ThrottleLimits:
         """The connection's 429 limits (F-11); what it leaves unset is the default (9 retries, 30 s)."""
-        from airflow_chatter.drain.request_units import ThrottleLimits
+        from airflow_chatter.ports.throttle import ThrottleLimits
 
         return ThrottleLimits().overridden(self.max_throttle_retries, self.max_throttle_wait_seconds)

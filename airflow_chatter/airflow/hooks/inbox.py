@@ -31,7 +31,7 @@ class ChatterInboxHook(ChatterCosmosHook):
 
     def get_container(self, container_name: str, *, database_name: str | None = None) -> DocumentContainer:
         """The container, its 429s retried within the connection's ``max_throttle_retries`` /
-        ``max_throttle_wait_seconds`` (``airflow_chatter.throttle_retry``): the project's clients leave 429s to
+        ``max_throttle_wait_seconds`` (``airflow_chatter.ports.throttle``): the project's clients leave 429s to
         their callers, and a marker or a commit should not fail a delivery on the first one. Past the limits the
         429 is raised (INB-06: the claim was not written, the handler does not run) and the delivery comes again."""
         return self.retrying(super().get_container(container_name, database_name=database_name))

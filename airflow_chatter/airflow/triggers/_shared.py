@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from airflow.triggers.shared_stream import AdvanceItem, SharedStreamProducer
 
-from airflow_chatter.resolution import Resolution
+from airflow_chatter.ports.resolution import Resolution
 
 log = logging.getLogger(__name__)
 

@@ -84,7 +84,7 @@ def _cosmos_connection(monkeypatch: pytest.MonkeyPatch, conn_id: str, **extra: A
 
 def test_f11_the_cosmos_connection_s_429_limits_are_read_from_its_extras(monkeypatch: pytest.MonkeyPatch) -> None:
     from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
-    from airflow_chatter.drain.request_units import ThrottleLimits
+    from airflow_chatter.ports.throttle import ThrottleLimits
 
     conn = _cosmos_connection(monkeypatch, "cosmos_limits", max_throttle_retries="3", max_throttle_wait_seconds=12.5)
     assert ChatterCosmosHook(conn).throttle_limits() == ThrottleLimits(3, 12.5), "a form's text or a JSON number"
@@ -138,7 +138,7 @@ def test_f11_the_source_s_429_limits_override_the_connection_s_each_on_its_own(
     monkeypatch: pytest.MonkeyPatch, source_limits: dict[str, Any], expected: tuple[int, float]
 ) -> None:
     from airflow_chatter.airflow.operators.drain import ChatterDrainOperator
-    from airflow_chatter.drain.request_units import ThrottleLimits
+    from airflow_chatter.ports.throttle import ThrottleLimits
     from airflow_chatter.testing.fakes import FakePublisher
     from tests.airflow._support import install_world, source
 

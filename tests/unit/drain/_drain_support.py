@@ -217,7 +217,11 @@ class Rig:
         # A test that asserts the one-by-one order (RLY-07) names stamp_mode="sequential" itself.
         return SourceOptions(**kwargs)
 
-    def engine(self, publishers: Any = None, *, owner: str = "drain-a", **source_kwargs: Any) -> DrainEngine:
+    def engine(
+        self, publishers: Any = None, *, owner: str = "drain-a", timing: Any = None, **source_kwargs: Any
+    ) -> DrainEngine:
+        """``timing``: ``(monotonic, sleep)`` for the drain's pace and 429 waits (default the real ones)."""
+        opening: dict[str, Any] = {} if timing is None else {"monotonic": timing[0], "sleep": timing[1]}
         return DrainEngine.open(
             self.source(**source_kwargs),
             self.monitored,
@@ -226,6 +230,7 @@ class Rig:
             clock=self.clock,
             telemetry=self.telemetry,
             owner=owner,
+            **opening,
         )
 
     def engine_with(self, *, throttle_limits: Any = None, **source_kwargs: Any) -> DrainEngine:

@@ -18,7 +18,7 @@ from airflow_chatter.drain.suspension import SuspensionState
 from airflow_chatter.drain.telemetry import ATTR_LEASE_TOKEN, EMPTY_POLL_REQUEST_UNITS, EMPTY_POLLS, POLLS
 from airflow_chatter.errors import ConfigurationError
 from airflow_chatter.ports import FeedRange, Throttled
-from airflow_chatter.request_charges import report
+from airflow_chatter.ports.request_charges import report
 
 from ._drain_support import Rig, outbox_doc, split
 from ._follow_script import Script, steal

@@ -23,7 +23,7 @@ from airflow_chatter.ports import (
     PartitionKey,
     ServiceUnavailable,
 )
-from airflow_chatter.request_charges import report
+from airflow_chatter.ports.request_charges import report
 from airflow_chatter.testing.fakes import FakePublisher
 
 from ._drain_support import Rig, calls, fail_operation, outbox_doc

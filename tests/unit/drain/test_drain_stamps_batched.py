@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from airflow_chatter.adapters.memory.container import MemoryDocumentContainer
-from airflow_chatter.drain.pacing import TokenBucket
+from airflow_chatter.drain.pacing import Pacer
 from airflow_chatter.outbox.document import MESSAGE_ID_FIELD
 from airflow_chatter.ports import (
     BatchFailed,
@@ -27,7 +27,7 @@ from airflow_chatter.ports import (
     ServiceUnavailable,
     Throttled,
 )
-from airflow_chatter.request_charges import report
+from airflow_chatter.ports.request_charges import report
 
 from ._drain_support import Rig, calls, fail_operation, outbox_doc
 
@@ -152,7 +152,7 @@ def test_f11_a_429_past_the_retry_limits_stops_the_drain_at_that_page_nothing_lo
     fail_operation(rig.monitored, "patch", Throttled("busy", retry_after_ms=1))
     engine = rig.engine(max_batch_size=4, max_throttle_retries=0, **BATCHED)
     summary = rig.drain(engine)
-    with pytest.raises(Throttled, match="past the retry limits.*stops at this page, nothing lost"):
+    with pytest.raises(Throttled, match="raise max_throttle_retries.*stops at this page, nothing lost"):
         summary.raise_for_error()
     assert summary.throttle_limit_reached and summary.throttled >= 1
     assert "throttled=" in summary.log_line()
@@ -260,8 +260,7 @@ def test_f11_max_request_units_per_second_paces_the_drain_on_measured_charges() 
         slept.append(seconds)
         now[0] += seconds
 
-    engine = rig.engine(max_request_units_per_second=50, **BATCHED)
-    engine.request_units.bucket = TokenBucket(50, clock=lambda: now[0], sleep=sleep)
+    engine = rig.engine(max_request_units_per_second=50, timing=(lambda: now[0], sleep), **BATCHED)
     summary = rig.drain(engine)
     summary.raise_for_error()
     spent = summary.request_units
@@ -279,7 +278,7 @@ def test_f11_the_token_bucket_waits_out_its_debt_at_the_rate() -> None:
         slept.append(seconds)
         now[0] += seconds
 
-    bucket = TokenBucket(100, burst_seconds=0.1, clock=lambda: now[0], sleep=sleep)
+    bucket = Pacer(100, burst_seconds=0.1, clock=lambda: now[0], sleep=sleep)
     assert bucket.wait() == 0.0, "starts with its burst"
     bucket.spend(60)  # 10 banked - 60 = 50 in debt
     assert bucket.wait() == pytest.approx(0.5)

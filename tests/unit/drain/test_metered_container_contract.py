@@ -1,5 +1,6 @@
-"""``MeteredContainer`` is a ``DocumentContainer`` like any other: the container contract over the in-memory
-container it wraps, with every request metered (and, with no retries allowed, a 429 surfacing as the port says)."""
+"""The drain's view of a container (the one 429 policy, ``ThrottleRetrying``, over ``MeteredContainer``) is a
+``DocumentContainer`` like any other: the container contract over the in-memory container it wraps, with every
+request metered (and, with no retries allowed, a 429 surfacing as the port says)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,18 @@ from collections.abc import Sequence
 
 from airflow_chatter.adapters.memory import MemoryDocumentContainer
 from airflow_chatter.adapters.memory.faults import fail
-from airflow_chatter.drain.request_units import MeteredContainer, RequestUnits, ThrottleLimits
+from airflow_chatter.drain.request_units import MeteredContainer, RequestUnits
 from airflow_chatter.ports import ContainerError, DocumentContainer, FeedRange
+from airflow_chatter.ports.throttle import ThrottleLimits, ThrottleRetrying
 from airflow_chatter.testing.clock import ManualClock
 from airflow_chatter.testing.contracts.container import DocumentContainerContract
 from airflow_chatter.testing.handlers import first_of
 
 
 def _inner(container: DocumentContainer) -> MemoryDocumentContainer:
-    assert isinstance(container, MeteredContainer) and isinstance(container.inner, MemoryDocumentContainer)
-    return container.inner
+    assert isinstance(container, ThrottleRetrying) and isinstance(container.inner, MeteredContainer)
+    assert isinstance(container.inner.inner, MemoryDocumentContainer)
+    return container.inner.inner
 
 
 class TestMeteredMemoryContainer(DocumentContainerContract):
@@ -27,7 +30,7 @@ class TestMeteredMemoryContainer(DocumentContainerContract):
 
     def setup_method(self) -> None:
         self.clock = ManualClock()
-        self.units = RequestUnits()
+        self.units = RequestUnits(ThrottleLimits(max_retries=0))
 
     def make_container(
         self, partition_key_paths: Sequence[str] = ("/pk",), default_ttl: int | None = -1
@@ -35,7 +38,7 @@ class TestMeteredMemoryContainer(DocumentContainerContract):
         inner = MemoryDocumentContainer(
             partition_key_paths=partition_key_paths, default_ttl=default_ttl, clock=self.clock, feed_range_count=2
         )
-        return MeteredContainer(inner, self.units, ThrottleLimits(max_retries=0))
+        return self.units.retrying(inner)
 
     def advance_clock(self, seconds: float) -> None:
         self.clock.advance(seconds)

@@ -10,10 +10,10 @@ import pytest
 
 from airflow_chatter.adapters.memory import MemoryDocumentContainer
 from airflow_chatter.adapters.memory.faults import fail
-from airflow_chatter.delegating_container import DelegatingContainer
 from airflow_chatter.drain.monitored_container import verify_containers, verify_monitored_container
 from airflow_chatter.errors import ConfigurationError, ContainerContractError
 from airflow_chatter.ports import ContainerProperties, ServiceUnavailable
+from airflow_chatter.ports.delegating import DelegatingContainer
 from airflow_chatter.testing.handlers import first_of
 
 T = TypeVar("T")

@@ -6,9 +6,9 @@ import pytest
 
 from airflow_chatter.adapters.memory.faults import fail
 from airflow_chatter.drain.options import SourceOptions
-from airflow_chatter.drain.request_units import ThrottleLimits
 from airflow_chatter.errors import ConfigurationError
 from airflow_chatter.ports import Throttled
+from airflow_chatter.ports.throttle import ThrottleLimits
 from airflow_chatter.testing.handlers import first_of
 
 from ._drain_support import Rig, outbox_doc

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from airflow_chatter.adapters.memory.source import MemoryMessageSource
 from airflow_chatter.inbox.arrivals import ArrivalBatch, ArrivalPosition, TopicArrivals
-from airflow_chatter.resolution import Resolution
+from airflow_chatter.ports.resolution import Resolution
 
 HANDLED = Resolution(accepted=1, failed=0)
 FAILED = Resolution(accepted=0, failed=1)

@@ -10,7 +10,7 @@ import pytest
 from airflow_chatter.operations.pending_stream import PendingStream, PositionStore, StreamPosition
 from airflow_chatter.outbox.document import MESSAGE_ID_FIELD
 from airflow_chatter.ports import Document, ServiceUnavailable
-from airflow_chatter.resolution import Resolution
+from airflow_chatter.ports.resolution import Resolution
 from airflow_chatter.testing.clock import ManualClock
 from tests.unit.drain._drain_support import fail_operation, memory_container, outbox_doc, split
 

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from typing_extensions import override
 
-from airflow_chatter.ports import (
+from airflow_chatter.ports.container import (
     BatchOperation,
     BatchOperationResult,
     ChangeFeedPage,
