@@ -53,6 +53,14 @@ class DrainCounts:
     empty_polls: int = 0
     empty_poll_request_units: float = 0.0
     last_poll_at: str | None = None
+    #: Exactly-once drains (drain/exactly_once.py): the guarantee the drain kept, its page transactions committed and
+    #: aborted, whether a takeover fenced it (it then stopped), and the committed pages it found unstamped on taking
+    #: the lease and finished without republishing.
+    guarantee: str = "at_least_once"
+    transactions_committed: int = 0
+    transactions_aborted: int = 0
+    fenced: bool = False
+    recovered_pages: int = 0
     #: Every try counts (``drain/tries.py``): the counts of this task run's earlier tries of this lease, as they
     #: recorded them on the lease, oldest first; empty for a first try or a drain the caller names no try of.
     earlier_tries: tuple[Mapping[str, Any], ...] = ()
