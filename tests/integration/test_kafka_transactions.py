@@ -167,3 +167,32 @@ def test_opening_returns_lease_transactions_of_the_given_id(factory: KafkaPublis
     transactions = factory.lease_transactions("chatter.lease-x", checkpoint_topic)
     assert isinstance(transactions, LeaseTransactions) and transactions.transactional_id == "chatter.lease-x"
     transactions.close()
+
+
+def test_the_consumer_reads_committed_only_and_hands_on_no_aborted_message(
+    factory: KafkaPublisher, kafka_bootstrap: str, kafka_topic: str, checkpoint_topic: str
+) -> None:
+    """The receiver's consumer (consumer_config) reads read_committed: an aborted page is never handed to a handler,
+    the committed barrier after it is."""
+    from kafka import KafkaConsumer
+
+    from airflow_chatter.adapters.kafka.consumer import consume_batch, consumer_config
+
+    transactions = factory.lease_transactions(f"lease-{uuid.uuid4().hex}", checkpoint_topic)
+    transactions.begin()
+    transactions.send_batch([_message(kafka_topic, "aborted")])
+    transactions.abort()
+    transactions.begin()
+    transactions.send_batch([_message(kafka_topic, "barrier")])
+    transactions.commit(_record("lease-c", None, "c1", "barrier"))
+    transactions.close()
+    consumer = KafkaConsumer(kafka_topic, **consumer_config(_settings(kafka_bootstrap), group_id=uuid.uuid4().hex))
+    handled: list[str | None] = []
+    try:
+        for _ in range(10):
+            consume_batch(consumer, lambda m: handled.append(m.message_id), max_messages=10, max_seconds=3)
+            if "barrier" in handled:
+                break
+    finally:
+        consumer.close()
+    assert handled == ["barrier"], "the aborted message is never handed on; the barrier proves the read got past it"
