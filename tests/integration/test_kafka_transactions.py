@@ -196,3 +196,25 @@ def test_the_consumer_reads_committed_only_and_hands_on_no_aborted_message(
     finally:
         consumer.close()
     assert handled == ["barrier"], "the aborted message is never handed on; the barrier proves the read got past it"
+
+
+def test_provision_creates_the_checkpoint_topic_compacted_once_and_refuses_a_deleting_one(
+    kafka_bootstrap: str,
+) -> None:
+    """``airflow-chatter provision``'s Kafka step: a missing checkpoint topic is created compacted (a second run has
+    nothing to do), and an existing topic that is not compacted is refused naming checkpoint_topic, not changed."""
+    from airflow_chatter.airflow.plugins.cli import checkpoint_topic
+
+    settings = _settings(kafka_bootstrap)
+    name = f"chatter-test.provisioned.{uuid.uuid4().hex[:8]}"
+
+    assert checkpoint_topic(name, settings) == (
+        f"created checkpoint topic {name!r} (cleanup.policy=compact, 3 partitions)",
+        True,
+    )
+    assert checkpoint_topic(name, settings)[1] is False, "a second run has nothing to do"
+    deleting = f"chatter-test.deleting.{uuid.uuid4().hex[:8]}"
+    ensure_topics(settings, [deleting], partitions=1)
+    with pytest.raises(ConfigurationError, match="cleanup.policy=delete") as refused:
+        checkpoint_topic(deleting, settings)
+    assert refused.value.option == "checkpoint_topic"
