@@ -173,7 +173,7 @@ class ExactlyOnce(PageDelivery):
 
     def _recover(self, record: CheckpointRecord, lease: Lease, tally: DrainCounts) -> None:
         """Write the stamps a committed page is owed; a document deleted meanwhile needs none. Publishes nothing, so
-        a failure here is no Confirmation Failure: the drain stops before its first page (contract F-14)."""
+        a failure here is no Confirmation Failure: the drain stops before its first page (contract F-16)."""
         requests = [
             StampRequest(s.item_id, s.partition_key, self._operations[s.status], s.status) for s in record.stamps
         ]
