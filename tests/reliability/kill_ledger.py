@@ -19,6 +19,7 @@ Then drains run until nothing is pending. Kafka is read back with a ``read_commi
 message id counted) and the documents and leases are read back. It prints one table:
 
     guarantee | faults | documents | lost | duplicates seen by read_committed | max copies | delivered | leases stuck
+    | processes killed | pages recovered | drains fenced | Confirmation Failures | verdict
 
 The exactly-once row must show 0 lost, 0 duplicates, every document ``delivered`` and no lease stuck (suspended or
 still owned); the at-least-once row must lose nothing and counts its duplicates. Exits 1 otherwise. Not covered here
@@ -43,7 +44,7 @@ from airflow_chatter.adapters.kafka.admin import CHECKPOINT_TOPIC_CONFIGS, ensur
 from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.drain.suspension import parse_utc
 from airflow_chatter.testing.services import machine
-from tests.reliability.fault_suite import Ledger, Services, services, stamp_rule
+from tests.reliability.fault_suite import Ledger, RunResult, Services, services, stamp_rule
 
 PAGE = 50
 LEASE_SECONDS = 4.0
@@ -92,18 +93,16 @@ def stuck_leases(ledger: Ledger) -> int:
     return stuck
 
 
-def one_fault(ledger: Ledger, env: Services, kind: str, base: dict[str, Any], rng: random.Random) -> None:
-    """Run one drain (two for a takeover) under ``kind``; waits for every process it started."""
+def one_fault(ledger: Ledger, env: Services, kind: str, base: dict[str, Any], rng: random.Random) -> list[RunResult]:
+    """Run one drain (two for a takeover) under ``kind``; waits for every process it started, returns their results."""
+    started = time.monotonic()
     if kind == "commit-kill" and base["guarantee"] == "exactly_once":
-        process = ledger.start(kill_after_commit=0.5, seed=rng.random(), **base)
-        process.communicate(timeout=120)
-        return
+        return [ledger.finish(ledger.start(kill_after_commit=0.5, seed=rng.random(), **base), started)]
     if kind in ("commit-kill", "random kill"):
         process = ledger.start(**base)
         time.sleep(rng.uniform(1.2, 3.5))  # the interpreter and the clients start in about a second
         process.send_signal(signal.SIGKILL)
-        process.communicate(timeout=30)
-        return
+        return [ledger.finish(process, started, 30)]
     if kind == "takeover":
         first = ledger.start(**base)
         time.sleep(rng.uniform(1.5, 3.5))
@@ -112,13 +111,11 @@ def one_fault(ledger: Ledger, env: Services, kind: str, base: dict[str, Any], rn
         second = ledger.start(**base)
         time.sleep(rng.uniform(1.0, 2.5))
         first.send_signal(signal.SIGCONT)
-        for process in (first, second):
-            process.communicate(timeout=120)
-        return
+        return [ledger.finish(first, started), ledger.finish(second, started)]
     # 429 storm: every stamp throttled past the drain's limits (1 retry), after the publish or commit.
     env.rules(stamp_rule(ledger, status=429, retry_after_ms=25, substatus=3200, count=400))
     try:
-        ledger.drain(max_throttle_retries=1, max_throttle_wait_seconds=1.0, **base)
+        return [ledger.drain(max_throttle_retries=1, max_throttle_wait_seconds=1.0, **base)]
     finally:
         env.rules()
 
@@ -134,6 +131,7 @@ def run_guarantee(
         "lease_duration_seconds": LEASE_SECONDS,
     }
     made: Counter[str] = Counter()
+    results: list[RunResult] = []
     try:
         env.admin("POST", "config", {"latency_ms": LATENCY_MS})
         try:
@@ -141,12 +139,13 @@ def run_guarantee(
                 if ledger.pending() < PAGE * 2:
                     ledger.add(PAGE * 4)  # the writer keeps the ledger growing
                 kind = KINDS[k % len(KINDS)]
-                one_fault(ledger, env, kind, base, rng)
+                results.extend(one_fault(ledger, env, kind, base, rng))
                 made[kind] += 1
                 time.sleep(LEASE_SECONDS + 0.2)  # a killed drain's lease lapses before the next one starts
         finally:
             env.admin("POST", "config", {"latency_ms": 0})
         runs = ledger.drain_to_end(offset_step=61.0, **base)
+        summaries = [summary for result in [*results, *runs] for summary in result.summaries]
         counts = committed_counts(ledger)
         lost = sum(1 for i in ledger.ids if counts.get(i, 0) == 0)
         duplicates = sum(max(0, counts.get(i, 0) - 1) for i in ledger.ids)
@@ -162,6 +161,10 @@ def run_guarantee(
             "delivered": statuses.get("delivered", 0) == len(ledger.ids),
             "stuck": stuck_leases(ledger),
             "runs to finish": len(runs),
+            "killed": sum(1 for r in results if r.killed),
+            "recovered": sum(int(s.get("recovered_pages", 0)) for s in summaries),
+            "fenced": sum(1 for s in summaries if s.get("fenced")),
+            "confirmation failures": sum(int(s.get("confirmation_failures", 0)) for s in summaries),
         }
     finally:
         ledger.close()
@@ -188,9 +191,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows.append(run_guarantee(env, guarantee, args.kills, args.n, rng, checkpoints))
     print(
         "| guarantee | faults | documents | lost | duplicates seen by read_committed | max copies | delivered "
-        "| leases stuck | verdict |"
+        "| leases stuck | processes killed | pages recovered | drains fenced | Confirmation Failures | verdict |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     ok = True
     for row in rows:
         good = row["lost"] == 0 and row["delivered"] and row["stuck"] == 0
@@ -200,7 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"| {row['guarantee']} | {row['faults']} ({', '.join(f'{v} {k}' for k, v in row['by kind'].items())}) | "
             f"{row['documents']} | {row['lost']} | {row['duplicates']} | {row['max copies']} | "
-            f"{'all' if row['delivered'] else 'NOT ALL'} | {row['stuck']} | {'PASS' if good else 'FAIL'} |"
+            f"{'all' if row['delivered'] else 'NOT ALL'} | {row['stuck']} | {row['killed']} | {row['recovered']} | "
+            f"{row['fenced']} | {row['confirmation failures']} | {'PASS' if good else 'FAIL'} |"
         )
     return 0 if ok else 1
 
