@@ -111,7 +111,9 @@ def one_fault(ledger: Ledger, env: Services, kind: str, base: dict[str, Any], rn
         second = ledger.start(**base)
         time.sleep(rng.uniform(1.0, 2.5))
         first.send_signal(signal.SIGCONT)
-        return [ledger.finish(first, started), ledger.finish(second, started)]
+        first_result, second_result = ledger.finish(first, started), ledger.finish(second, started)
+        first_result.takeover = True  # type: ignore[attr-defined]
+        return [first_result, second_result]
     # 429 storm: every stamp throttled past the drain's limits (1 retry), after the publish or commit.
     env.rules(stamp_rule(ledger, status=429, retry_after_ms=25, substatus=3200, count=400))
     try:
@@ -165,6 +167,11 @@ def run_guarantee(
             "recovered": sum(int(s.get("recovered_pages", 0)) for s in summaries),
             "fenced": sum(1 for s in summaries if s.get("fenced")),
             "confirmation failures": sum(int(s.get("confirmation_failures", 0)) for s in summaries),
+            "taken over": Counter(
+                (r.errors() or ["finished without error"])[0].split(":")[0]
+                for r in results
+                if getattr(r, "takeover", False)
+            ),
         }
     finally:
         ledger.close()
@@ -206,6 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{'all' if row['delivered'] else 'NOT ALL'} | {row['stuck']} | {row['killed']} | {row['recovered']} | "
             f"{row['fenced']} | {row['confirmation failures']} | {'PASS' if good else 'FAIL'} |"
         )
+    for row in rows:
+        print(f"{row['guarantee']}: the drains taken over ended with {dict(row['taken over'])}")
     return 0 if ok else 1
 
 
