@@ -124,7 +124,15 @@ class DrainSummary(DrainCounts):
             f"refused={self.refused_batches} confirmation_failures={self.confirmation_failures} "
             f"pages={self.pages} max_lag={self.max_lag_seconds} suspended={self.suspended} "
             f"ru={self.request_units:.1f} ru_per_delivered={_rounded(self.request_units_per_delivered)} "
-            f"throttled={self.throttled} {outcome}"
+            f"throttled={self.throttled}{self._exactly_once()} {outcome}"
+        )
+
+    def _exactly_once(self) -> str:
+        if self.guarantee != "exactly_once":
+            return ""
+        return (
+            f" guarantee=exactly_once transactions={self.transactions_committed}/{self.transactions_aborted} "
+            f"recovered_pages={self.recovered_pages} fenced={self.fenced}"
         )
 
 

@@ -12,9 +12,10 @@ The JSON object: ``endpoint``, ``key``, ``verify`` (a CA path or a boolean), ``d
 scheduled leases of its range, as ``ChatterBackfillOperator(exclusive_with_scheduled=True)`` does), ``lease_prefix``,
 ``owner``, ``max_seconds``, ``max_batch_size``, ``lease_duration_seconds``, ``stamp_mode``, ``clock_offset_seconds``
 (the drain's clock runs that far ahead of the wall clock: a later run in a later Drain Suspension window without
-waiting a minute for it), ``kafka`` (``KafkaSettings`` fields: the timeouts that bound a run), ``guarantee`` and
-``checkpoint_topic``, ``max_throttle_retries``, ``max_throttle_wait_seconds`` (the source's fields), and ``kill_after_commit`` (a probability) with ``seed``: the kill ledger's
-fault hook, a SIGKILL of this process right after a page's transaction committed, before its stamps.
+waiting a minute for it), ``kafka`` (``KafkaSettings`` fields: the timeouts that bound a run), ``guarantee``,
+``checkpoint_topic``, ``max_throttle_retries`` and ``max_throttle_wait_seconds`` (the source's fields), and
+``kill_after_commit`` (a probability) with ``seed``: the kill ledger's fault hook, a SIGKILL of this process right
+after a page's transaction committed, before its stamps.
 """
 
 from __future__ import annotations

@@ -108,6 +108,7 @@ def test_a_page_committed_but_not_stamped_is_stamped_by_recovery_and_never_repub
     assert (second.recovered_pages, second.published) == (1, 0), "recovered, and nothing published again"
     assert all(rig.current(d)["status"] == "delivered" for d in docs)
     assert rig.metrics.counter(RECOVERED_PAGES) == 1
+    assert "guarantee=exactly_once transactions=0/0 recovered_pages=1 fenced=False" in second.log_line()
     assert _seen(kafka, rig) == Counter({d[MESSAGE_ID_FIELD]: 1 for d in docs}), "each message once for read_committed"
 
 
