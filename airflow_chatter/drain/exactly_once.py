@@ -156,19 +156,20 @@ class ExactlyOnce(PageDelivery):
         self._transactions = transactions = self._factory.lease_transactions(tid, self._source.checkpoint_topic)
         record = transactions.last_checkpoint()
         if record is not None:
-            if (
-                record.lease_id == lease.id
-                and record.before == lease.continuation
-                and record.after != lease.continuation
-            ):
+            if record.lease_id == lease.id and _ahead_of(record, lease):
                 self._recover(record, lease, tally)
                 return self._store.checkpoint(lease, record.after, lease.suspension)
             return lease
         for parent in self._store.list_leases():  # a split child's first drain: its parent's last page first
             if parent.state == SPLIT and lease.token in parent.children:
                 found = transactions.last_checkpoint(transactional_id(self._identity, parent.id))
-                if found is not None and found.before == parent.continuation and found.after != parent.continuation:
+                if found is not None and _ahead_of(found, parent):
                     self._recover(found, lease, tally)
+        if lease.continuation is not None:
+            # A record of where the lease stands (no page, nothing owed), so the next drain reads its own record and
+            # does not look for a parent again. With no continuation yet, the lease's first page writes the first.
+            transactions.begin()
+            transactions.commit(CheckpointRecord(lease.id, lease.continuation, lease.continuation, ()))
         return lease
 
     def _recover(self, record: CheckpointRecord, lease: Lease, tally: DrainCounts) -> None:
