@@ -37,3 +37,17 @@ def test_a_bad_guarantee_or_checkpoint_topic_is_refused_naming_the_field(field: 
         SourceOptions("orders", "/tenantId", **{field: value})
 
     assert refused.value.option == field, "the error names the field the source got wrong"
+
+
+def test_exactly_once_with_a_publisher_that_cannot_run_transactions_is_refused_when_the_engine_is_built() -> None:
+    """Only a TransactionalPublisher can keep exactly once; a plain one (or several) is refused naming guarantee,
+    before any lease is taken."""
+    from airflow_chatter.testing.fakes import FakePublisher
+
+    from ._drain_support import Rig
+
+    rig = Rig()
+    with pytest.raises(ConfigurationError, match="Kafka transactions") as refused:
+        rig.engine(FakePublisher(), guarantee="exactly_once")
+    assert refused.value.option == "guarantee"
+    assert rig.engine(FakePublisher()).source.guarantee == "at_least_once", "at least once takes any publisher"
