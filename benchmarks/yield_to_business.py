@@ -35,8 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow_chatter.testing.services import cosmos_service, emulator_stats, kafka_service, machine
-
 from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer
 from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
 from airflow_chatter.drain.engine import DrainEngine
@@ -47,6 +45,7 @@ from airflow_chatter.ports import BatchOperation, Document, OutgoingMessage, Thr
 from airflow_chatter.ports.request_charges import charged_to
 from benchmarks import drain_throughput as base
 from benchmarks.stamp_throughput import Emulator
+from devkit.services import cosmos_service, emulator_stats, kafka_service, machine
 
 LATENCY_MS = 2
 KEYS = 1000

@@ -12,12 +12,18 @@ The JSON object: ``endpoint``, ``key``, ``verify`` (a CA path or a boolean), ``d
 scheduled leases of its range, as ``ChatterBackfillOperator(exclusive_with_scheduled=True)`` does), ``lease_prefix``,
 ``owner``, ``max_seconds``, ``max_batch_size``, ``lease_duration_seconds``, ``stamp_mode``, ``clock_offset_seconds``
 (the drain's clock runs that far ahead of the wall clock: a later run in a later Drain Suspension window without
-waiting a minute for it), and ``kafka`` (``KafkaSettings`` fields: the timeouts that bound a run).
+waiting a minute for it), ``kafka`` (``KafkaSettings`` fields: the timeouts that bound a run), ``guarantee``,
+``checkpoint_topic``, ``max_throttle_retries`` and ``max_throttle_wait_seconds`` (the source's fields), and
+``kill_after_commit`` (a probability) with ``seed``: the kill ledger's fault hook, a SIGKILL of this process right
+after a page's transaction committed, before its stamps.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import random
+import signal
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
@@ -29,9 +35,10 @@ from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.clock import Clock, utc_now
 from airflow_chatter.drain.engine import DrainEngine
 from airflow_chatter.drain.leases import LeaseHeldError
-from airflow_chatter.drain.options import SourceOptions
+from airflow_chatter.drain.options import DEFAULT_CHECKPOINT_TOPIC, SourceOptions
 from airflow_chatter.drain.summary import DrainSummary
 from airflow_chatter.operations.backfill import BACKFILL_HOLD_MARGIN_SECONDS, exclusive_with
+from airflow_chatter.ports import CheckpointRecord
 
 
 def offset_clock(seconds: float) -> Clock:
@@ -61,7 +68,13 @@ def build(spec: Mapping[str, Any]) -> tuple[DrainEngine, KafkaPublisher]:
         lease_prefix=str(spec.get("lease_prefix", "")),
         lease_duration_seconds=float(spec.get("lease_duration_seconds", 60.0)),
         stamp_mode=str(spec.get("stamp_mode", "batched")),
+        guarantee=str(spec.get("guarantee", "at_least_once")),
+        checkpoint_topic=str(spec.get("checkpoint_topic", DEFAULT_CHECKPOINT_TOPIC)),
+        max_throttle_retries=spec.get("max_throttle_retries"),
+        max_throttle_wait_seconds=spec.get("max_throttle_wait_seconds"),
     )
+    if spec.get("kill_after_commit"):
+        _die_after_commit(float(spec["kill_after_commit"]), random.Random(spec.get("seed")))
     engine = DrainEngine.open(
         options,
         monitored,
@@ -71,6 +84,21 @@ def build(spec: Mapping[str, Any]) -> tuple[DrainEngine, KafkaPublisher]:
         clock=offset_clock(float(spec.get("clock_offset_seconds", 0.0))),
     )
     return engine, publisher
+
+
+def _die_after_commit(probability: float, rng: random.Random) -> None:
+    """The kill ledger's fault hook, in this test runner only: after a page's transaction committed, SIGKILL this
+    process with ``probability``, before any of the page's stamps (the moment exactly once must recover from)."""
+    from airflow_chatter.adapters.kafka.transactions import KafkaLeaseTransactions
+
+    commit = KafkaLeaseTransactions.commit
+
+    def commit_then_maybe_die(self: KafkaLeaseTransactions, record: CheckpointRecord) -> None:
+        commit(self, record)
+        if rng.random() < probability:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    KafkaLeaseTransactions.commit = commit_then_maybe_die  # type: ignore[method-assign]
 
 
 def run(spec: Mapping[str, Any]) -> dict[str, Any]:

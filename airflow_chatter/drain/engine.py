@@ -6,8 +6,8 @@ For one *source* and one *lease* (feed range) a drain
 2. reads the change feed from the lease's continuation in pages of at most ``max_batch_size``;
 3. per page: records the batch, consults the persisted Drain Suspension state *before looking at any
    document* (SUS-04), then per document in feed order: pending gate, additional filter (once),
-   resolver or Outbox Document Contract → undeliverable stamp, or publish (bounded batches, one
-   confirmation per message) → delivered stamp;
+   resolver or Outbox Document Contract → undeliverable stamp, or publish (bounded batches, one confirmation per
+   message) → delivered stamp; exactly once: the page in one Kafka transaction, stamped after it (exactly_once.py);
 4. fails closed at the first failing document (RLY-05..07) and checkpoints a page's continuation only
    after all of the page is confirmed (F-04);
 5. updates the suspension state from Confirmation Failures and Receipts, releases the lease and
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Unpack
 
 from airflow_chatter.drain.budget import DrainBudget
+from airflow_chatter.drain.exactly_once import page_delivery
 from airflow_chatter.drain.follow import Follow
 from airflow_chatter.drain.identity import SourceRegistry
 from airflow_chatter.drain.leases import ACTIVE, SPLIT, Lease, LeaseHeldError
@@ -100,13 +101,15 @@ class DrainEngine:
         self._telemetry = telemetry if telemetry is not None else DrainTelemetry()
         if registry is not None:
             registry.register(self.identity, source.name, source.additional_pending_filter, source.body_resolver)
-        self._publishers = PublisherTable(publishers, default_publisher)
         self._gate = DrainGate(self.source_identity, clock=self._clock, telemetry=self._telemetry)
         # RLY-04: each document's partition key, recovered from the container's own paths.
         self._partition_key_of = partition_key_recoverer(self.properties.partition_key_paths)
         # F-10: a run's stamps, per partition key in batches (or one by one: ``stamp_mode``).
         self._stamps = StampWriter(self.monitored, source.stamp_mode, source.stamp_concurrency)
         self._run_stamps = RunStamps(self._stamps, self._telemetry, source.delivery)
+        # How a page reaches Kafka and its stamps: at least once, or in one transaction per page (exactly_once.py).
+        table = PublisherTable(publishers, default_publisher)
+        self._delivery = page_delivery(source, table, self._run_stamps, self.store, self._telemetry)
         self._feed = FeedReader(self.monitored, read_ahead=source.stamp_mode != "sequential")
 
     @classmethod
@@ -130,10 +133,7 @@ class DrainEngine:
     # ================================================================== public API
 
     def close(self) -> None:
-        """Stop the threads the drain started (the stamp lanes, the read-ahead); a later drain starts them again.
-
-        Idle, they would end with the process anyway; a task closes its engine so that none outlives the drain.
-        """
+        """Stop the drain's threads (stamp lanes, read-ahead), so none outlives it; a later drain restarts them."""
         self._feed.close()
         self._stamps.close()
 
@@ -219,6 +219,7 @@ class DrainEngine:
             error = exc
             self._telemetry.record_failure(self.source_identity, holder.lease.token, exc, lease_id=lease_id)
         finally:
+            self._delivery.close()
             self._finish(holder, tally, error)
         summary = DrainSummary.of(self._charged(tally), error)
         self._telemetry.log_info("%s", summary.log_line())
@@ -255,6 +256,7 @@ class DrainEngine:
             if holder.lease.state == SPLIT:
                 tally.split_into = tuple(self.store.lease_id(FeedRange(t)) for t in holder.lease.children)
             return
+        holder.lease = self._delivery.open(holder.lease, tally)  # exactly once: fence, then finish a committed page
         try:
             self._drain_feed(holder, tally, budget)
         finally:
@@ -290,7 +292,7 @@ class DrainEngine:
                 # F-10 (batched): behind a full page, the next is read while this one is published and stamped.
                 self._feed.prefetch(self._feed_request(lease, page.continuation, budget, tally))
             follow.before_publish(self.store, holder.lease, tally, bool(page.documents))  # a stolen lease, here
-            receipt = self._drain_page(holder, page.documents, tally)
+            receipt = self._drain_page(holder, page.documents, tally, page.continuation)
             suspension = holder.lease.suspension
             if receipt is not None:
                 suspension = self._gate.present(lease.token, suspension, receipt, lease_id=lease.id)
@@ -317,11 +319,11 @@ class DrainEngine:
         )
 
     def _drain_page(
-        self, holder: _LeaseHolder, documents: Sequence[Document], tally: DrainCounts
+        self, holder: _LeaseHolder, documents: Sequence[Document], tally: DrainCounts, after: str
     ) -> ConfirmationReceipt | None:
         """Drain a page; a Confirmation Failure is counted and shown to the gate, then raised as its stamp's error."""
         try:
-            return self._publish_page(holder, documents, tally)
+            return self._publish_page(holder, documents, tally, after)
         except ConfirmationFailed as carrier:
             tally.confirmation_failures += 1
             lease = holder.lease
@@ -357,7 +359,7 @@ class DrainEngine:
     # ================================================================== one page
 
     def _publish_page(
-        self, holder: _LeaseHolder, documents: Sequence[Document], tally: DrainCounts
+        self, holder: _LeaseHolder, documents: Sequence[Document], tally: DrainCounts, after: str
     ) -> ConfirmationReceipt | None:
         """Process a page in feed order; return the last receipt, or raise at the first failure."""
 
@@ -365,10 +367,11 @@ class DrainEngine:
             return self._publish_and_stamp(holder, run, tally)
 
         # F-10: a document stamped without a publish rides the pending run; sequential gives it a run of its own.
-        with PublishRun(publish, ends_at_unsent=self.source.stamp_mode == "sequential") as run:
-            for document in documents:
-                self._admit(document, run, tally, holder.follow)
-        return run.receipt
+        with self._delivery.page(holder.lease, after, tally):
+            with PublishRun(publish, ends_at_unsent=self.source.stamp_mode == "sequential") as run:
+                for document in documents:
+                    self._admit(document, run, tally, holder.follow)
+            return self._delivery.finish(run.receipt, tally)
 
     def _admit(self, document: Document, run: PublishRun, tally: DrainCounts, follow: Follow) -> None:
         """Gate one document and hand it to the run: to publish (with its publisher), to stamp, or not at all.
@@ -391,13 +394,13 @@ class DrainEngine:
             if resolved is None:
                 run.stamp(document, partition_key, None)
             else:
-                run.add(document, partition_key, resolved, self._publishers.default)
+                run.add(document, partition_key, resolved, self._delivery.publishers.default)
             return
         verdict = verify(document)
         if isinstance(verdict, Undeliverable):
             run.stamp(document, partition_key, verdict)
             return
-        run.add(document, partition_key, verdict, self._publishers.publisher_for(verdict))
+        run.add(document, partition_key, verdict, self._delivery.publishers.publisher_for(verdict))
 
     def _resolve(self, document: Document, partition_key: PartitionKey, message_id: str) -> Resolved | None:
         """RSV-01..06: the resolver replaces verbatim reconstruction; the contract is not evaluated.
@@ -424,7 +427,7 @@ class DrainEngine:
         """
         subjects, keys = run.sends()
         if not subjects:
-            return self._run_stamps.write(run, [], tally)
+            return self._delivery.stamps(run, [], tally)
         assert run.publisher is not None
         with self._telemetry.send_spans(subjects) as spans:
             messages = [self._message(s, k, span.headers) for s, k, span in zip(subjects, keys, spans, strict=True)]
@@ -441,7 +444,7 @@ class DrainEngine:
             # range over meanwhile; lost already (LeaseLostError), nothing is stamped (the new owner publishes).
             if self.store.needs_renewal(holder.lease):
                 holder.lease = self.store.renew(holder.lease)
-            return self._run_stamps.write(run, list(zip(subjects, outcomes, spans, strict=True)), tally)
+            return self._delivery.stamps(run, list(zip(subjects, outcomes, spans, strict=True)), tally)
 
     def _message(self, subject: Subject, key: PartitionKey, headers: Mapping[str, str] | None) -> OutgoingMessage:
         """The record of a published document, with its send span's trace headers (when tracing)."""

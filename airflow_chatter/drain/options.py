@@ -10,8 +10,9 @@ code can give (callables, the stamp settings), and the Airflow sources file's en
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator, model_validator
 
@@ -46,6 +47,15 @@ MAX_STAMP_CONCURRENCY = 64
 DEFAULT_FOLLOW_POLL_SECONDS = 0.25
 MIN_FOLLOW_POLL_SECONDS = 0.05
 MAX_FOLLOW_POLL_SECONDS = 60.0
+
+#: What a drain promises a topic's consumers (docs/drain.md): ``at_least_once`` (a crash may republish up to a
+#: page) or ``exactly_once`` (one Kafka transaction per page, with a checkpoint record; ``drain/exactly_once.py``).
+Guarantee = Literal["at_least_once", "exactly_once"]
+#: Where an exactly-once drain's checkpoint records go unless a source names its own ``checkpoint_topic``: one
+#: compacted topic for every source, keyed per source and lease, created by ``provision``.
+DEFAULT_CHECKPOINT_TOPIC = "chatter.checkpoints"
+#: Kafka's own rule for a topic name (``kafka.common.internals.Topic``): refused here, not at the first commit.
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 #: A delivered document must purge itself, within what Cosmos's 32-bit ``ttl`` holds (CFG-01).
 DeliveredTtlSeconds = Annotated[int, Field(strict=True, gt=0, le=MAX_TTL_SECONDS)]
@@ -160,6 +170,9 @@ class SourceFields(BaseModel):
     ] = DEFAULT_FOLLOW_POLL_SECONDS
     # F-13: how a published document looks on Kafka (``airflow_chatter.outbox.formats``).
     message_format: MessageFormat = "chatter"
+    # Exactly-once into Kafka (drain/exactly_once.py): the guarantee, and the compacted topic of checkpoint records.
+    guarantee: Guarantee = "at_least_once"
+    checkpoint_topic: StrictStr = DEFAULT_CHECKPOINT_TOPIC
 
     @field_validator("name")
     @classmethod
@@ -172,6 +185,15 @@ class SourceFields(BaseModel):
         if not isinstance(value, (str, list, tuple)):
             raise ConfigurationError("partition_key_paths", value, "must be a path or a list of paths")
         return canonicalize_paths(value)
+
+    @field_validator("checkpoint_topic")
+    @classmethod
+    def _checkpoint_topic(cls, value: str) -> str:
+        if not _TOPIC_NAME.fullmatch(value) or value in (".", ".."):
+            raise ConfigurationError(
+                "checkpoint_topic", value, "is not a Kafka topic name (1..249 of ASCII letters, digits, '.', '_', '-')"
+            )
+        return value
 
     @field_validator("monitored_source_identity", "lease_source_identity")
     @classmethod
@@ -223,6 +245,10 @@ class SourceOptions(SourceFields, _Value):
     ``message_format`` (F-13) is ``chatter`` (default: F-02's headers) or ``cloudevents`` (the CloudEvents Kafka
     binding, binary mode); it shapes records built from the document, not what a ``body_resolver`` returns.
 
+    ``guarantee`` (default ``at_least_once``) is what the topic's consumers get: ``exactly_once`` publishes each page
+    in one Kafka transaction with a checkpoint record for its lease on ``checkpoint_topic`` (default
+    ``chatter.checkpoints``, compacted; drain/exactly_once.py), so ``read_committed`` consumers see each message once.
+
     A bad option raises ``ConfigurationError`` naming it and its value.
     """
 
@@ -246,6 +272,7 @@ class SourceOptions(SourceFields, _Value):
 
 
 __all__ = [
+    "DEFAULT_CHECKPOINT_TOPIC",
     "DEFAULT_FOLLOW_POLL_SECONDS",
     "DEFAULT_STAMP_CONCURRENCY",
     "MAX_FOLLOW_POLL_SECONDS",
@@ -258,6 +285,7 @@ __all__ = [
     "TTL_PATCH_PATH",
     "DeliveredTtlSeconds",
     "DeliverySettings",
+    "Guarantee",
     "SourceFields",
     "SourceOptions",
     "configuration_error",

@@ -26,6 +26,11 @@ class PublisherTable:
             default = next(iter(table))
         self._table = table
         self.default = table[default]
+        self.default_name = default
+
+    def names(self) -> list[str]:
+        """The infrastructure names this table publishes to."""
+        return list(self._table)
 
     def publisher_for(self, deliverable: Deliverable) -> Publisher:
         """The publisher ``deliverable`` names; ``UnknownPublisherError`` (a host concern, retried next run)."""

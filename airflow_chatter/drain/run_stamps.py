@@ -65,6 +65,11 @@ class RunStamps:
             PatchOperation("set", TTL_PATCH_PATH, delivery.delivered_ttl_seconds),
         )
 
+    @property
+    def writer(self) -> StampWriter:
+        """Where the stamps are written (an exactly-once recovery writes a committed page's stamps there too)."""
+        return self._writer
+
     def write(
         self, run: Run, sent: Sequence[tuple[Subject, Any, SendSpan]], tally: DrainCounts
     ) -> ConfirmationReceipt | None:

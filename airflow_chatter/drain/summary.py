@@ -60,6 +60,14 @@ class DrainCounts(BaseModel):
     empty_polls: int = 0
     empty_poll_request_units: float = 0.0
     last_poll_at: str | None = None
+    #: Exactly-once drains (drain/exactly_once.py): the guarantee the drain kept, its page transactions committed and
+    #: aborted, whether a takeover fenced it (it then stopped), and the committed pages it found unstamped on taking
+    #: the lease and finished without republishing.
+    guarantee: str = "at_least_once"
+    transactions_committed: int = 0
+    transactions_aborted: int = 0
+    fenced: bool = False
+    recovered_pages: int = 0
     #: Every try counts (``drain/tries.py``): the counts of this task run's earlier tries of this lease, as they
     #: recorded them on the lease, oldest first; empty for a first try or a drain the caller names no try of.
     earlier_tries: tuple[TryRecord, ...] = ()
@@ -123,7 +131,15 @@ class DrainSummary(DrainCounts):
             f"pages={self.pages} max_lag={self.max_lag_seconds} suspended={self.suspended} "
             f"ru={self.request_units:.1f} ru_per_delivered={_rounded(self.request_units_per_delivered)} "
             f"throttled={self.throttled} throttle_waited={self.throttle_waited_seconds:.1f}s "
-            f"paced_ru_per_s={self.paced_request_units_per_second} {outcome}"
+            f"paced_ru_per_s={self.paced_request_units_per_second}{self._exactly_once()} {outcome}"
+        )
+
+    def _exactly_once(self) -> str:
+        if self.guarantee != "exactly_once":
+            return ""
+        return (
+            f" guarantee=exactly_once transactions={self.transactions_committed}/{self.transactions_aborted} "
+            f"recovered_pages={self.recovered_pages} fenced={self.fenced}"
         )
 
 

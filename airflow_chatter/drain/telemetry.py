@@ -45,6 +45,13 @@ ATTR_REQUEST_KIND = "chatter.messaging.outbox.request_kind"
 POLLS = "chatter.messaging.outbox.drain.follow.polls"
 EMPTY_POLLS = "chatter.messaging.outbox.drain.follow.empty_polls"
 EMPTY_POLL_REQUEST_UNITS = "chatter.messaging.outbox.drain.follow.empty_poll_request_units"
+#: Exactly-once drains (drain/exactly_once.py): page transactions by outcome (committed, aborted), drains fenced by
+#: a takeover, and committed pages a drain found unstamped on taking its lease and finished without republishing.
+TRANSACTIONS = "chatter.messaging.outbox.drain.transactions"
+FENCED = "chatter.messaging.outbox.drain.fenced"
+RECOVERED_PAGES = "chatter.messaging.outbox.drain.recovered_pages"
+TRANSACTION_COMMITTED = "committed"
+TRANSACTION_ABORTED = "aborted"
 
 ATTR_OUTCOME = "chatter.messaging.outbox.drain.outcome"
 ATTR_LEASE_TOKEN = "chatter.messaging.outbox.lease_token"
@@ -134,6 +141,15 @@ class DrainTelemetry:
             unit="{request_unit}",
             description="Request units charged to the empty polls of following drains.",
         )
+        self._transactions = meter.create_counter(
+            TRANSACTIONS, unit="{transaction}", description="Page transactions of exactly-once drains, by outcome."
+        )
+        self._fenced = meter.create_counter(
+            FENCED, unit="{drain}", description="Exactly-once drains stopped because a takeover fenced them."
+        )
+        self._recovered_pages = meter.create_counter(
+            RECOVERED_PAGES, unit="{page}", description="Committed pages stamped by recovery, never republished."
+        )
         self._tracer_provider = tracer_provider
         self._logger = logger if logger is not None else logging.getLogger(LOGGER_NAME)
 
@@ -171,6 +187,18 @@ class DrainTelemetry:
             self._throttle_wait.add(waited_seconds)
         if paced_rate is not None:
             self._paced_rate.set(paced_rate, {ATTR_SOURCE_IDENTITY: source_identity or ""})
+
+    def record_transaction(self, outcome: str, source_identity: str, lease_token: str) -> None:
+        """An exactly-once page's transaction ended: ``committed`` or ``aborted``."""
+        self._transactions.add(1, {ATTR_OUTCOME: outcome, **_lease_attributes(source_identity, lease_token)})
+
+    def record_fenced(self, source_identity: str, lease_token: str) -> None:
+        """An exactly-once drain stopped: another drain took its lease and fenced its producer."""
+        self._fenced.add(1, _lease_attributes(source_identity, lease_token))
+
+    def record_recovered_page(self, source_identity: str, lease_token: str) -> None:
+        """A committed page found unstamped when its lease was taken, stamped without republishing."""
+        self._recovered_pages.add(1, _lease_attributes(source_identity, lease_token))
 
     def record_poll(self, source_identity: str, lease_token: str, *, empty: bool, request_units: float = 0.0) -> None:
         """Follow mode: one poll of a caught-up lease; an empty one also counts its request units."""

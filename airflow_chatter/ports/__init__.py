@@ -8,9 +8,10 @@ Nothing here imports Airflow.
 """
 
 # Every port's names, exported from here: ``from airflow_chatter.ports import DocumentContainer``.
-from airflow_chatter.ports import container, idempotency, messaging
+from airflow_chatter.ports import container, idempotency, messaging, transactions
 from airflow_chatter.ports.container import *  # noqa: F403
 from airflow_chatter.ports.idempotency import *  # noqa: F403
 from airflow_chatter.ports.messaging import *  # noqa: F403
+from airflow_chatter.ports.transactions import *  # noqa: F403
 
-__all__ = [*container.__all__, *messaging.__all__, *idempotency.__all__]
+__all__ = [*container.__all__, *messaging.__all__, *transactions.__all__, *idempotency.__all__]

@@ -73,7 +73,7 @@ class Rig:
             self.message_ids.append(message_id)
 
     def source(self, **changes: Any) -> Any:
-        from airflow_chatter.airflow.dags.config import SourceConfig
+        from airflow_chatter.airflow.sources import SourceConfig
 
         values: dict[str, Any] = {
             "name": f"busy-{uuid.uuid4().hex[:6]}",
@@ -92,7 +92,8 @@ class Rig:
 
     def run(self, config: Any) -> list[dict[str, Any]]:
         """One DAG run's drain tasks: list the leases, drain each; their XCom summaries (a failed task raises)."""
-        from airflow_chatter.airflow.operators.drain import ChatterDrainOperator, ChatterListLeasesOperator
+        from airflow_chatter.airflow.operators.drain import ChatterDrainOperator
+        from airflow_chatter.airflow.operators.list_leases import ChatterListLeasesOperator
 
         leases = ChatterListLeasesOperator(task_id="list_leases", source=config).execute(context={})
         return [

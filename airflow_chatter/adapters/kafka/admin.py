@@ -15,7 +15,11 @@ from airflow_chatter.adapters.kafka.errors import describe
 from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.ports import PublishError
 
-__all__ = ["check_connectivity", "ensure_topics"]
+__all__ = ["CHECKPOINT_TOPIC_CONFIGS", "check_connectivity", "ensure_topics", "verify_checkpoint_topic"]
+
+#: A checkpoint topic keeps the last record of each lease (compaction), and compacts within hours rather than the
+#: default week, so that reading a lease's record at drain start stays short.
+CHECKPOINT_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.ms": "3600000", "min.cleanable.dirty.ratio": "0.1"}
 
 
 def _unreachable(settings: KafkaSettings, timeout_s: float, exc: BaseException, why: str | None) -> PublishError:
@@ -62,8 +66,10 @@ def ensure_topics(
     partitions: int = 3,
     replication_factor: int = 1,
     timeout_s: float = 30.0,
+    configs: dict[str, str] | None = None,
 ) -> None:
-    """Create the topics that do not exist yet and wait until every partition has a leader."""
+    """Create the topics that do not exist yet (with topic ``configs``, if given) and wait until every partition has a
+    leader. An existing topic is left as it is."""
     from kafka import errors as ke
 
     topics = list(dict.fromkeys(names))
@@ -73,7 +79,10 @@ def ensure_topics(
     admin = _admin_client(settings, timeout_s)
     try:
         result = admin.create_topics(
-            {name: {"num_partitions": partitions, "replication_factor": replication_factor} for name in topics},
+            {
+                name: {"num_partitions": partitions, "replication_factor": replication_factor, "configs": configs or {}}
+                for name in topics
+            },
             timeout_ms=int(timeout_s * 1000),
             raise_errors=False,
         )
@@ -89,3 +98,31 @@ def ensure_topics(
         admin.wait_for_topics(topics, timeout_ms=left_ms)
     finally:
         admin.close()
+
+
+def verify_checkpoint_topic(settings: KafkaSettings, topic: str, *, timeout_s: float = 10.0) -> None:
+    """Raise ``ConfigurationError`` naming ``checkpoint_topic`` unless ``topic`` exists with ``cleanup.policy``
+    compact (an exactly-once drain's checkpoint records must outlive the retention of a deleting topic)."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    from airflow_chatter.errors import ConfigurationError
+
+    admin = _admin_client(settings, timeout_s)
+    try:
+        if topic not in set(admin.list_topics()):
+            raise ConfigurationError(
+                "checkpoint_topic",
+                topic,
+                f"does not exist on Kafka at {settings.servers}; `airflow-chatter provision` creates it compacted",
+            )
+        found = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
+    finally:
+        admin.close()
+    policy = str(found.get("topic", {}).get(topic, {}).get("cleanup.policy", {}).get("value", ""))
+    if "compact" not in policy.split(","):
+        raise ConfigurationError(
+            "checkpoint_topic",
+            topic,
+            f"has cleanup.policy={policy or 'unknown'} on Kafka at {settings.servers}; it must be compact, or a "
+            "lease's last checkpoint record could be deleted by retention",
+        )

@@ -8,7 +8,9 @@ The consuming half of the relay, for downstream jobs (the example DAG
   keyword arguments, so the constructor does no network I/O. Offsets are committed by hand
   (``enable_auto_commit=False``; asking for auto-commit is refused), a new group starts at the
   beginning of the topic (``auto_offset_reset="earliest"``), and a dead consumer leaves its group after
-  ``session_timeout_ms`` (6 s by default, not kafka-python's 45 s).
+  ``session_timeout_ms`` (6 s by default, not kafka-python's 45 s). It reads ``isolation_level="read_committed"``
+  (kafka-python's default is ``read_uncommitted``): a message of an aborted transaction (an exactly-once drain's
+  page that was fenced or failed) is never handed on, and a committed page arrives whole.
 * **Identity or nothing.** Every message must carry a non-blank UTF-8 ``message-id`` header: the inbox
   deduplicates on it. A message without one raises ``MissingMessageIdError`` before any handler runs;
   it is not processed and not acknowledged. The handler gets the one consumed-record value of the package,
@@ -83,6 +85,8 @@ def consumer_config(
         group_id=group_id,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
+        # Exactly-once drains: only committed transactions are read (docs/inbox.md).
+        isolation_level="read_committed",
         session_timeout_ms=session_timeout_ms,
         # kafka-python needs heartbeat < session timeout; a third is Kafka's own rule of thumb.
         heartbeat_interval_ms=max(100, session_timeout_ms // 3),

@@ -55,11 +55,12 @@ from airflow_chatter.adapters.kafka.errors import (
 )
 from airflow_chatter.adapters.kafka.settings import MIN_API_VERSION, KafkaSettings
 from airflow_chatter.ports import (
+    LeaseTransactions,
     OutgoingMessage,
     PublishConfirmation,
-    Publisher,
     PublishError,
     PublishOutcome,
+    TransactionalPublisher,
 )
 
 log = logging.getLogger(__name__)
@@ -85,10 +86,11 @@ class _Sent:
     error: BaseException | None = None
 
 
-class KafkaPublisher(Publisher):
+class KafkaPublisher(TransactionalPublisher):
     """Publishes ``OutgoingMessage`` batches with an idempotent ``acks=all`` kafka-python producer.
 
-    Thread-safe (one batch at a time). The producer is created on the first ``send_batch``.
+    Thread-safe (one batch at a time). The producer is created on the first ``send_batch``. For an exactly-once
+    drain it also opens each lease's transactional producer (``lease_transactions``, ``transactions.py``).
     """
 
     def __init__(self, settings: KafkaSettings, *, producer_factory: Any = None) -> None:
@@ -98,6 +100,7 @@ class KafkaPublisher(Publisher):
         self._needs_rebuild = False
         self._closed = False
         self._lock = threading.Lock()
+        self._verified_topics: set[str] = set()
 
     @property
     def settings(self) -> KafkaSettings:
@@ -162,6 +165,19 @@ class KafkaPublisher(Publisher):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def lease_transactions(self, transactional_id: str, checkpoint_topic: str) -> LeaseTransactions:
+        """Open ``transactional_id``'s producer (fencing earlier ones) once ``checkpoint_topic`` is found compacted
+        (checked once per publisher)."""
+        from airflow_chatter.adapters.kafka.admin import verify_checkpoint_topic
+        from airflow_chatter.adapters.kafka.transactions import KafkaLeaseTransactions
+
+        if checkpoint_topic not in self._verified_topics:
+            verify_checkpoint_topic(self._settings, checkpoint_topic, timeout_s=self._settings.max_block_ms / 1000)
+            self._verified_topics.add(checkpoint_topic)
+        transactions = KafkaLeaseTransactions(self._settings, transactional_id, checkpoint_topic)
+        transactions.open()
+        return transactions
 
     # -- publishing -----------------------------------------------------------------------------
 

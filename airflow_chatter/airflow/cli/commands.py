@@ -5,7 +5,8 @@
 It reads the source from the sources file (``--sources-file``, else ``$CHATTER_SOURCES_FILE``) and its Cosmos DB
 connection from Airflow (``AIRFLOW_CONN_<ID>``, a secrets backend or the metadata DB: run it where Airflow is
 configured), creates the lease container with the shape the drain requires if it is missing (and the source's
-``ui_idempotency_container``, when it names one), runs the drain's
+``ui_idempotency_container``, when it names one; and, for an ``exactly_once`` source, its compacted
+``checkpoint_topic`` on Kafka), runs the drain's
 start-time contract check on both containers, and prints what it did. Run it once per source; it is idempotent
 (a second run reports that there is nothing to do). Exit status 0 when the source is ready to drain, 1 when it is
 not (the message names every problem), 2 on a usage error.
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
+from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
 from airflow_chatter.airflow.sources import SOURCES_FILE_ENV, SourceConfig, load_sources
 from airflow_chatter.errors import ChatterError
 from airflow_chatter.ports import ContainerError
@@ -47,6 +49,28 @@ class _CliCosmosHook(ChatterCosmosHook):
     @classmethod
     def get_connection(cls, conn_id: str) -> Any:
         return cli_connection(conn_id)
+
+
+class _CliKafkaHook(ChatterKafkaHook):
+    @classmethod
+    def get_connection(cls, conn_id: str) -> Any:
+        return cli_connection(conn_id)
+
+
+def checkpoint_topic(topic: str, settings: Any) -> tuple[str, bool]:
+    """Create an exactly-once source's checkpoint topic, compacted, unless it exists; then check it is compacted as
+    a drain does at start. Returns the report line and whether it was created."""
+    from airflow_chatter.adapters.kafka.admin import CHECKPOINT_TOPIC_CONFIGS, ensure_topics, verify_checkpoint_topic
+
+    try:
+        verify_checkpoint_topic(settings, topic)
+        return f"checkpoint topic {topic!r} exists compacted: nothing to do", False
+    except ChatterError as missing:
+        if "does not exist" not in str(missing):
+            raise  # it exists and is not compacted: an operator's decision, not ours to change
+    ensure_topics(settings, [topic], partitions=3, configs=CHECKPOINT_TOPIC_CONFIGS)
+    verify_checkpoint_topic(settings, topic)
+    return f"created checkpoint topic {topic!r} (cleanup.policy=compact, 3 partitions)", True
 
 
 def _shape(properties: Any) -> str:
@@ -87,6 +111,10 @@ def provision(config: SourceConfig, hook: ChatterCosmosHook) -> list[str]:
     created = lease.created
     if config.ui_idempotency_container is not None:
         line, made = _ui_idempotency(database, config.ui_idempotency_container)
+        lines.append(line)
+        created = created or made
+    if options.guarantee == "exactly_once":
+        line, made = checkpoint_topic(options.checkpoint_topic, _CliKafkaHook(config.kafka_conn_id).settings())
         lines.append(line)
         created = created or made
     lines.append("ready to drain" if created else "nothing to do")

@@ -70,6 +70,7 @@ def test_consumer_config_carries_the_connection_settings(monkeypatch: pytest.Mon
     assert config["group_id"] == "orders-group"
     assert config["enable_auto_commit"] is False, "offsets are committed only after the handler succeeded"
     assert config["auto_offset_reset"] == "earliest"
+    assert config["isolation_level"] == "read_committed", "an aborted transaction's messages are never handed on"
     assert config["session_timeout_ms"] == 6000
     assert config["heartbeat_interval_ms"] < config["session_timeout_ms"]
     assert config["max_poll_records"] == 50, "overrides pass through"
