@@ -7,9 +7,35 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_chatter.errors import ConfigurationError
 from airflow_chatter.outbox.document import PENDING, STATUS_FIELD
 from airflow_chatter.outbox.partition_keys import recover_partition_key
 from airflow_chatter.ports import Document, DocumentContainer, NotFound, PatchOperation, PreconditionFailed
+
+#: What ``all_undeliverable`` selects: every document (the undeliverable condition is always added).
+EVERY_DOCUMENT = "IS_DEFINED(c.id)"
+
+
+def requeue_selection(
+    document_ids: Sequence[str], where: str | None, *, all_undeliverable: bool = False
+) -> tuple[list[str], str | None]:
+    """What a requeue selects: item ids and/or a condition on ``c`` (blank: none), or, with ``all_undeliverable``,
+    every undeliverable document and nothing else. Refused naming the field: no selection at all, or
+    ``all_undeliverable`` with another selection (which of the two was meant?)."""
+    condition = (where or "").strip() or None
+    if all_undeliverable:
+        if document_ids or condition:
+            raise ConfigurationError(
+                "all_undeliverable", True, "cannot be combined with message_ids, document_ids or where"
+            )
+        return [], EVERY_DOCUMENT
+    if not document_ids and not condition:
+        raise ConfigurationError(
+            "message_ids/document_ids/where",
+            None,
+            "select documents by message id, by item id, by a where condition, or all_undeliverable",
+        )
+    return list(document_ids), condition
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 from airflow_chatter.airflow.operators.base import ChatterSourceBaseOperator, task_scope
 from airflow_chatter.airflow.operators.lineage import ChatterLineage, LineageRecord
 from airflow_chatter.airflow.utils.values import as_bool, as_int, as_list
-from airflow_chatter.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -96,24 +95,14 @@ class ChatterRequeueUndeliverableOperator(ChatterLineage, ChatterSourceBaseOpera
     @task_scope
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_chatter.operations.outbox_queries import select_undeliverable
-        from airflow_chatter.operations.requeue import requeue_undeliverable
+        from airflow_chatter.operations.requeue import requeue_selection, requeue_undeliverable
         from airflow_chatter.outbox.item_ids import build_item_id
 
         ids = as_list(self.document_ids, "document_ids")
         ids += [build_item_id("outbox", m) for m in as_list(self.message_ids, "message_ids")]
-        where = (self.where or "").strip() or None
-        if as_bool(self.all_undeliverable, "all_undeliverable"):
-            if ids or where:
-                raise ConfigurationError(
-                    "all_undeliverable", True, "cannot be combined with message_ids, document_ids or where"
-                )
-            where = "IS_DEFINED(c.id)"  # every document; the undeliverable filter is always added
-        if not ids and not where:
-            raise ConfigurationError(
-                "message_ids/document_ids/where",
-                None,
-                "select documents by message id, by item id, by a where condition, or all_undeliverable",
-            )
+        ids, where = requeue_selection(
+            ids, self.where, all_undeliverable=as_bool(self.all_undeliverable, "all_undeliverable")
+        )
         limit = as_int(self.limit, "limit")
         who = self._who(context)
         monitored, _ = self.containers()
