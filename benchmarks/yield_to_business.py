@@ -257,7 +257,12 @@ def main() -> None:
                 engine.close()
                 publisher.close()
         finally:
-            emu.configure(latency_ms=0, provisioned_ru_per_second=None, priority_based_execution=False)
+            emu.configure(
+                latency_ms=0,
+                provisioned_ru_per_second=None,
+                priority_based_execution=False,
+                containers={proxy.container_link: None},
+            )
             emu.drop(proxy)
     print()
     print(f"{'ratio':<60}   {'priority on':>11} {'priority off':>12}")

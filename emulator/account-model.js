@@ -10,13 +10,11 @@
  *   containers                  {"dbs/<db>/colls/<coll>" or "<coll>": {"provisioned_ru_per_second": n | null}}:
  *                               a per-container budget overriding the global one.
  *   priority_based_execution    honour `x-ms-cosmos-priority-level: Low` (default false, as on an account where the
- *                               feature is off: the header is ignored). On: once a container's window nears its
- *                               budget, low-priority requests are throttled first. The RU/s high-priority requests
- *                               asked for in the last two windows (served, plus each 429 at the charge of their last
- *                               served request) are kept for them; low-priority requests get only what is left,
- *                               less their own last charge (so one does not overrun the room kept).
- *                               High-priority requests (and requests without the header) are throttled only when
- *                               the whole budget is spent.
+ *                               feature is off: the header is ignored). On: low-priority requests are throttled
+ *                               first. What high-priority requests asked for in the last window (served, plus each
+ *                               429 at the charge of their last served request) is kept for them; low-priority
+ *                               requests get what is left. High-priority requests (and requests without the header) are throttled
+ *                               only once high-priority requests alone spent the budget: low ones yield to them.
  *   partition_ranges            how many partition key ranges a container gets when it is created (default 1;
  *                               partition-ranges.js). Not an account-load switch, but set the same ways.
  *
@@ -250,10 +248,10 @@ function windowOf(key, now, budget) {
   if (!w || w.start !== start) {
     const previous = w && w.start === start - WINDOW_MS ? w : null;
     const debt = previous && budget !== null ? Math.max(0, previous.spent - budget) : 0;
-    // What high-priority requests asked for in the window just ended and the one before (priority_based_execution).
-    const asked = previous ? [previous.highAsked, previous.highAskedBefore] : [0, 0];
-    w = { start, spent: debt, highAsked: 0, highAskedBefore: asked[0], highReserve: Math.max(...asked),
-      highCharge: w ? w.highCharge : 0, lowCharge: w ? w.lowCharge : 0 };
+    const highDebt = previous && budget !== null ? Math.max(0, previous.highSpent - budget) : 0;
+    // highReserve: what high-priority requests asked for in the window just ended (priority_based_execution).
+    w = { start, spent: debt, highSpent: highDebt, highAsked: 0, highReserve: previous ? previous.highAsked : 0,
+      highCharge: w ? w.highCharge : 0 };
     windows.set(key, w);
   }
   return w;
@@ -271,10 +269,13 @@ function throttleDelay(container, now, priority) {
   const budget = budgetOf(container);
   if (budget === null) return 0;
   const w = windowOf(container.key, now, budget);
-  // A low-priority request must also fit its own likely charge (its last one's), so it does not overrun the room
-  // kept for high-priority requests and put them into the next window's debt.
-  const reserved = priority === "low" ? Math.max(0, w.highReserve - w.highAsked) + w.lowCharge : 0;
-  const throttled = w.spent + reserved >= budget;
+  // High priority: throttled only once high-priority requests alone spent the budget (low ones yield to them).
+  // Low priority: throttled once the window's spend, plus the room kept for what high-priority requests asked for
+  // in the last window and have not spent yet in this one, reaches the budget. Without the feature every request is
+  // high, and this is the plain budget.
+  const throttled = priority === "high"
+    ? w.highSpent >= budget
+    : w.spent + Math.max(0, w.highReserve - w.highAsked) >= budget;
   if (throttled && priority === "high") w.highAsked += w.highCharge;
   return throttled ? Math.max(1, w.start + WINDOW_MS - now) : 0;
 }
@@ -289,10 +290,9 @@ function spend(container, ru, priority, changeFeed = false) {
   const w = windowOf(container.key, Date.now(), budget);
   w.spent += ru;
   if (priority === "high") {
+    w.highSpent += ru;
     w.highAsked += ru;
     w.highCharge = ru;
-  } else {
-    w.lowCharge = ru;
   }
 }
 

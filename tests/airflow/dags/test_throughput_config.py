@@ -22,6 +22,7 @@ from .test_dags import dagbag, valid
         ({"stamp_mode": "parallel"}, "sources[0] (orders).stamp_mode"),
         ({"max_request_units_per_second": -5}, "sources[0] (orders).max_request_units_per_second"),
         ({"max_throttle_retries": -1}, "sources[0] (orders).max_throttle_retries"),
+        ({"request_priority": "urgent"}, "sources[0] (orders).request_priority"),
     ],
 )
 def test_f10_f11_a_bad_throughput_knob_is_refused_by_the_sources_parser_naming_it(
@@ -47,6 +48,7 @@ def test_f10_f11_the_knobs_reach_the_source_options() -> None:
                     max_request_units_per_second=400,
                     max_throttle_retries=2,
                     max_throttle_wait_seconds=5,
+                    request_priority="high",
                 )
             ]
         }
@@ -55,12 +57,14 @@ def test_f10_f11_the_knobs_reach_the_source_options() -> None:
     assert (options.stamp_mode, options.stamp_concurrency) == ("sequential", 3)
     assert options.max_request_units_per_second == 400
     assert (options.max_throttle_retries, options.max_throttle_wait_seconds) == (2, 5)
+    assert options.request_priority == "high"
     defaults = parse_sources({"sources": [valid()]}).get("orders").to_options()
     assert (defaults.stamp_mode, defaults.stamp_concurrency, defaults.max_request_units_per_second) == (
         "batched",
         8,
         None,
     )
+    assert defaults.request_priority == "low", "the relay's requests yield to the business by default"
 
 
 def test_f10_the_core_options_refuse_the_same_bad_knobs_naming_them() -> None:
