@@ -162,7 +162,7 @@ class SourceFields(BaseModel):
     max_request_units_per_second: _Seconds | None = None
     max_throttle_retries: Annotated[int, Field(strict=True, ge=0)] | None = None
     max_throttle_wait_seconds: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)] | None = None
-    request_priority: RequestPriority = "low"
+    request_priority: RequestPriority | None = None
     # Follow mode: keep the lease once caught up and poll the feed range every follow_poll_seconds.
     follow: Annotated[bool, Field(strict=True)] = False
     follow_poll_seconds: Annotated[
@@ -237,8 +237,9 @@ class SourceOptions(SourceFields, _Value):
     ``max_throttle_retries`` times per request and ``max_throttle_wait_seconds`` in all per drain, then the drain
     stops at that page with nothing lost. ``None`` (the default) for either takes the Cosmos connection's extra of
     the same name, else 9 retries and 30 s (``DrainEngine.open(throttle_limits=...)``): a source's value wins.
-    ``request_priority`` (default ``low``) is the Cosmos priority of every request of the drain (feed reads,
-    stamps, lease writes): low, the container's provisioned throughput goes to the services' own (high) writes first.
+    ``request_priority`` (``low`` or ``high``) is the Cosmos priority of every request of the drain (feed reads,
+    stamps, lease writes); ``None`` (the default) takes the Cosmos connection's extra of the same name, else
+    ``low``: the container's provisioned throughput goes to the services' own (high) writes first.
 
     Follow mode (drain/follow.py): ``follow`` (default false) keeps a caught-up drain on its lease, reading its feed
     range again every ``follow_poll_seconds`` (default 0.25, 0.05..60) until its bounds, a stop or a lost lease.

@@ -23,6 +23,7 @@ from airflow_chatter.drain.options import SourceOptions
 from airflow_chatter.drain.request_units import LEASES, RequestUnits
 from airflow_chatter.drain.topology import LeaseTopology
 from airflow_chatter.ports import ContainerProperties, DocumentContainer
+from airflow_chatter.ports.request_priority import LOW, RequestPriority
 from airflow_chatter.ports.throttle import ThrottleLimits
 
 
@@ -37,6 +38,8 @@ class LeaseOpening(TypedDict, total=False):
     start_from: datetime | None
     #: The Cosmos connection's 429 limits, each overridden by the source's own (F-11).
     throttle_limits: ThrottleLimits | None
+    #: The Cosmos connection's request priority, overridden by the source's own (F-11; neither set: low).
+    request_priority: RequestPriority | None
     #: Monotonic seconds and the sleep of the drain's pace and 429 waits (default ``time.monotonic`` / ``sleep``).
     monotonic: Callable[[], float]
     sleep: Callable[[float], None]
@@ -78,7 +81,7 @@ class SourceLeases:
         units = RequestUnits(
             limits,
             cap=source.max_request_units_per_second,
-            priority=source.request_priority,
+            priority=source.request_priority or opening.get("request_priority") or LOW,
             clock=opening.get("monotonic", time.monotonic),
             sleep=opening.get("sleep", time.sleep),
         )

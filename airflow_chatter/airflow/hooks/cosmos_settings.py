@@ -14,7 +14,7 @@ This module imports neither Airflow nor the Azure SDK: Airflow reads the provide
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -68,8 +68,18 @@ class CosmosConnectionSettings(BaseModel):
         allow_inf_nan=False,
         title="429 wait per drain (s)",
         description=(
-            "Seconds a drain task may spend waiting out 429s in all (default 30); past it the drain stops at a "
-            "page boundary, nothing lost. A source's own max_throttle_wait_seconds wins."
+            "Wall-clock seconds a drain may wait out 429s while the container serves none of its requests "
+            "(default 30; overlapping waits count once); past it the drain stops at a page boundary, nothing "
+            "lost. A source's own max_throttle_wait_seconds wins."
+        ),
+    )
+    request_priority: Literal["low", "high"] | None = Field(
+        None,
+        title="Relay request priority",
+        description=(
+            "Cosmos priority-based execution of the drain's requests (feed reads, stamps, lease writes): low "
+            "(default) lets the services' own writes go first when the container is busy. A source's own "
+            "request_priority wins."
         ),
     )
     subscription_id: str | None = Field(None, title="Subscription ID (optional)")

@@ -239,6 +239,7 @@ class ChatterSourceBaseOperator(BaseOperator):
             owner=self._owner(context),
             start_from=start_from,
             throttle_limits=self.cosmos_hook().throttle_limits(),
+            request_priority=self.cosmos_hook().settings().request_priority,
         )
 
     def engine(

@@ -64,7 +64,7 @@ def test_f10_f11_the_knobs_reach_the_source_options() -> None:
         8,
         None,
     )
-    assert defaults.request_priority == "low", "the relay's requests yield to the business by default"
+    assert defaults.request_priority is None, "unset: the Cosmos connection's priority, else low (F-11)"
 
 
 def test_f10_the_core_options_refuse_the_same_bad_knobs_naming_them() -> None:

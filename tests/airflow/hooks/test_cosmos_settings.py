@@ -53,6 +53,7 @@ def test_a_cleared_form_field_means_the_default_and_the_legacy_form_is_read() ->
         ("connection_verify", "maybe"),
         ("max_throttle_retries", -1),
         ("max_throttle_wait_seconds", "inf"),
+        ("request_priority", "urgent"),
     ],
 )
 def test_a_bad_extra_is_refused_naming_the_connection_and_the_extra_before_any_request(

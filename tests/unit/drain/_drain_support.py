@@ -233,8 +233,11 @@ class Rig:
             **opening,
         )
 
-    def engine_with(self, *, throttle_limits: Any = None, **source_kwargs: Any) -> DrainEngine:
-        """An engine given the Cosmos connection's 429 limits (what the Airflow layer reads from the hook)."""
+    def engine_with(
+        self, *, throttle_limits: Any = None, connection_priority: Any = None, **source_kwargs: Any
+    ) -> DrainEngine:
+        """An engine given the Cosmos connection's 429 limits and request priority (what the Airflow layer reads
+        from the hook)."""
         return DrainEngine.open(
             self.source(**source_kwargs),
             self.monitored,
@@ -244,6 +247,7 @@ class Rig:
             telemetry=self.telemetry,
             owner="drain-a",
             throttle_limits=throttle_limits,
+            request_priority=connection_priority,
         )
 
     def seed(self, *documents: Document) -> list[Document]:

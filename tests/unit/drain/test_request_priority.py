@@ -45,6 +45,23 @@ def test_f11_every_request_of_a_drain_carries_the_sources_priority_low_by_defaul
     assert {priority for _, _, priority in seen} == {expected}, seen
 
 
+@pytest.mark.parametrize(
+    ("connection", "source", "expected"),
+    [("high", None, "high"), ("high", "low", "low"), (None, None, "low"), ("low", "high", "high")],
+)
+def test_f11_the_cosmos_connections_priority_applies_where_the_source_sets_none(
+    connection: str | None, source: str | None, expected: str
+) -> None:
+    """The connection's ``request_priority`` extra is the drain's priority unless the source sets its own; with
+    neither, the relay's requests are low."""
+    rig = Rig()
+    rig.seed(*(outbox_doc(f"m-{i}", f"t{i % 3}") for i in range(6)))
+    engine = rig.engine_with(connection_priority=connection, request_priority=source)
+    seen = _record(rig)
+    rig.drain(engine).raise_for_error()
+    assert seen and {priority for _, _, priority in seen} == {expected}, seen
+
+
 def test_f11_pending_checks_are_low_priority_and_the_unit_of_works_writes_carry_none() -> None:
     rig = Rig()
     engine = rig.engine()
