@@ -233,3 +233,26 @@ def test_a_topic_created_after_the_watcher_started_has_its_first_records_announc
 
     triggerer = asyncio.run(scenario())
     assert sum(f.payload["records"] for f in triggerer.fired) == 3, "the topic's first records were announced"
+
+
+@pytest.mark.kafka
+def test_records_published_just_before_a_new_watcher_started_are_announced(
+    kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A message published while the watcher is being deployed (its trigger assigned, its consumer not open yet):
+    a new watcher group starts at the records of the last FRESH_LOOKBACK_SECONDS, so it starts the receiver."""
+    topic = f"chatter-stream-early-{uuid.uuid4().hex[:10]}"
+    ensure_topics(KafkaSettings(bootstrap_servers=kafka_bootstrap), [topic], partitions=2)
+    _publish(kafka_bootstrap, topic, 2)
+    conn_id = _kafka_connection(monkeypatch, kafka_bootstrap)
+    quick_polls(monkeypatch)
+    trigger = ChatterTopicBacklogTrigger(topic=topic, group_id="billing", kafka_conn_id=conn_id, poll_interval=1)
+
+    async def scenario() -> Triggerer:
+        triggerer = Triggerer()
+        triggerer.start(1, trigger)
+        await until(lambda: triggerer.fired, "the early records' event", TIMEOUT_S)
+        await triggerer.kill()
+        return triggerer
+
+    assert sum(f.payload["records"] for f in asyncio.run(scenario()).fired) == 2

@@ -77,13 +77,17 @@ class KafkaMessageSource(MessageSource):
         self.consumer.close(autocommit=False)
 
 
-def assigned_source(consumer: Any, topic: str, *, fresh_from_beginning: bool = False) -> KafkaMessageSource:
+def assigned_source(
+    consumer: Any, topic: str, *, fresh_since_ms: int | None = None, fresh_from_beginning: bool = False
+) -> KafkaMessageSource:
     """``consumer`` (built with a ``group_id``, subscribed to nothing, auto-commit off) assigned every partition of
     ``topic``: it reads from its group's committed offsets without joining the group, so several readers of one
-    group (triggerers) never take partitions from each other. A partition the group never committed on is committed
-    at its end (its beginning with ``fresh_from_beginning``: a topic the reader saw created) first, so the group's
-    position is stored before anything is read (nothing before it is announced, nothing after it is skipped by a
-    reader that restarts). ``LookupError`` when the topic has no partitions."""
+    group (triggerers) never take partitions from each other.
+
+    A partition the group never committed on is committed first, so the group's position is stored before anything
+    is read (nothing after it is skipped by a reader that restarts): at its beginning with ``fresh_from_beginning``
+    (a topic the reader saw created), else at its first record written at or after ``fresh_since_ms`` (epoch ms),
+    else at its end. ``LookupError`` when the topic has no partitions."""
     from kafka import TopicPartition
     from kafka.structs import OffsetAndMetadata
 
@@ -93,7 +97,12 @@ def assigned_source(consumer: Any, topic: str, *, fresh_from_beginning: bool = F
     consumer.assign(partitions)
     fresh = [tp for tp in partitions if consumer.committed(tp) is None]
     if fresh:
-        starts = consumer.beginning_offsets(fresh) if fresh_from_beginning else consumer.end_offsets(fresh)
+        starts: dict[Any, int] = (
+            consumer.beginning_offsets(fresh) if fresh_from_beginning else consumer.end_offsets(fresh)
+        )
+        if fresh_since_ms is not None and not fresh_from_beginning:
+            found = consumer.offsets_for_times({tp: fresh_since_ms for tp in fresh})
+            starts = {tp: found[tp].offset if found.get(tp) is not None else end for tp, end in starts.items()}
         consumer.commit({tp: OffsetAndMetadata(starts[tp], "", -1) for tp in fresh})
     return KafkaMessageSource(consumer)
 

@@ -117,14 +117,17 @@ class ChatterPendingOutboxEventTrigger(BaseEventTrigger):
     def create_shared_stream_producer(cls, kwargs: dict[str, Any]) -> AcknowledgedStreamProducer:
         return _producer(kwargs)
 
-    def event_for(self, batch: Any) -> TriggerEvent:
-        """This source's event for one stream batch that announced pending documents.
+    def event_for(self, batch: Any) -> TriggerEvent | None:
+        """This source's event for one stream batch, or ``None`` for a batch that announced nothing (stamps only:
+        it moves the position, nothing to fire, PND-04).
 
         Judged by ``is_pending_outbox`` alone (PND-01/02), as the sensor's peek is: the source's ``pending_filter``
         runs in the drain only, once per document (PND-03), so a document it refuses starts a drain that skips it.
         """
         from airflow_chatter.operations.pending_stream import describe
 
+        if not batch.all_documents:
+            return None
         payload = {"status": "pending", "source": self.source["name"], **describe(batch)}
         self.log.info("Source %s has %d pending outbox document(s)", self.source["name"], payload["pending"])
         return TriggerEvent(payload)  # type: ignore[no-untyped-call]
@@ -133,11 +136,11 @@ class ChatterPendingOutboxEventTrigger(BaseEventTrigger):
         # INVARIANT: each event is yielded before the next batch is pulled, so Airflow binds it to its batch (the
         # batch's position moves only after the event was persisted); pinned by test_pending_stream_trigger.py.
         async for batch in shared_stream:
-            if batch.all_documents:  # a batch of stamps only moves the position: nothing to fire
-                yield self.event_for(batch)
+            if (event := self.event_for(batch)) is not None:
+                yield event
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        """Without the shared-stream manager (a triggerer that could not share it): a stream of its own."""
-        derive = lambda batch: self.event_for(batch) if batch.all_documents else None  # noqa: E731
-        async for event in standalone(_producer(self.serialize()[1]), derive):
+        """Without the shared-stream manager (a triggerer that could not share it): a stream of its own, whose
+        position moves once the triggerer took each event (no persist confirmation on this path)."""
+        async for event in standalone(_producer(self.serialize()[1]), self.event_for):
             yield event

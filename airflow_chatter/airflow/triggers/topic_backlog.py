@@ -9,6 +9,7 @@ committed only past batches whose events Airflow has persisted.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Hashable
 from typing import Any
 
@@ -23,6 +24,10 @@ __all__ = ["MAX_BACKOFF_POLLS", "WATCH_GROUP_PREFIX", "ChatterTopicBacklogTrigge
 WATCH_GROUP_PREFIX = "chatter-topic-watch."
 #: How long one poll of the watcher's consumer waits for records, at most (seconds).
 POLL_TIMEOUT_SECONDS = 1.0
+#: A new watcher group starts at the records written this long before its stream started: a message published
+#: while the watcher was being deployed (its trigger assigned, its consumer not open yet) is announced, while a
+#: topic's older history is left to the receiver's next run instead of firing an event per poll for all of it.
+FRESH_LOOKBACK_SECONDS = 600
 
 
 def watch_group_id(topic: str) -> str:
@@ -35,10 +40,11 @@ def _producer(kwargs: dict[str, Any]) -> AcknowledgedStreamProducer:
     #: Whether this stream found the topic missing: then everything on it once it exists arrived after the watcher
     #: started, and a fresh watcher group starts at the partitions' beginnings (the first records are announced).
     missing = [False]
+    since_ms = int((time.time() - FRESH_LOOKBACK_SECONDS) * 1000)
 
     def open_source() -> Any:
         try:
-            return _open_source(conn_id, topic, fresh_from_beginning=missing[0])
+            return _open_source(conn_id, topic, fresh_since_ms=since_ms, fresh_from_beginning=missing[0])
         except LookupError:
             missing[0] = True
             raise
@@ -51,7 +57,7 @@ def _producer(kwargs: dict[str, Any]) -> AcknowledgedStreamProducer:
     return AcknowledgedStreamProducer(open_core, poll_interval=kwargs["poll_interval"], name=f"topic {topic}")
 
 
-def _open_source(conn_id: str, topic: str, *, fresh_from_beginning: bool = False) -> Any:
+def _open_source(conn_id: str, topic: str, *, fresh_since_ms: int | None, fresh_from_beginning: bool) -> Any:
     from kafka import KafkaConsumer
 
     from airflow_chatter.adapters.kafka.source import assigned_source
@@ -60,7 +66,9 @@ def _open_source(conn_id: str, topic: str, *, fresh_from_beginning: bool = False
     config = ChatterKafkaHook(conn_id).consumer_config(watch_group_id(topic))  # auto-commit is off
     consumer = KafkaConsumer(**config)
     try:
-        return assigned_source(consumer, topic, fresh_from_beginning=fresh_from_beginning)
+        return assigned_source(
+            consumer, topic, fresh_since_ms=fresh_since_ms, fresh_from_beginning=fresh_from_beginning
+        )
     except BaseException:
         consumer.close(autocommit=False)
         raise
@@ -71,8 +79,9 @@ class ChatterTopicBacklogTrigger(BaseEventTrigger):
 
     The event is ``{"status": "records", "topic", "group_id", "partitions": {partition: count}, "records"}``: the
     records of one poll of the topic's shared consumer. The receiver that runs then reads its own group's committed
-    offsets, so it reads exactly what it would have read on a cron; the watcher never touches that group. Records
-    written before the watcher group's first start are not announced (the receiver's next run reads them).
+    offsets, so it reads exactly what it would have read on a cron; the watcher never touches that group. A new
+    watcher group starts at the records of the last ``FRESH_LOOKBACK_SECONDS`` (all of a topic it saw created);
+    older ones are not announced (the receiver's next run reads them).
 
     :param topic: the topic the receiver consumes.
     :param group_id: the receiver's consumer group (named in the event; the watcher does not use it).

@@ -179,6 +179,29 @@ def test_a_failed_poll_is_retried_and_the_watcher_keeps_firing(monkeypatch: pyte
     assert pauses[:2] == [2.0, 2.0], "the first interval, then one back-off interval after the failure"
 
 
+def test_without_the_manager_run_is_a_stream_of_its_own_that_fires_and_stores_the_position_after_the_event(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    world = install_world(monkeypatch)
+    quick_polls(monkeypatch)
+    written = _ids(world.write(tenants=1, per_tenant=2))
+
+    async def scenario() -> tuple[dict[str, Any], Any, Any]:
+        events = _trigger(ORDERS).run()
+        first = dict((await events.__anext__()).payload)
+        before = _stored(world)
+        more = asyncio.ensure_future(events.__anext__())  # the triggerer took the event and asks for the next
+        after = await until(lambda: _stored(world), "the position after the event was taken")
+        more.cancel()
+        await asyncio.gather(more, return_exceptions=True)
+        await events.aclose()
+        return first, before, after
+
+    first, before, after = asyncio.run(scenario())
+    assert first["message_ids"] == written
+    assert before is None and after is not None, "stored only once the triggerer had taken the event"
+
+
 def test_the_trigger_serializes_exactly_its_kwargs_and_is_an_event_trigger_in_ack_mode() -> None:
     from airflow.triggers.base import BaseEventTrigger
 
