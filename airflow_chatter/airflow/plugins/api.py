@@ -24,6 +24,7 @@ import dataclasses
 import json
 import logging
 from collections.abc import Callable, Coroutine
+from datetime import datetime
 from importlib import resources
 from typing import Any, Literal, Protocol
 
@@ -71,7 +72,7 @@ from airflow_chatter.operations.monitoring import (
     source_overview,
 )
 from airflow_chatter.operations.outbox_queries import count_undeliverable
-from airflow_chatter.operations.overview import OverviewRow, broken_row, overview_row, sort_rows
+from airflow_chatter.operations.overview import OverviewRow, broken_row, overview_row, recent_since, sort_rows
 from airflow_chatter.ports import ContainerError, DocumentContainer, IdempotencyStore
 
 log = logging.getLogger("airflow_chatter.ui")
@@ -101,7 +102,7 @@ class Backend(Protocol):
     def sources(self) -> LoadedSources: ...
     def containers(self, source: SourceConfig) -> tuple[DocumentContainer, DocumentContainer]: ...
     def idempotency_container(self, source: SourceConfig) -> DocumentContainer: ...
-    def runs(self, dag_id: str, limit: int) -> list[RunRecord]: ...
+    def runs(self, dag_id: str, limit: int, since: datetime | None = None) -> list[RunRecord]: ...
     def run(self, dag_id: str, run_id: str) -> RunRecord | None: ...
     def trigger(self, dag_id: str, conf: dict[str, Any], user: User, note: str) -> dict[str, Any]: ...
     def telemetry(self) -> dict[str, Any]: ...
@@ -293,7 +294,14 @@ def create_app(
         config = api.source(source)
         monitored, leases = backend.containers(config)
         store = monitor_store(config.to_options(), monitored, leases)
-        view = source_overview(config.name, config.dag_id, store, monitored, backend.runs(config.dag_id, runs))
+        view = source_overview(
+            config.name,
+            config.dag_id,
+            store,
+            monitored,
+            backend.runs(config.dag_id, runs),
+            max_pending_age_seconds=config.max_pending_age_seconds,
+        )
         return {
             **dataclasses.asdict(view),
             "backfill_runs": [dataclasses.asdict(r) for r in backfill_runs(user, config, runs)],
@@ -393,7 +401,15 @@ def create_app(
                 continue  # a source whose DAG the caller may not read is not shown
             monitored, leases = backend.containers(config)
             store = monitor_store(config.to_options(), monitored, leases)
-            view = source_overview(config.name, config.dag_id, store, monitored, backend.runs(config.dag_id, runs))
+            hour = backend.runs(config.dag_id, runs, since=recent_since(store.now()))
+            view = source_overview(
+                config.name,
+                config.dag_id,
+                store,
+                monitored,
+                hour,
+                max_pending_age_seconds=config.max_pending_age_seconds,
+            )
             rows.append(overview_row(view, now=store.now()))
             can[config.name] = {
                 "edit": backend.authorized(user, "PUT", config.dag_id),
