@@ -25,15 +25,17 @@ def refuse_empty_backfill(
     lease_ids: Collection[str],
     since: datetime | None,
     now: datetime,
+    since_field: str = "since",
 ) -> None:
     """Refuse, naming the field, a backfill request that would read nothing and still succeed (a dry run too).
 
     ``since`` after ``now``: leases starting in the future read nothing. A ``wanted`` entry that is neither a feed
     range token (``tokens``) nor a lease id (``lease_ids``) of the source: a typo would silently drain less.
+    ``since_field``: the name the request gives ``since`` (the backfill DAG's ``start``).
     """
     if since is not None and since > now:
         raise ConfigurationError(
-            "since",
+            since_field,
             since.isoformat(),
             f"(the backfill's start) is in the future (now {now.isoformat()}): nothing to read",
         )
@@ -42,6 +44,24 @@ def refuse_empty_backfill(
         raise ConfigurationError(
             "feed_ranges", unknown, f"match no feed range token or lease id of the source (tokens: {sorted(tokens)})"
         )
+
+
+def refuse_backfill_request(
+    monitored: DocumentContainer,
+    backfill_leases: LeaseStore,
+    *,
+    wanted: Collection[str],
+    since: datetime | None,
+    now: datetime,
+) -> None:
+    """``refuse_empty_backfill`` for a request about to become a run (the plugin's form, Airflow's trigger form and
+    REST): the source's feed ranges and its backfill lease set's ids are read only when ``wanted`` needs them."""
+    refuse_empty_backfill(wanted=(), tokens=(), lease_ids=(), since=since, now=now, since_field="start")
+    if not wanted:
+        return
+    tokens = [feed_range.token for feed_range in monitored.read_feed_ranges()]
+    lease_ids = [lease.id for lease in backfill_leases.list_leases()] if set(wanted) - set(tokens) else []
+    refuse_empty_backfill(wanted=wanted, tokens=tokens, lease_ids=lease_ids, since=None, now=now)
 
 
 @contextmanager

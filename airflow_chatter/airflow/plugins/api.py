@@ -55,10 +55,12 @@ from airflow_chatter.airflow.plugins.api_shapes import (
     valid_page_size,
     validation_problem,
 )
+from airflow_chatter.airflow.plugins.backfill_check import check_backfill_conf
 from airflow_chatter.airflow.plugins.guards import SourceGuards
 from airflow_chatter.errors import ConfigurationError
 from airflow_chatter.operations.interventions import (
     LeaseChangedError,
+    NoSuchLeaseError,
     Selected,
     release_lease,
     requeue_selected,
@@ -309,7 +311,9 @@ def create_app(
             # The instruments are recorded in the workers' task processes; the api-server has only the summaries.
             "totals_from": "run summaries",
             "telemetry": backend.telemetry(),
-            "idempotency": dataclasses.asdict(api.guards.info(config)),
+            "idempotency": dataclasses.asdict(
+                api.guards.info(config, editor=backend.authorized(user, "PUT", config.dag_id))
+            ),
             # What the caller may do here: the page hides the actions that would answer 403.
             "permissions": {
                 "edit": backend.authorized(user, "PUT", config.dag_id),
@@ -455,8 +459,9 @@ def create_app(
         store = monitor_store(config.to_options(), monitored, leases)
         try:
             released = release_lease(store, lease_id, expected_etag=body.etag)
-        except LeaseChangedError as error:
-            raise HTTPException(409, {"field": "lease_id", "message": str(error)}) from None
+        except (LeaseChangedError, NoSuchLeaseError) as error:
+            status = 404 if isinstance(error, NoSuchLeaseError) else 409
+            raise HTTPException(status, {"field": "lease_id", "message": str(error)}) from None
         log.info(
             "UI lease release by %s on source %s: lease %s owner %s -> none (released=%s)",
             user.name,
@@ -480,9 +485,12 @@ def create_app(
             raise NotAuthorized(403, f"{user.name} may not trigger DAG {api.backfill_dag_id}")
         conf = {"source": config.name, **body.model_dump()}
         try:
+            check_backfill_conf(backend, conf)  # refused before a run exists, naming start or feed_ranges
             run = backend.trigger(api.backfill_dag_id, conf, user, note=f"backfill of {config.name} from the UI")
         except ParamsRejected as error:
             raise HTTPException(400, {"field": "params", "message": str(error)}) from None
+        except ConfigurationError as error:
+            raise HTTPException(422, {"field": error.option, "message": str(error)}) from None
         log.info("UI backfill by %s on source %s: run %s with %s", user.name, config.name, run.get("run_id"), conf)
         return {"source": config.name, "by": user.name, **run, "idempotency": api.guards.store_kind(config)}
 

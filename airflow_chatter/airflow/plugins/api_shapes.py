@@ -77,6 +77,8 @@ def decode_continuation(token: str | None) -> str | None:
 
 
 class SelectedDocument(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     id: str = Field(min_length=1, max_length=1023, description="The outbox item id.")
     etag: str = Field(
         min_length=1, max_length=200, description="The ETag the page showed (required): the requeue is conditional."
@@ -84,10 +86,14 @@ class SelectedDocument(BaseModel):
 
 
 class RequeueBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     documents: list[SelectedDocument] = Field(min_length=1, max_length=MAX_REQUEUE)
 
 
 class ReleaseBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     etag: str = Field(
         min_length=1,
         max_length=200,
@@ -233,7 +239,7 @@ def validation_problem(raw: Sequence[Any]) -> JSONResponse:
         for e in raw
     ]
     first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
-    names = [str(part) for part in first["loc"][1:] if not isinstance(part, int)] or [str(p) for p in first["loc"]]
-    return problem(
-        422, f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}", names[-1] if names else None, errors=errors
-    )
+    loc = first["loc"]
+    # A body that is no JSON at all is located at ("body", <character offset>): the field is the body.
+    names = [str(part) for part in loc[1:] if not isinstance(part, int)] or [str(p) for p in loc[:1]]
+    return problem(422, f"{'.'.join(str(p) for p in loc)}: {first['msg']}", names[-1] if names else None, errors=errors)
