@@ -326,7 +326,7 @@ def test_idm_a_double_submitted_requeue_with_one_key_acts_once(
 def test_idm_without_an_idempotency_container_the_memory_store_is_announced_in_the_api_and_the_log(
     client: TestClient, caplog: pytest.LogCaptureFixture
 ) -> None:
-    view = client.get("/api/sources/orders", headers=auth("viewer")).json()
+    view = client.get("/api/sources/orders", headers=auth("admin")).json()  # an editor: a viewer cannot act
     assert view["idempotency"]["store"] == "memory" and view["idempotency"]["shared_across_workers"] is False
     assert "single api-server worker" in view["idempotency"]["warning"]
     body = _requeue_body(client)
