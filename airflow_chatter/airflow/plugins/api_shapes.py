@@ -9,11 +9,10 @@ import base64
 import binascii
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from airflow_chatter.airflow.dags.config import BrokenSource
 from airflow_chatter.errors import ChatterError, ConfigurationError
@@ -103,7 +102,8 @@ class ReleaseBody(BaseModel):
 
 class BackfillBody(BaseModel):
     """The ``chatter_backfill`` DAG's params (validated by Airflow against the DAG's ``Param`` schema): ``start`` is
-    ``beginning``, ``resume`` or a UTC timestamp; a dry run unless ``dry_run`` is false, as the DAG's own default."""
+    ``beginning``, ``resume`` or a UTC timestamp; a dry run unless ``dry_run`` is false, as the DAG's own default. A
+    start in the future or unknown feed ranges are refused by ``backfill_check`` before the run is created."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -111,18 +111,6 @@ class BackfillBody(BaseModel):
     feed_ranges: list[str] = Field(default_factory=list, max_length=100)
     document_budget: int = 10000
     dry_run: bool = True
-
-    @field_validator("start")
-    @classmethod
-    def _not_in_the_future(cls, value: str) -> str:
-        """A start in the future reads nothing: refused here (422 naming ``start``), before a run is created."""
-        try:
-            moment = datetime.fromisoformat(value)
-        except ValueError:
-            return value  # beginning, resume, or a bad timestamp the DAG's param schema refuses (400)
-        if moment.tzinfo is not None and moment > datetime.now(UTC):
-            raise ValueError(f"{value} is in the future: a backfill from then would read nothing")
-        return value
 
 
 # ------------------------------------------------------------------------------------------------
