@@ -23,20 +23,14 @@ Verdict = Literal["over", "within", "unknown", "no limit"]
 @dataclass(frozen=True)
 class PendingAge:
     """``seconds``: the oldest pending document's age (0: caught up; ``None``: unknown); ``limit_seconds``: the
-    source's ``max_pending_age_seconds`` (``None``: not set)."""
+    source's ``max_pending_age_seconds`` (``None``: not set); ``verdict``: the age against the limit (a field, so the
+    API's answer carries it and the page and the tile only draw it)."""
 
     seconds: float | None
     limit_seconds: float | None
     #: The largest age among the leases whose age is known (a floor of ``seconds`` when some are unknown).
     known_floor_seconds: float | None = None
-
-    @property
-    def verdict(self) -> Verdict:
-        if self.limit_seconds is None:
-            return "no limit"
-        if self.known_floor_seconds is not None and self.known_floor_seconds > self.limit_seconds:
-            return "over"
-        return "unknown" if self.seconds is None else "within"
+    verdict: Verdict = "no limit"
 
     @property
     def message(self) -> str:
@@ -57,7 +51,15 @@ def oldest_pending_age(lease_ages: Sequence[float | None], limit_seconds: float 
     known = [age for age in lease_ages if age is not None]
     floor = max(known) if known else None
     exact = floor if lease_ages and len(known) == len(lease_ages) else None
-    return PendingAge(exact, limit_seconds, floor)
+    return PendingAge(exact, limit_seconds, floor, _verdict(exact, floor, limit_seconds))
+
+
+def _verdict(seconds: float | None, floor: float | None, limit: float | None) -> Verdict:
+    if limit is None:
+        return "no limit"
+    if floor is not None and floor > limit:
+        return "over"
+    return "unknown" if seconds is None else "within"
 
 
 #: The gauge of the oldest Pending Outbox Document's age, per source, in seconds (recorded by the pending-age check;

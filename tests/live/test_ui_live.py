@@ -510,6 +510,48 @@ def test_ui_the_page_polls_holds_while_a_form_is_filled_and_every_number_agrees_
     assert paused == ["Resume updates", "Updates paused."], paused
 
 
+PENDING_AGE_DAG = "chatter_pending_age"
+
+
+def _pending_age_runs(api: httpx.Client) -> list[dict[str, Any]]:
+    response = api.get(f"/api/v2/dags/{PENDING_AGE_DAG}/dagRuns", params={"order_by": "-run_after"})
+    assert response.status_code == 200, response.text
+    return list(response.json()["dag_runs"])
+
+
+def _check_log(live: LiveAirflow, run_id: str) -> str:
+    folder = live.home / "logs" / f"dag_id={PENDING_AGE_DAG}" / f"run_id={run_id}" / "task_id=pending_age_ui"
+    return "\n".join(path.read_text() for path in sorted(folder.glob("attempt=*.log")))
+
+
+def test_ui_a_stalled_source_past_its_max_pending_age_fails_its_check_and_the_page_says_over(
+    scenario: dict[str, Any], live_airflow: LiveAirflow, admin: httpx.Client, admin_page: Browser
+) -> None:
+    """``ui``'s drain is paused and its lease suspended, so the document the page requeued waits. Past ``ui``'s
+    ``max_pending_age_seconds`` (30 s) the pending-age check fails, without retries, within two of its one-minute
+    intervals, and its notifier logs the alert; the overview says the age is over the limit."""
+    live_airflow.unpause(admin, PENDING_AGE_DAG)
+    failed = wait_until(
+        lambda: next((r for r in _pending_age_runs(admin) if r["state"] == "failed"), None),
+        timeout_s=240,
+        what=f"a failed {PENDING_AGE_DAG} run",
+    )
+    log = wait_until(
+        lambda: (text := _check_log(live_airflow, failed["dag_run_id"])) and "Pending-age alert" in text and text,
+        timeout_s=60,
+        what="the check's log with the notifier's alert",
+    )
+    assert "source ui: the oldest Pending Outbox Document has waited" in log, log[-3000:]
+    assert "over max_pending_age_seconds 30" in log and "Pending-age alert (pending_age_ui)" in log, log[-3000:]
+    (row,) = [r for r in admin.get(f"{API}/overview").json()["rows"] if r["source"] == SOURCE]
+    assert row["pending_age_verdict"] == "over" and row["lag_seconds"] > 30, row
+    assert any("over max_pending_age_seconds 30" in reason for reason in row["reasons"]), row
+    admin_page.wait_for(
+        f"!!document.querySelector('[data-testid=overview-{SOURCE}] [data-testid=overview-overdue]')",
+        what="the overview's 'over' badge",
+    )
+
+
 def test_ui_the_home_page_tile_lists_the_sources_by_severity_with_the_suspended_leases_and_links_the_page(
     scenario: dict[str, Any], broken_entry: str, live_airflow: LiveAirflow, admin_page: Browser, tmp_path: Path
 ) -> None:
@@ -522,6 +564,8 @@ def test_ui_the_home_page_tile_lists_the_sources_by_severity_with_the_suspended_
         """(() => { const t = document.querySelector('[data-testid=chatter-tile]'); return {
             rows: [...t.querySelectorAll('[data-testid=tile-row]')].map(r => r.dataset.state),
             names: [...t.querySelectorAll('[data-testid=tile-row]')].map(r => r.innerText),
+            overdue: [...t.querySelectorAll('[data-testid=tile-overdue]')]
+                .map(b => b.closest('[data-testid=tile-row]').innerText),
             suspended: t.querySelector('[data-testid=tile-suspended]').innerText,
             oldest: t.querySelector('[data-testid=tile-oldest]').innerText,
             link: t.querySelector('[data-testid=tile-link]').getAttribute('href'),
@@ -533,6 +577,7 @@ def test_ui_the_home_page_tile_lists_the_sources_by_severity_with_the_suspended_
     assert [SEVERITY.index(state) for state in tile["rows"]] == sorted(SEVERITY.index(s) for s in tile["rows"]), tile
     assert tile["names"][0].split()[1] == SOURCE and tile["suspended"] == "1 suspended lease(s)", tile
     assert tile["oldest"].startswith("oldest pending "), tile
+    assert [row.split()[1] for row in tile["overdue"]] == [SOURCE], "ui's pending document is past its limit"
     assert tile["link"].endswith("/plugin/chatter"), tile
     admin_page.click("document.querySelector('[data-testid=tile-link]')", what="the tile's link")
     admin_page.wait_for(
@@ -727,3 +772,27 @@ def test_idm_rly_a_double_submitted_requeue_acts_once_and_the_next_drain_publish
     assert {d["MessageId"] for d in scenario["bad"]} <= published
     after = admin.get(f"{API}/sources/{SOURCE}").json()
     assert after["suspensions"] == [] and after["undeliverable_count"] == 0, "the probe's receipt lifted it"
+
+
+def test_ui_once_the_source_drained_its_pending_age_check_passes_again(
+    scenario: dict[str, Any], live_airflow: LiveAirflow, admin: httpx.Client
+) -> None:
+    """After the requeue test's drain nothing waits: the next check succeeds (the alert clears)."""
+    drained_at = datetime.now(UTC)
+    try:
+        wait_until(
+            lambda: next(
+                (
+                    r
+                    for r in _pending_age_runs(admin)
+                    if r["state"] == "success" and datetime.fromisoformat(r["start_date"]) > drained_at
+                ),
+                None,
+            ),
+            timeout_s=240,
+            what=f"a successful {PENDING_AGE_DAG} run after the drain",
+        )
+    finally:
+        admin.patch(f"/api/v2/dags/{PENDING_AGE_DAG}", json={"is_paused": True})
+    (row,) = [r for r in admin.get(f"{API}/overview").json()["rows"] if r["source"] == SOURCE]
+    assert row["pending_age_verdict"] == "within" and row["caught_up"], row

@@ -516,3 +516,16 @@ def test_published_in_the_last_hour_sums_every_run_of_the_hour_not_the_last_twen
     rows = TestClient(create_app(backend)).get("/api/overview", headers=auth("viewer")).json()["rows"]
     (row,) = [r for r in rows if r["source"] == "orders"]
     assert row["published_last_hour"] == 25, "every run of the hour counts, the older one does not"
+
+
+def test_the_source_answer_carries_the_pending_age_verdict_the_page_draws(backend: FakeBackend) -> None:
+    """The verdict is the core's; the page only colours it, so the answer must carry it."""
+    watched = SourceConfig(**{**SOURCE.model_dump(), "max_pending_age_seconds": 300})
+    backend.orders = watched
+    body = TestClient(create_app(backend)).get("/api/sources/orders", headers=auth("viewer")).json()
+    assert body["pending_age"] == {
+        "seconds": 0.0,
+        "limit_seconds": 300.0,
+        "known_floor_seconds": 0.0,
+        "verdict": "within",
+    }, body["pending_age"]

@@ -180,7 +180,7 @@ function RunChart({ runs }) {
     { "data-testid": "run-chart", color: "fg.muted" },
     h(
       "svg",
-      { width: W, height: H, role: "img", "aria-label": "documents published and delivered per run, and lag, over time" },
+      { width: W, height: H, role: "img", "aria-label": "documents published and delivered per run, and continuation age, over time" },
       h("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: "currentColor" }),
       h("line", { x1: L, y1: T, x2: L, y2: H - B, stroke: "currentColor" }),
       h("line", { x1: W - R, y1: T, x2: W - R, y2: H - B, stroke: "currentColor" }),
@@ -188,13 +188,13 @@ function RunChart({ runs }) {
       xAxis.ticks.map(({ ms, label }, i) => text({ key: `x${i}`, x: x(ms), y: H - B + 14, textAnchor: i === 0 ? "start" : i === xAxis.ticks.length - 1 ? "end" : "middle", "data-testid": "chart-x-tick" }, label)),
       text({ x: L + (W - L - R) / 2, y: H - 4, textAnchor: "middle", "data-testid": "chart-x-title" }, xAxis.title),
       text({ x: 2, y: T + 2, transform: `rotate(90 2 ${T + 2})` }, "documents / run"),
-      text({ x: W - 2, y: T + 2, textAnchor: "end", transform: `rotate(-90 ${W - 2} ${T + 2})` }, "lag"),
+      text({ x: W - 2, y: T + 2, textAnchor: "end", transform: `rotate(-90 ${W - 2} ${T + 2})` }, "continuation age"),
       h("polyline", { points: poly((p) => p.published, most), fill: "none", stroke: "#4299e1", strokeWidth: 2 }),
       h("polyline", { points: poly((p) => p.delivered, most), fill: "none", stroke: "#48bb78", strokeWidth: 2, strokeDasharray: "4 2" }),
       h("polyline", { points: poly((p) => p.max_continuation_age_seconds, oldest), fill: "none", stroke: "#ed8936", strokeWidth: 2 }),
-      points.map((p, i) => h("circle", { key: p.run_id, "data-testid": "chart-point", cx: x(t[i]), cy: y(p.published, most), r: 3, fill: "#4299e1" }, h("title", null, `${p.run_id} (${when(p.at)}): published ${p.published}, delivered ${p.delivered}, lag ${seconds(p.max_continuation_age_seconds)}`))),
+      points.map((p, i) => h("circle", { key: p.run_id, "data-testid": "chart-point", cx: x(t[i]), cy: y(p.published, most), r: 3, fill: "#4299e1" }, h("title", null, `${p.run_id} (${when(p.at)}): published ${p.published}, delivered ${p.delivered}, continuation age ${seconds(p.max_continuation_age_seconds)}`))),
     ),
-    h(C.Text, { fontSize: "xs" }, "blue: published per run · green (dashed): delivered per run · orange: lag (max continuation age, right axis)"),
+    h(C.Text, { fontSize: "xs" }, "blue: published per run · green (dashed): delivered per run · orange: the run's max continuation age (time since a lease's checkpoint, right axis)"),
   );
 }
 
@@ -228,7 +228,8 @@ function Leases({ source, view, reload }) {
   );
   const rows = view.leases.map((lease) => {
     const last = lease.last_drain;
-    const pending = lease.pending ? `${lease.pending.count}${lease.pending.bounded ? "+" : ""} (lag ${lag(lease.pending_age_seconds, false)})` : "–";
+    const age = lease.pending_age_seconds;
+    const pending = lease.pending ? `${lease.pending.count}${lease.pending.bounded ? "+" : ""} (${age === 0 ? "caught up" : `oldest ${lag(age, false)}`})` : "–";
     return h(
       C.Table.Row,
       { key: lease.id, "data-testid": "lease-row" },
@@ -702,6 +703,7 @@ function ChatterTile() {
         h(C.Badge, { colorPalette: STATE_COLOR[r.state] || "gray", minW: "24" }, r.state),
         h(C.Text, { fontWeight: "semibold" }, r.source),
         h(C.Text, { color: "fg.muted" }, r.state === "broken config" ? "" : `lag ${lag(r.lag_seconds, r.caught_up)}${r.suspended_leases ? ` · ${r.suspended_leases} suspended` : ""}`),
+        r.pending_age_verdict === "over" ? h(C.Badge, { colorPalette: "red", "data-testid": "tile-overdue" }, `oldest pending over ${seconds(r.max_pending_age_seconds)}`) : null,
       ),
     ),
   );
