@@ -153,6 +153,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_chatter.airflow.operators.drain",
                     "airflow_chatter.airflow.operators.requeue",
                     "airflow_chatter.airflow.operators.receive",
+                    "airflow_chatter.airflow.operators.pending_age",
                 ],
             }
         ],

@@ -70,7 +70,8 @@ class SourceConfig(SourceFields):
     no pool; no topic mapping; ``lease_prefix`` empty and ``backfill_lease_prefix`` ``backfill-``;
     ``delivered_ttl_seconds`` 86400; ``lease_duration_seconds`` 60; ``cosmos_http_logging`` false
     (the Azure SDK's request/response header lines are kept out of task logs); ``ui_idempotency_container`` none
-    (the UI's actions keep their Idempotency-Keys in the api-server's memory: right for one api-server worker only).
+    (the UI's actions keep their Idempotency-Keys in the api-server's memory: right for one api-server worker only);
+    ``max_pending_age_seconds`` none (no pending-age alert).
     The fields shared with the core (``SourceFields``) are described on ``SourceOptions``.
     """
 
@@ -99,6 +100,11 @@ class SourceConfig(SourceFields):
     tags: list[str] = Field(default_factory=list)
     cosmos_http_logging: bool = Field(
         default=False, description="Log the Azure SDK's per-request HTTP lines (headers) in task logs."
+    )
+    max_pending_age_seconds: Annotated[float, Field(gt=0, le=7 * 86400)] | None = Field(
+        default=None,
+        description="Alert when the oldest Pending Outbox Document has waited longer than this many seconds (the "
+        "chatter_pending_age DAG checks it; the page and the dashboard tile show it); none: no alert.",
     )
     ui_idempotency_container: str | None = Field(
         default=None,

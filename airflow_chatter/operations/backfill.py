@@ -18,28 +18,11 @@ from airflow_chatter.ports import DocumentContainer, FeedRange
 BACKFILL_HOLD_MARGIN_SECONDS = 60.0
 
 
-def refuse_empty_backfill(
-    *,
-    wanted: Collection[str],
-    tokens: Collection[str],
-    lease_ids: Collection[str],
-    since: datetime | None,
-    now: datetime,
-) -> None:
-    """Refuse, naming the field, a backfill request that would read nothing and still succeed (a dry run too).
-
-    ``since`` after ``now``: leases starting in the future read nothing. A ``wanted`` entry that is neither a feed
-    range token (``tokens``) nor a lease id (``lease_ids``) of the source: a typo would silently drain less.
-    """
-    refuse_future_start(since, now)
-    refuse_unknown_ranges(wanted, tokens, lease_ids)
-
-
-def refuse_future_start(since: datetime | None, now: datetime) -> None:
-    """A backfill's start after ``now`` reads nothing: refused naming ``since``."""
+def refuse_future_start(since: datetime | None, now: datetime, *, field: str = "since") -> None:
+    """A backfill's start after ``now`` reads nothing: refused naming ``field`` (the request's name for it)."""
     if since is not None and since > now:
         raise ConfigurationError(
-            "since",
+            field,
             since.isoformat(),
             f"(the backfill's start) is in the future (now {now.isoformat()}): nothing to read",
         )
@@ -53,6 +36,21 @@ def refuse_unknown_ranges(wanted: Collection[str], tokens: Collection[str], leas
         raise ConfigurationError(
             "feed_ranges", unknown, f"match no feed range token or lease id of the source (tokens: {sorted(tokens)})"
         )
+
+
+def refuse_backfill_request(
+    monitored: DocumentContainer,
+    backfill_leases: LeaseStore,
+    *,
+    wanted: Collection[str],
+) -> None:
+    """``refuse_unknown_ranges`` for a request about to become a run (the plugin's form, Airflow's trigger form and
+    REST): the source's feed ranges and its backfill lease set's ids are read only when ``wanted`` needs them."""
+    if not wanted:
+        return
+    tokens = [feed_range.token for feed_range in monitored.read_feed_ranges()]
+    lease_ids = [lease.id for lease in backfill_leases.list_leases()] if set(wanted) - set(tokens) else []
+    refuse_unknown_ranges(wanted, tokens, lease_ids)
 
 
 @contextmanager

@@ -13,7 +13,7 @@ from airflow_chatter.drain.leases import Lease, LeaseStore
 from airflow_chatter.errors import ChatterError
 from airflow_chatter.operations.outbox_queries import select_undeliverable
 from airflow_chatter.operations.requeue import RequeueResult, requeue_undeliverable
-from airflow_chatter.outbox.document import PENDING
+from airflow_chatter.outbox.document import DELIVERED, PENDING
 from airflow_chatter.ports import DocumentContainer, NotFound
 
 #: Most documents one requeue request may name.
@@ -36,7 +36,8 @@ def requeue_selected(
 
     A document whose current ETag is not the one the operator saw has changed since the page was drawn: it is
     left alone and reported in ``changed_meanwhile``; an id that is pending already (a repeated requeue) in
-    ``already_pending``; any other id that is not undeliverable in ``not_found``.
+    ``already_pending``; one delivered already (nothing to requeue: it went out) in ``already_delivered``; any other
+    id that is not undeliverable in ``not_found``.
     """
     if not selection:
         raise ChatterError("select at least one document to requeue")
@@ -49,21 +50,28 @@ def requeue_selected(
     stale = tuple(d["id"] for d in found if d not in current)
     result = requeue_undeliverable(container, partition_key_paths, current, requested=ids)
     missing = [i for i in ids if i not in {d["id"] for d in found}]
-    pending = (
-        {d["id"] for d in select_undeliverable(container, document_ids=missing, limit=len(missing), status=PENDING)}
-        if missing
-        else set()
-    )
+    pending = _with_status(container, missing, PENDING)
+    delivered = _with_status(container, [i for i in missing if i not in pending], DELIVERED)
     return RequeueResult(
         result.requeued,
         result.changed_meanwhile + stale,
-        tuple(i for i in missing if i not in pending),
+        tuple(i for i in missing if i not in pending and i not in delivered),
         tuple(i for i in missing if i in pending),
+        tuple(i for i in missing if i in delivered),
     )
 
 
+def _with_status(container: DocumentContainer, ids: Sequence[str], status: str) -> set[str]:
+    found = select_undeliverable(container, document_ids=ids, limit=len(ids), status=status) if ids else []
+    return {d["id"] for d in found}
+
+
 class LeaseChangedError(ChatterError):
-    """The lease is not the version the operator saw (or is gone); nothing was changed."""
+    """The lease is not the version the operator saw; nothing was changed."""
+
+
+class NoSuchLeaseError(ChatterError):
+    """No lease has this id (never had, or deleted since): nothing to release."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +100,7 @@ def release_lease(store: LeaseStore, lease_id: str, *, expected_etag: str) -> Re
     try:
         lease = store.get(lease_id)
     except NotFound:
-        raise LeaseChangedError(f"Lease {lease_id!r} does not exist") from None
+        raise NoSuchLeaseError(f"Lease {lease_id!r} does not exist") from None
     if lease.etag != expected_etag:
         raise LeaseChangedError(f"Lease {lease_id!r} changed since it was shown; reload and try again")
     if lease.owner is None:

@@ -32,6 +32,7 @@ from airflow_chatter.drain.suspension import WINDOW
 from airflow_chatter.drain.tries import TryRecord
 from airflow_chatter.operations.outbox_queries import count_undeliverable, undeliverable_after
 from airflow_chatter.operations.pending import PendingEstimate, estimate_pending
+from airflow_chatter.operations.pending_age import PendingAge, oldest_pending_age
 from airflow_chatter.outbox.contract import Undeliverable, verify
 from airflow_chatter.outbox.document import DESTINATION_FIELD, MESSAGE_ID_FIELD
 from airflow_chatter.ports import Document, DocumentContainer, FeedRangeGone
@@ -109,6 +110,9 @@ class LeaseView:
     etag: str
     #: Follow mode: what a following drain last wrote on the lease; ``None`` for a lease no drain followed.
     follow: FollowView | None = None
+    #: How long the oldest Pending Outbox Document after the checkpoint has waited (the lease's lag): 0 when caught
+    #: up, ``None`` when unknown (not estimated, or pending documents beyond the pages the estimate reads).
+    pending_age_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -184,12 +188,25 @@ class FailureCounts:
     why_they_differ: str | None
 
 
-def failure_counts(totals_: Mapping[str, float], leases: Sequence[LeaseView]) -> FailureCounts:
-    """The two counts and, when they differ, which of the counts' scopes explains it."""
+#: Run states whose drain tries may still be running: their counts are on the leases, not yet in their summaries.
+IN_FLIGHT = ("running", "queued", "up_for_retry", "restarting")
+
+
+def failure_counts(
+    totals_: Mapping[str, float], leases: Sequence[LeaseView], runs: Sequence[RunRecord] = ()
+) -> FailureCounts:
+    """The two counts and, when they differ, which of the counts' scopes explains it: a run still in flight (its
+    try has counted on the lease what its summary reports only when it ends), else the scopes' difference."""
     in_runs = int(totals_.get("confirmation_failures", 0))
     on_leases = sum(view.suspension.consecutive_failures for view in leases)
     why = None
-    if in_runs != on_leases:
+    running = [run.run_id for run in runs if (run.state or "").lower() in IN_FLIGHT]
+    if in_runs != on_leases and running and on_leases > in_runs:
+        why = (
+            f"the leases ({on_leases}) count the Confirmation Failures of a try still in flight (run "
+            f"{', '.join(running)}): it reports them in the run totals ({in_runs}) when it ends"
+        )
+    elif in_runs != on_leases:
         why = (
             f"the run totals ({in_runs}) count {TOTALS_COVER}; the leases ({on_leases}) count the consecutive "
             "Confirmation Failures since each lease's last successful page: a success resets them, they include "
@@ -210,6 +227,8 @@ class SourceOverview:
     totals: dict[str, float] = field(default_factory=dict)
     #: The run totals' Confirmation Failures beside the leases' own count, and why they differ when they do.
     failure_counts: FailureCounts | None = None
+    #: The oldest Pending Outbox Document's age against the source's ``max_pending_age_seconds``.
+    pending_age: PendingAge = field(default_factory=lambda: PendingAge(None, None))
 
     @property
     def attention(self) -> bool:
@@ -304,6 +323,7 @@ def lease_views(
                 last_drain_run=last_run,
                 etag=lease.etag,
                 follow=follow_view(lease, moment),
+                pending_age_seconds=pending.age_seconds(moment) if pending is not None else None,
             )
         )
     return views
@@ -479,10 +499,12 @@ def source_overview(
     *,
     now: datetime | None = None,
     estimate: bool = True,
+    max_pending_age_seconds: float | None = None,
 ) -> SourceOverview:
     """Everything the page shows for one source; ``runs`` are its drain DAG's recent runs, newest first."""
     leases = lease_views(store, monitored, runs, now=now, estimate=estimate)
     run_totals = totals(runs)
+    age = oldest_pending_age([view.pending_age_seconds for view in leases], max_pending_age_seconds)
     return SourceOverview(
         source=name,
         dag_id=dag_id,
@@ -491,8 +513,18 @@ def source_overview(
         undeliverable_count=count_undeliverable(monitored),
         runs=tuple(run_points(runs)),
         totals=run_totals,
-        failure_counts=failure_counts(run_totals, leases),
+        failure_counts=failure_counts(run_totals, leases, runs),
+        pending_age=age,
     )
+
+
+def measure_pending_age(
+    store: LeaseStore, monitored: DocumentContainer, limit_seconds: float | None, *, now: datetime | None = None
+) -> PendingAge:
+    """The source's oldest pending age now, as the page computes it (the pending-age check's reading): the change
+    feed after each active lease's checkpoint, read-only."""
+    views = lease_views(store, monitored, now=now)
+    return oldest_pending_age([view.pending_age_seconds for view in views], limit_seconds)
 
 
 def _iso(value: datetime | None) -> str | None:

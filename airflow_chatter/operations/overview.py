@@ -7,9 +7,14 @@ the page only draws it. States, most severe first:
 * ``suspended`` - a lease's Drain Suspension is open: its documents wait until the fault is fixed.
 * ``broken config`` - the source's entry in the sources file does not parse: nothing drains it.
 * ``failing`` - a lease's last drain failed, or its suspension counts consecutive failures (not yet open).
+* ``overdue`` - the oldest Pending Outbox Document has waited longer than the source's ``max_pending_age_seconds``.
 * ``undeliverable`` - documents were stamped Undeliverable and wait for a repair and a requeue.
-* ``lagging`` - a lease has Pending documents after a checkpoint older than ``LAG_SECONDS``.
+* ``never drained`` - no lease and no run: nothing has drained the source yet (its DAG paused, or new).
+* ``lagging`` - a lease's oldest Pending document has waited longer than ``LAG_SECONDS``.
 * ``healthy`` - none of these.
+
+Lag is the time the oldest Pending Outbox Document has waited (``pending_age.py``), 0 and ``caught_up`` when none is
+pending, ``None`` when unknown; never the continuation's age, which grows on an idle, caught-up lease.
 
 Nothing here imports Airflow or writes.
 """
@@ -23,14 +28,28 @@ from typing import Literal
 
 from airflow_chatter.operations.monitoring import SourceOverview
 
-State = Literal["suspended", "broken config", "failing", "undeliverable", "lagging", "healthy"]
+State = Literal[
+    "suspended", "broken config", "failing", "overdue", "undeliverable", "never drained", "lagging", "healthy"
+]
 
 #: Most severe first; a row's ``severity`` is its state's index here (0 is the worst).
-SEVERITY: tuple[State, ...] = ("suspended", "broken config", "failing", "undeliverable", "lagging", "healthy")
-#: A lease with Pending documents whose checkpoint is older than this lags.
+SEVERITY: tuple[State, ...] = (
+    "suspended",
+    "broken config",
+    "failing",
+    "overdue",
+    "undeliverable",
+    "never drained",
+    "lagging",
+    "healthy",
+)
+#: A lease whose oldest Pending document has waited longer than this lags.
 LAG_SECONDS = 300.0
-#: "Published in the last hour" counts the runs started within this window.
+#: "Published in the last hour" counts the runs started within this window: the API reads every run since
+#: ``recent_since(now)`` besides the newest few, so the hour is summed, not the last N runs.
 RECENT = timedelta(hours=1)
+#: At most this many runs of one source are read for its hour (a run every 5 s); a cap, not a setting.
+MAX_RUNS_IN_HOUR = 720
 #: A refused batch fails its drain with this; the suspension speaks, the source is already ``suspended``.
 _REFUSAL = "DrainSuspendedError"
 
@@ -64,6 +83,11 @@ class OverviewRow:
     last_poll_at: str | None = None
     published_last_minute: int | None = None
     follow_lag_seconds: float | None = None
+    #: No document pending on any lease (every lease's estimate exact): the lag column says "caught up".
+    caught_up: bool = False
+    #: The source's ``max_pending_age_seconds`` (``None``: not set) and the age's verdict against it.
+    max_pending_age_seconds: float | None = None
+    pending_age_verdict: str = "no limit"
 
 
 def derive_state(
@@ -71,7 +95,9 @@ def derive_state(
     broken: bool = False,
     suspended_leases: int = 0,
     failing_leases: int = 0,
+    overdue: str | None = None,
     undeliverable: int = 0,
+    never_drained: bool = False,
     lagging_leases: int = 0,
 ) -> tuple[State, tuple[str, ...]]:
     """The row's state (the most severe that holds) and every reason that holds, most severe first."""
@@ -82,8 +108,12 @@ def derive_state(
         held.append(("broken config", "the sources entry does not parse"))
     if failing_leases:
         held.append(("failing", f"{failing_leases} lease(s) failing"))
+    if overdue:
+        held.append(("overdue", overdue))
     if undeliverable:
         held.append(("undeliverable", f"{undeliverable} undeliverable document(s)"))
+    if never_drained:
+        held.append(("never drained", "no drain has run yet: no lease, no run"))
     if lagging_leases:
         held.append(("lagging", f"{lagging_leases} lease(s) lagging over {LAG_SECONDS:.0f} s"))
     if not held:
@@ -106,18 +136,14 @@ def overview_row(view: SourceOverview, *, now: datetime) -> OverviewRow:
         and _failing(lease.suspension.consecutive_failures, lease.last_drain)
     )
     counts = [lease.pending for lease in view.leases if lease.pending is not None]
-    ages = [lease.continuation_age_seconds for lease in view.leases if lease.continuation_age_seconds is not None]
-    lagging = sum(
-        1
-        for lease in view.leases
-        if lease.pending is not None
-        and lease.pending.count > 0
-        and (lease.continuation_age_seconds or 0.0) > LAG_SECONDS
-    )
+    lagging = sum(1 for lease in view.leases if (lease.pending_age_seconds or 0.0) > LAG_SECONDS)
+    age = view.pending_age
     state, reasons = derive_state(
         suspended_leases=len(view.suspensions),
         failing_leases=failing,
+        overdue=age.message if age.verdict == "over" else None,
         undeliverable=view.undeliverable_count,
+        never_drained=not view.leases and not view.runs,
         lagging_leases=lagging,
     )
     newest = view.runs[0] if view.runs else None
@@ -142,7 +168,7 @@ def overview_row(view: SourceOverview, *, now: datetime) -> OverviewRow:
         suspended_leases=len(view.suspensions),
         pending=sum(p.count for p in counts) if counts else None,
         pending_bounded=any(p.bounded for p in counts),
-        lag_seconds=max(ages) if ages else None,
+        lag_seconds=age.seconds,
         undeliverable=view.undeliverable_count,
         last_drain_at=newest.at if newest else None,
         last_drain_state=newest.state if newest else None,
@@ -153,7 +179,15 @@ def overview_row(view: SourceOverview, *, now: datetime) -> OverviewRow:
         last_poll_at=max(polls, key=_parse) if polls else None,
         published_last_minute=sum(f.published_last_minute or 0 for f in live) if live else None,
         follow_lag_seconds=max(lags) if lags else None,
+        caught_up=bool(view.leases) and len(counts) == len(view.leases) and age.seconds == 0.0,
+        max_pending_age_seconds=age.limit_seconds,
+        pending_age_verdict=age.verdict,
     )
+
+
+def recent_since(now: datetime) -> datetime:
+    """The start of the window "Published (1 h)" sums."""
+    return now.astimezone(UTC) - RECENT
 
 
 def broken_row(name: str, error: str, dag_id: str | None = None) -> OverviewRow:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from airflow_chatter.drain.leases import Lease, read_lease
 from airflow_chatter.outbox.document import is_pending_outbox
-from airflow_chatter.ports import ChangeFeedStart, DocumentContainer
+from airflow_chatter.ports import ChangeFeedStart, Document, DocumentContainer
 from airflow_chatter.ports.request_priority import LOW, prioritized
 
 #: Change-feed pages (of ``ESTIMATE_PAGE_ITEMS``) a pending estimate reads at most per lease.
@@ -22,12 +23,13 @@ ESTIMATE_PAGE_ITEMS = 100
 @dataclass(frozen=True)
 class FeedStep:
     """One change-feed page of a walk: read from ``position``, it held ``documents`` (``pending`` of them pending
-    outbox documents) and ends at ``continuation``."""
+    outbox documents, the oldest last written at ``oldest_pending_ts``, epoch seconds) and ends at ``continuation``."""
 
     position: str | None
     documents: int
     pending: int
     continuation: str | None
+    oldest_pending_ts: float | None = None
 
 
 def walk_pending(
@@ -41,8 +43,9 @@ def walk_pending(
             page = monitored.read_change_feed(
                 lease.feed_range, continuation=position, start=start, max_item_count=page_items
             )
-        pending = sum(1 for document in page.documents if is_pending_outbox(document))
-        yield FeedStep(position, len(page.documents), pending, page.continuation)
+        stamps = [_ts(document) for document in page.documents if is_pending_outbox(document)]
+        known = [stamp for stamp in stamps if stamp is not None]
+        yield FeedStep(position, len(page.documents), len(stamps), page.continuation, min(known) if known else None)
         if not page.documents:
             return
         position = page.continuation
@@ -88,11 +91,23 @@ def peek_pending(
 
 @dataclass(frozen=True)
 class PendingEstimate:
-    """Pending Outbox Documents after a lease's checkpoint: ``count`` is exact unless ``bounded`` (then a floor)."""
+    """Pending Outbox Documents after a lease's checkpoint: ``count`` is exact unless ``bounded`` (then a floor).
+
+    ``oldest_pending_at``: when the oldest pending document seen was last written (its ``_ts``); ``None`` when none
+    was seen. With ``count == 0`` and not ``bounded`` the lease is caught up.
+    """
 
     count: int
     documents_read: int
     bounded: bool
+    oldest_pending_at: datetime | None = None
+
+    def age_seconds(self, now: datetime) -> float | None:
+        """How long the oldest pending document has waited: 0 when caught up, ``None`` when unknown (pending
+        documents may lie beyond the pages read, or none carried a ``_ts``)."""
+        if self.oldest_pending_at is not None:
+            return round(max(0.0, (now - self.oldest_pending_at).total_seconds()), 1)
+        return 0.0 if self.count == 0 and not self.bounded else None
 
 
 def estimate_pending(
@@ -105,9 +120,21 @@ def estimate_pending(
     """Count pending Outbox Documents in the change feed after the lease's checkpoint, reading at most
     ``max_pages`` pages; read-only (the lease is not taken, its continuation not moved)."""
     pending = read = 0
+    oldest: float | None = None
     for step in walk_pending(monitored, lease, lease.continuation, page_items=page_items, max_pages=max_pages):
         if not step.documents:
-            return PendingEstimate(pending, read, bounded=False)
+            return PendingEstimate(pending, read, False, _moment(oldest))
         read += step.documents
         pending += step.pending
-    return PendingEstimate(pending, read, bounded=True)
+        if step.oldest_pending_ts is not None:
+            oldest = step.oldest_pending_ts if oldest is None else min(oldest, step.oldest_pending_ts)
+    return PendingEstimate(pending, read, True, _moment(oldest))
+
+
+def _ts(document: Document) -> float | None:
+    stamp = document.get("_ts")
+    return float(stamp) if isinstance(stamp, int | float) and not isinstance(stamp, bool) else None
+
+
+def _moment(stamp: float | None) -> datetime | None:
+    return datetime.fromtimestamp(stamp, UTC) if stamp is not None else None

@@ -45,6 +45,8 @@ class RequeueResult:
     not_found: tuple[str, ...]
     #: Asked for, but pending already (requeued before, e.g. a repeated requeue): nothing to do.
     already_pending: tuple[str, ...] = ()
+    #: Asked for, but delivered already (requeued and published since): nothing to requeue.
+    already_delivered: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {k: list(v) for k, v in dataclasses.asdict(self).items()}

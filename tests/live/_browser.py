@@ -88,7 +88,9 @@ class Browser:
                         f"chromium's DevTools endpoint on port {port} did not list a page within {start_s:g} s: {error}"
                     ) from None
                 time.sleep(0.2)
-        self._connection = connect(page["webSocketDebuggerUrl"], max_size=64 * 1024 * 1024)
+        # No keepalive pings: a loopback DevTools socket needs none, and on a loaded machine a late pong closed it
+        # (1011) while a test waited minutes on Airflow without talking to the page.
+        self._connection = connect(page["webSocketDebuggerUrl"], max_size=64 * 1024 * 1024, ping_interval=None)
         self.ws: ClientConnection = self._connection.__enter__()
         self._ids = itertools.count(1)
         self.send("Page.enable")

@@ -22,6 +22,7 @@ import httpx
 import pytest
 import yaml
 
+from airflow_chatter.operations.overview import SEVERITY
 from airflow_chatter.outbox.document import OutboxMessage
 from tests.fixtures.kafka import consume_records
 from tests.fixtures.live_airflow import DESTINATION, PK_PATH, LiveAirflow, LiveSource, wait_until
@@ -303,7 +304,7 @@ def test_ui_the_page_shows_the_suspension_and_the_undeliverable_documents_in_lig
             "[...document.querySelectorAll('[data-testid=chatter-overview] tbody tr')]"
             ".map(r => [r.dataset.testid.replace('overview-', ''), r.dataset.state])"
         )
-        order = ("suspended", "broken config", "failing", "undeliverable", "lagging", "healthy")
+        order = SEVERITY
         assert overview[:2] == [[SOURCE, "suspended"], [BROKEN, "broken config"]], overview
         assert [order.index(state) for _, state in overview] == sorted(order.index(state) for _, state in overview)
         assert {name for name, _ in overview} == {*live_airflow.sources, BROKEN}, "the valid sources still show"
@@ -382,6 +383,207 @@ def test_ui_an_overview_row_unfolds_a_folded_source_and_scrolls_to_it(
         f"(() => {{ const r = document.getElementById('chatter-{name}').getBoundingClientRect();"
         " return r.top >= 0 && r.top < innerHeight / 2; })()",
         what=f"{name}'s panel scrolled into view",
+    )
+
+
+def test_ui_panels_follow_the_overviews_severity_order_and_only_healthy_sources_are_folded(
+    scenario: dict[str, Any], broken_entry: str, admin_page: Browser
+) -> None:
+    """The panels below the overview come in its order (suspended before undeliverable-only, a failing or a
+    never-drained source not folded like a healthy one)."""
+    admin_page.wait_for(
+        f"!!document.querySelector('[data-testid=overview-{SOURCE}]') && "
+        "document.querySelectorAll('[data-testid=panel-slot]').length > 1",
+        what="the overview and the panels",
+    )
+    shown = admin_page.evaluate(
+        """(() => ({
+            rows: [...document.querySelectorAll('[data-testid=chatter-overview] tbody tr')]
+                .map(r => [r.dataset.testid.replace('overview-', ''), r.dataset.state]),
+            panels: [...document.querySelectorAll('[data-testid=panel-slot]')].map(p => [p.id.replace('chatter-', ''),
+                !!p.querySelector('[data-testid$=-folded]')]),
+        }))()"""
+    )
+    states = {name: state for name, state in shown["rows"]}
+    assert [name for name, _ in shown["panels"]] == [name for name, _ in shown["rows"] if name != broken_entry], shown
+    assert all(states[name] in ("healthy", "never drained") for name, folded in shown["panels"] if folded), shown
+    assert shown["panels"][0] == [SOURCE, False], "the suspended source comes first, unfolded"
+
+
+def test_ui_the_jump_to_a_suspension_keeps_the_sources_name_in_view(
+    scenario: dict[str, Any], admin_page: Browser
+) -> None:
+    badge = (
+        f"[...document.querySelectorAll('[data-testid=overview-{SOURCE}] a')]"
+        ".find(a => a.innerText.trim() === '1 suspended')"
+    )
+    admin_page.wait_for(f"!!({badge})", what="the overview's '1 suspended' badge")
+    admin_page.click(badge, what="the '1 suspended' badge")
+    section = f"document.getElementById('chatter-{SOURCE}-suspensions').getBoundingClientRect()"
+    admin_page.wait_for(
+        f"(() => {{ const r = {section}; return r.top >= 0 && r.top < innerHeight / 3; }})()",
+        what="the suspensions section scrolled to the top",
+    )
+    name = admin_page.evaluate(
+        f"(() => {{ const r = document.querySelector('[data-testid=source-{SOURCE}] [data-testid=panel-name]')"
+        ".getBoundingClientRect(); return [r.top, r.bottom, innerHeight]; })()"
+    )
+    top, bottom, height = name
+    assert 0 <= top and bottom <= height, f"the source's name is in view: {name}"
+    assert bottom <= admin_page.evaluate(f"{section}.top") + 1, "and does not cover the section"
+
+
+def _counts(browser: Browser) -> dict[str, str]:
+    return dict(
+        browser.evaluate(
+            f"""(() => ({{
+                overview: document.querySelector('[data-testid=overview-{SOURCE}] [data-testid=overview-undeliverable]')
+                    .innerText.trim(),
+                panel: document.querySelector('[data-testid=source-{SOURCE}] [data-testid=undeliverable-count]')
+                    .innerText.split(' ')[0],
+                glance: document.querySelector('[data-testid=glance-undeliverable]').innerText.split(' ')[0],
+                rows: String(document.querySelectorAll(
+                    '[data-testid=source-{SOURCE}] [data-testid=undeliverable-row]').length),
+            }}))()"""
+        )
+    )
+
+
+def test_ui_the_page_polls_holds_while_a_form_is_filled_and_every_number_agrees_after_a_requeue(
+    scenario: dict[str, Any], admin_page: Browser
+) -> None:
+    """A document stamped undeliverable meanwhile shows up without a reload, in the overview, the glance and the
+    panel alike; while a document is selected nothing is refetched (the poll is held, and says so); after the
+    requeue every count agrees again."""
+    source: LiveSource = scenario["source"]
+    message = OutboxMessage(f"ui-late-{uuid.uuid4().hex[:6]}", DESTINATION, "{}", "application/json")
+    late = source.monitored.create_item({**message.to_document(PK_PATH, "cust-late"), "status": "undeliverable"})
+    admin_page.wait_for(
+        "document.querySelector('[data-testid=poll-state]').innerText.startsWith('Updates every')",
+        what="the page polling",
+    )
+    admin_page.wait_for(
+        f"(() => {{ try {{ const p = document.querySelector('[data-testid=source-{SOURCE}]');"
+        " return p.querySelectorAll('[data-testid=undeliverable-row]').length === 3"
+        f" && document.querySelector('[data-testid=overview-{SOURCE}] [data-testid=overview-undeliverable]')"
+        ".innerText.trim() === '3'; } catch (e) { return false; } })()",
+        timeout_s=90,
+        what="the late undeliverable document, without a reload",
+    )
+    assert _counts(admin_page) == {"overview": "3", "panel": "3", "glance": "3", "rows": "3"}
+
+    checkbox = f"document.querySelector('[aria-label=\"select {late['MessageId']}\"]')"
+    admin_page.click(checkbox, what="the late document's checkbox")
+    polls = admin_page.evaluate("Number(document.querySelector('[data-testid=chatter-page]').dataset.polls)")
+    skipped = admin_page.evaluate("Number(document.querySelector('[data-testid=chatter-page]').dataset.skippedPolls)")
+    admin_page.wait_for(
+        f"Number(document.querySelector('[data-testid=chatter-page]').dataset.skippedPolls) > {skipped}",
+        timeout_s=90,
+        what="a poll to come due while the document is selected",
+    )
+    held = admin_page.evaluate(
+        "[Number(document.querySelector('[data-testid=chatter-page]').dataset.polls),"
+        " document.querySelector('[data-testid=poll-state]').innerText]"
+    )
+    assert held == [polls, "Updates held while you edit."], "nothing was refetched while the form was filled"
+
+    panel = f"document.querySelector('[data-testid=source-{SOURCE}]')"
+    requeue = f"[...{panel}.querySelectorAll('button')].find(b => b.innerText.trim() === 'Requeue selected (1)')"
+    admin_page.click(requeue, what="Requeue selected (1)")
+    admin_page.wait_for(f"!!{panel}.querySelector('[data-testid=requeue-result]')", what="the requeue's result")
+    admin_page.wait_for(
+        f"(() => {{ const t = {panel}.querySelector('[data-testid=undeliverable-count]').innerText;"
+        " return t === '2 undeliverable'; })()",
+        what="the panel's count after the requeue",
+    )
+    admin_page.wait_for(
+        f"document.querySelector('[data-testid=overview-{SOURCE}] [data-testid=overview-undeliverable]')"
+        ".innerText.trim() === '2'",
+        what="the overview's count after the requeue",
+    )
+    assert _counts(admin_page) == {"overview": "2", "panel": "2", "glance": "2", "rows": "2"}
+
+    toggle = "document.querySelector('[data-testid=poll-toggle]')"
+    admin_page.click(toggle, what="Pause updates")
+    paused = admin_page.evaluate(f"[{toggle}.innerText, document.querySelector('[data-testid=poll-state]').innerText]")
+    admin_page.click(toggle, what="Resume updates")
+    assert paused == ["Resume updates", "Updates paused."], paused
+
+
+PENDING_AGE_DAG = "chatter_pending_age"
+
+
+def _pending_age_runs(api: httpx.Client) -> list[dict[str, Any]]:
+    response = api.get(f"/api/v2/dags/{PENDING_AGE_DAG}/dagRuns", params={"order_by": "-run_after"})
+    assert response.status_code == 200, response.text
+    return list(response.json()["dag_runs"])
+
+
+def _check_log(live: LiveAirflow, run_id: str) -> str:
+    folder = live.home / "logs" / f"dag_id={PENDING_AGE_DAG}" / f"run_id={run_id}" / "task_id=pending_age_ui"
+    return "\n".join(path.read_text() for path in sorted(folder.glob("attempt=*.log")))
+
+
+def test_ui_a_stalled_source_past_its_max_pending_age_fails_its_check_and_the_page_says_over(
+    scenario: dict[str, Any], live_airflow: LiveAirflow, admin: httpx.Client, admin_page: Browser
+) -> None:
+    """``ui``'s drain is paused and its lease suspended, so the document the page requeued waits. Past ``ui``'s
+    ``max_pending_age_seconds`` (30 s) the pending-age check fails, without retries, within two of its one-minute
+    intervals, and its notifier logs the alert; the overview says the age is over the limit."""
+    live_airflow.unpause(admin, PENDING_AGE_DAG)
+    failed = wait_until(
+        lambda: next((r for r in _pending_age_runs(admin) if r["state"] == "failed"), None),
+        timeout_s=240,
+        what=f"a failed {PENDING_AGE_DAG} run",
+    )
+    log = wait_until(
+        lambda: (text := _check_log(live_airflow, failed["dag_run_id"])) and "Pending-age alert" in text and text,
+        timeout_s=60,
+        what="the check's log with the notifier's alert",
+    )
+    assert "source ui: the oldest Pending Outbox Document has waited" in log, log[-3000:]
+    assert "over max_pending_age_seconds 30" in log and "Pending-age alert (pending_age_ui)" in log, log[-3000:]
+    (row,) = [r for r in admin.get(f"{API}/overview").json()["rows"] if r["source"] == SOURCE]
+    assert row["pending_age_verdict"] == "over" and row["lag_seconds"] > 30, row
+    assert any("over max_pending_age_seconds 30" in reason for reason in row["reasons"]), row
+    admin_page.wait_for(
+        f"!!document.querySelector('[data-testid=overview-{SOURCE}] [data-testid=overview-overdue]')",
+        what="the overview's 'over' badge",
+    )
+
+
+def test_ui_the_home_page_tile_lists_the_sources_by_severity_with_the_suspended_leases_and_links_the_page(
+    scenario: dict[str, Any], broken_entry: str, live_airflow: LiveAirflow, admin_page: Browser, tmp_path: Path
+) -> None:
+    admin_page.open(f"{live_airflow.url}/")
+    admin_page.wait_for(
+        "document.querySelectorAll('[data-testid=chatter-tile] [data-testid=tile-row]').length > 1",
+        what="the Outbox tile on Airflow's home page",
+    )
+    tile = admin_page.evaluate(
+        """(() => { const t = document.querySelector('[data-testid=chatter-tile]'); return {
+            rows: [...t.querySelectorAll('[data-testid=tile-row]')].map(r => r.dataset.state),
+            names: [...t.querySelectorAll('[data-testid=tile-row]')].map(r => r.innerText),
+            overdue: [...t.querySelectorAll('[data-testid=tile-overdue]')]
+                .map(b => b.closest('[data-testid=tile-row]').innerText),
+            suspended: t.querySelector('[data-testid=tile-suspended]').innerText,
+            oldest: t.querySelector('[data-testid=tile-oldest]').innerText,
+            link: t.querySelector('[data-testid=tile-link]').getAttribute('href'),
+        }; })()"""
+    )
+    admin_page.evaluate("document.querySelector('[data-testid=chatter-tile]').scrollIntoView({block: 'start'})")
+    admin_page.screenshot(tmp_path / "chatter-ui-tile.png")
+    assert tile["rows"][:2] == ["suspended", "broken config"], tile
+    assert [SEVERITY.index(state) for state in tile["rows"]] == sorted(SEVERITY.index(s) for s in tile["rows"]), tile
+    assert tile["names"][0].split()[1] == SOURCE and tile["suspended"] == "1 suspended lease(s)", tile
+    assert tile["oldest"].startswith("oldest pending "), tile
+    assert [row.split()[1] for row in tile["overdue"]] == [SOURCE], "ui's pending document is past its limit"
+    assert tile["link"].endswith("/plugin/chatter"), tile
+    admin_page.click("document.querySelector('[data-testid=tile-link]')", what="the tile's link")
+    admin_page.wait_for(
+        "location.pathname.endsWith('/plugin/chatter')"
+        f" && !!document.querySelector('[data-testid=source-{SOURCE}] [data-testid=leases]')",
+        what="the Outbox page from the tile",
     )
 
 
@@ -480,10 +682,11 @@ def _open_page(browser: Browser, live: LiveAirflow) -> str:
 
 
 def test_ui_a_viewer_is_offered_no_action_and_reads_the_read_only_note(
-    scenario: dict[str, Any], live_airflow: LiveAirflow, viewer_page: Browser
+    scenario: dict[str, Any], live_airflow: LiveAirflow, viewer_page: Browser, tmp_path: Path
 ) -> None:
     _open_page(viewer_page, live_airflow)
     shown = viewer_page.evaluate(ACTION_CONTROLS)
+    viewer_page.screenshot(tmp_path / "chatter-ui-viewer.png")
     assert shown == {
         "requeue": 0,
         "release": 0,
@@ -549,7 +752,12 @@ def test_idm_rly_a_double_submitted_requeue_acts_once_and_the_next_drain_publish
     assert second.headers.get("idempotent-replayed") == "true" and second.json() == first.json()
     assert first.json()["idempotency"] == "cosmos", "the key is in the source's Cosmos idempotency container"
     log = (live_airflow.home / "process-logs" / "api-server.log").read_text()
-    assert log.count(f"UI requeue by admin on source {SOURCE}") == 1, "the requeue ran once, logged with the user"
+    requeues = [
+        line
+        for line in log.splitlines()
+        if f"UI requeue by admin on source {SOURCE}" in line and scenario["bad"][0]["id"] in line
+    ]
+    assert len(requeues) == 1, "the requeue ran once, logged with the user"
     statuses = {d["id"]: source.monitored.read_item(d["id"], d["customerId"])["status"] for d in scenario["bad"]}
     assert set(statuses.values()) == {"pending"}
 
@@ -564,3 +772,27 @@ def test_idm_rly_a_double_submitted_requeue_acts_once_and_the_next_drain_publish
     assert {d["MessageId"] for d in scenario["bad"]} <= published
     after = admin.get(f"{API}/sources/{SOURCE}").json()
     assert after["suspensions"] == [] and after["undeliverable_count"] == 0, "the probe's receipt lifted it"
+
+
+def test_ui_once_the_source_drained_its_pending_age_check_passes_again(
+    scenario: dict[str, Any], live_airflow: LiveAirflow, admin: httpx.Client
+) -> None:
+    """After the requeue test's drain nothing waits: the next check succeeds (the alert clears)."""
+    drained_at = datetime.now(UTC)
+    try:
+        wait_until(
+            lambda: next(
+                (
+                    r
+                    for r in _pending_age_runs(admin)
+                    if r["state"] == "success" and datetime.fromisoformat(r["start_date"]) > drained_at
+                ),
+                None,
+            ),
+            timeout_s=240,
+            what=f"a successful {PENDING_AGE_DAG} run after the drain",
+        )
+    finally:
+        admin.patch(f"/api/v2/dags/{PENDING_AGE_DAG}", json={"is_paused": True})
+    (row,) = [r for r in admin.get(f"{API}/overview").json()["rows"] if r["source"] == SOURCE]
+    assert row["pending_age_verdict"] == "within" and row["caught_up"], row

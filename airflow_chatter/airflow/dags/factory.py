@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from airflow.sdk import DAG, Param
 
@@ -38,6 +40,9 @@ log = logging.getLogger(__name__)
 START_DATE = datetime(2026, 1, 1, tzinfo=UTC)
 BACKFILL_DAG_ID = "chatter_backfill"
 REQUEUE_DAG_ID = "chatter_requeue"
+PENDING_AGE_DAG_ID = "chatter_pending_age"
+#: How often the pending-age check measures: an alert fires within two of these after a source stalls.
+PENDING_AGE_SCHEDULE = "* * * * *"
 #: A drain task stops itself at ``max_seconds``; Airflow kills it only well after that.
 EXECUTION_TIMEOUT_MARGIN = timedelta(minutes=5)
 #: A mapped drain is labelled by its lease id in the UI (rendered once the templates are).
@@ -355,6 +360,39 @@ def backfill_dag(default_dir: str | Path) -> DAG:
 def requeue_dag(default_dir: str | Path) -> DAG:
     """The requeue DAG over the valid sources (a broken one is not offered)."""
     return build_requeue_dag(_loaded(default_dir).require_config())
+
+
+def build_pending_age_dag(config: SourcesFile, notifiers: Sequence[Any] | None = None) -> DAG | None:
+    """``chatter_pending_age``: every ``PENDING_AGE_SCHEDULE``, one check per source with
+    ``max_pending_age_seconds``, failing (no retries) while its oldest pending document is over the limit; the
+    ``notifiers`` (default ``ChatterPendingAgeNotifier``) are its ``on_failure_callback``. None without such a source.
+    """
+    from airflow_chatter.airflow.notifiers import ChatterPendingAgeNotifier
+    from airflow_chatter.airflow.operators.pending_age import ChatterPendingAgeCheckOperator
+
+    watched = [s for s in config.sources if s.max_pending_age_seconds is not None]
+    if not watched:
+        return None
+    alert = list(notifiers) if notifiers is not None else [ChatterPendingAgeNotifier()]
+    with DAG(
+        dag_id=PENDING_AGE_DAG_ID,
+        schedule=PENDING_AGE_SCHEDULE,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        tags=["chatter", "alerts"],
+        doc_md="Fails a source's check while its oldest Pending Outbox Document is older than its "
+        "`max_pending_age_seconds`; the failure notifies (docs/airflow.md).",
+        default_args={"owner": "chatter", "retries": 0, "on_failure_callback": alert},
+    ) as dag:
+        for source in watched:
+            ChatterPendingAgeCheckOperator(task_id=f"pending_age_{source.name}", source=source)
+    return dag
+
+
+def pending_age_dag(default_dir: str | Path, notifiers: Sequence[Any] | None = None) -> DAG | None:
+    """The pending-age check DAG over the valid sources (for ``dags/chatter_pending_age.py``)."""
+    return build_pending_age_dag(_loaded(default_dir).require_config(), notifiers)
 
 
 def wait_and_drain_dags(default_dir: str | Path) -> dict[str, DAG]:

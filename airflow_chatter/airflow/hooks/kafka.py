@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
+from airflow_chatter.airflow.hooks._tested import tested_connection_id
 from airflow_chatter.airflow.utils.secrets import mask, scrub
 from airflow_chatter.errors import ConfigurationError
 
@@ -183,5 +184,6 @@ class ChatterKafkaHook(BaseHook):
             check_connectivity(settings, timeout_s=timeout_s)
             return True, f"Connected to Kafka at {settings.servers}."
         except Exception as error:  # noqa: BLE001 - the UI's Test button shows the reason instead
-            message = scrub(f"{type(error).__name__}: {error}", self._secrets)
-            return False, f"Kafka connection {self.conn_id!r} failed: {message}"
+            name = tested_connection_id(self.conn_id)  # not the Test button's transient id
+            message = scrub(f"{type(error).__name__}: {error}", self._secrets).replace(repr(self.conn_id), repr(name))
+            return False, f"Kafka connection {name!r} failed: {message}"

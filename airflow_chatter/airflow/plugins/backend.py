@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import threading
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from airflow_chatter.airflow.sources import (
     load_sources_isolated,
 )
 from airflow_chatter.operations.monitoring import RunRecord
+from airflow_chatter.operations.overview import MAX_RUNS_IN_HOUR
 from airflow_chatter.ports import DocumentContainer
 
 #: The drain task ids whose XCom carries a ``DrainSummary`` (scheduled and backfill DAGs).
@@ -108,13 +110,23 @@ class AirflowBackend:
 
     # -- the metadata DB ---------------------------------------------------------------------------
 
-    def runs(self, dag_id: str, limit: int) -> list[RunRecord]:
-        """The DAG's newest ``limit`` runs with their drain summaries, read in-process from the metadata DB."""
+    def runs(self, dag_id: str, limit: int, since: datetime | None = None) -> list[RunRecord]:
+        """The DAG's newest ``limit`` runs, and every run started since ``since`` (at most ``MAX_RUNS_IN_HOUR``),
+        newest first, with their drain summaries, read in-process from the metadata DB."""
         from airflow.models.dagrun import DagRun
-        from sqlalchemy import select
+        from airflow.utils.session import create_session
+        from sqlalchemy import or_, select
 
+        newest = select(DagRun).where(DagRun.dag_id == dag_id).order_by(DagRun.run_after.desc()).limit(limit)
+        if since is None:
+            return self._records(newest)
+        with create_session() as session:  # two plain queries: MySQL refuses a LIMIT inside IN (...)
+            ids = list(session.scalars(newest.with_only_columns(DagRun.id)).all())
         return self._records(
-            select(DagRun).where(DagRun.dag_id == dag_id).order_by(DagRun.run_after.desc()).limit(limit)
+            select(DagRun)
+            .where(DagRun.dag_id == dag_id, or_(DagRun.id.in_(ids), DagRun.start_date >= since))
+            .order_by(DagRun.run_after.desc())
+            .limit(max(limit, MAX_RUNS_IN_HOUR))
         )
 
     def run(self, dag_id: str, run_id: str) -> RunRecord | None:

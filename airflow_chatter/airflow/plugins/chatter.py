@@ -21,6 +21,8 @@ URL_PREFIX = "/chatter"
 #: The page's name in the navigation, and the ``globalThis`` name its ES module registers its component under.
 PAGE_NAME = "Outbox"
 COMPONENT = "ChatterOutbox"
+#: The dashboard tile's name: the ``globalThis`` name the same ES module registers the tile under.
+TILE_NAME = "Outbox drains at a glance"
 BUNDLE_URL = f"{URL_PREFIX}/static/chatter-ui.js"
 #: The navigation icon (Airflow 3.1+ ``react_apps`` ``icon``): a neutral grey line drawing, legible in both themes.
 ICON_URL = f"{URL_PREFIX}/static/chatter-icon.svg"
@@ -65,4 +67,6 @@ class ChatterPlugin(AirflowPlugin):
     react_apps = [  # noqa: RUF012 - Airflow's plugin attribute
         {"name": PAGE_NAME, "bundle_url": BUNDLE_URL, "destination": "nav", "url_route": "chatter", "icon": ICON_URL},
         {"name": "Outbox", "bundle_url": BUNDLE_URL, "destination": "dag_run", "url_route": "chatter-run"},
+        # Airflow's home page: the sources by severity, the oldest pending age, the suspended leases (same API).
+        {"name": TILE_NAME, "bundle_url": BUNDLE_URL, "destination": "dashboard", "url_route": "chatter-tile"},
     ]

@@ -13,7 +13,9 @@ is that path, so the request's ``scope`` carries it: the guard matches the path 
 does (``/airflow/api/v2/...`` from a proxy that forwards the prefix, ``/api/v2/...`` from one that strips it).
 Anything else that merely contains those words (a plugin's ``/pluginsv2/.../api/v2/dags/...``) is not the endpoint.
 
-Pure ASGI and standard library only: the plugin module that registers it is imported by every Airflow process.
+Pure ASGI and standard library only at import: the plugin module that registers it is imported by every Airflow
+process. A backfill request (``chatter_backfill``) is also checked for a start in the future and, reading the
+source's feed ranges through the plugin's backend (imported then, in the api-server), unknown ``feed_ranges``.
 """
 
 from __future__ import annotations
@@ -62,11 +64,21 @@ def route_path(scope: Scope) -> str:
     return path
 
 
-class ChatterConfGuard:
-    """ASGI middleware: 400 for a chatter manual DAG run whose conf names a key the DAG has no param for."""
+#: The backfill DAG: a run of it is also checked for a start in the future or unknown feed ranges (``backfill_check``).
+BACKFILL_DAG_ID = "chatter_backfill"
 
-    def __init__(self, app: ASGIApp) -> None:
+
+class ChatterConfGuard:
+    """ASGI middleware: 400 for a chatter manual DAG run whose conf names a key the DAG has no param for, or (the
+    backfill DAG) a start in the future or feed ranges the source does not have.
+
+    ``backend``: what reads the sources file and the source's containers for the backfill check (default: the
+    plugin's ``AirflowBackend``, built on the first backfill request, in the api-server).
+    """
+
+    def __init__(self, app: ASGIApp, backend: Any = None) -> None:
         self.app = app
+        self._backend = backend
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         match = _DAG_RUNS.match(route_path(scope)) if scope.get("type") == "http" else None
@@ -86,7 +98,48 @@ class ChatterConfGuard:
             )
             await _send_json(send, 400, {"detail": detail})
             return
+        refused = await self._backfill_refusal(match.group("dag_id"), body)
+        if refused is not None:
+            field, detail = refused
+            await _send_json(send, 400, {"detail": detail, "field": field})
+            return
         await self.app(scope, _replay(messages, receive), send)
+
+    async def _backfill_refusal(self, dag_id: str, body: bytes | None) -> tuple[str, str] | None:
+        """``(field, message)`` when a backfill run's conf would read nothing; ``None`` to let Airflow decide (any
+        other problem, the sources file or Cosmos DB unreadable included: the run's first task refuses it then)."""
+        if dag_id != BACKFILL_DAG_ID or body is None:
+            return None
+        try:
+            conf = json.loads(body).get("conf")
+        except (ValueError, AttributeError):
+            return None
+        if not isinstance(conf, Mapping):
+            return None
+        import asyncio
+        import logging
+
+        from airflow_chatter.airflow.plugins.backfill_check import (
+            check_backfill_conf,
+            check_backfill_start,
+            wanted_ranges,
+        )
+        from airflow_chatter.errors import ConfigurationError
+
+        try:
+            check_backfill_start(conf)
+            if not wanted_ranges(conf):
+                return None
+            if self._backend is None:
+                from airflow_chatter.airflow.plugins.backend import AirflowBackend
+
+                self._backend = AirflowBackend()
+            await asyncio.to_thread(check_backfill_conf, self._backend, conf)
+        except ConfigurationError as error:
+            return error.option, f"conf of DAG {dag_id!r}: {error}"
+        except Exception as error:  # noqa: BLE001 - the check is an early answer, never a new way to fail
+            logging.getLogger("airflow_chatter.ui").warning("backfill conf not checked before the run: %s", error)
+        return None
 
 
 async def _read_body(receive: Receive) -> tuple[list[Message], bytes | None]:

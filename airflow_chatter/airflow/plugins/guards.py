@@ -62,7 +62,12 @@ class SourceGuards:
     def _scope(request: Request) -> str:
         return f"chatter-ui:{request.state.chatter_user.name}"
 
-    def info(self, source: SourceConfig) -> IdempotencyInfo:
+    def info(self, source: SourceConfig, *, editor: bool = True) -> IdempotencyInfo:
+        """Where ``source``'s keys are kept; the memory store's warning only for an ``editor`` (who may act)."""
+        info = self._info(source)
+        return info if editor else dataclasses.replace(info, warning=None)
+
+    def _info(self, source: SourceConfig) -> IdempotencyInfo:
         if self._override is not None:
             shared = not isinstance(self._override, MemoryIdempotencyStore)
             return IdempotencyInfo("cosmos" if shared else "memory", shared, None, None if shared else MEMORY_WARNING)

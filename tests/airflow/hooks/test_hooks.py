@@ -317,6 +317,28 @@ def test_kafka_test_connection_fails_naming_the_connection_without_the_password(
     assert message.startswith("Kafka connection 'kafka_down' failed: PublishError: cannot reach Kafka at 127.0.0.1:")
 
 
+def test_kafka_test_connection_from_airflows_test_button_names_the_connection_not_the_transient_id(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Airflow's Test endpoint builds the hook under a random ``transient_conn_id``; the message names the
+    connection the operator is editing (the request's ``test_body.connection_id``)."""
+    import inspect
+    from types import SimpleNamespace
+
+    from airflow.api_fastapi.core_api.routes.public import connections
+
+    source = inspect.getsource(connections.test_connection)
+    assert "transient_conn_id" in source and "test_body" in source, "the endpoint's names the hook looks for"
+
+    def endpoint(test_body: object, transient_conn_id: str) -> tuple[bool, str]:  # as Airflow 3.3's, in short
+        return ChatterKafkaHook(transient_conn_id).test_connection(timeout_s=2)
+
+    set_connection(monkeypatch, "x7k2p9q4zt", conn_type="chatterkafka", host=f"127.0.0.1:{_closed_port()}")
+    ok, message = endpoint(SimpleNamespace(connection_id="chatter_kafka_prod"), "x7k2p9q4zt")
+    assert not ok and message.startswith("Kafka connection 'chatter_kafka_prod' failed: "), message
+    assert "x7k2p9q4zt" not in message
+
+
 def test_a_hook_container_whose_metadata_read_times_out_is_named_in_the_contract_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

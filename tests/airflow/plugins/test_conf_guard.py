@@ -194,3 +194,49 @@ def test_airflows_own_api_server_under_a_base_url_path_runs_the_guard_on_the_pre
         "/airflow/api/v2/dags/chatter_backfill/dagRuns": 400,  # the guard, before Airflow's auth
         "/airflow/api/v2/dags/other/dagRuns": 401,  # not guarded: Airflow's own answer (no credentials)
     }
+
+
+def _backfill_client() -> tuple[TestClient, list[dict[str, Any]], str]:
+    """The guard with the API tests' fake backend (source ``orders`` on memory containers, its lease listed)."""
+    from starlette.applications import Starlette as App
+
+    from tests.airflow.plugins.test_ui_api import drained_backend
+
+    backend = drained_backend()
+    received: list[dict[str, Any]] = []
+
+    async def create_run(request: Request) -> JSONResponse:
+        received.append(await request.json())
+        return JSONResponse({"dag_run_id": "manual__1"})
+
+    app = App(routes=[Route("/api/v2/dags/{dag_id}/dagRuns", create_run, methods=["POST"])])
+    monitored, _ = backend.stores["orders"]
+    (token,) = [r.token for r in monitored.read_feed_ranges()]
+    return TestClient(ChatterConfGuard(app, backend=backend)), received, token
+
+
+@pytest.mark.parametrize(
+    ("conf", "field"),
+    [
+        ({"source": "orders", "start": "2999-01-01T00:00:00+00:00"}, "start"),
+        ({"source": "orders", "start": "2999-01-01T00:00:00"}, "start"),
+        ({"source": "orders", "feed_ranges": ["no-such-range"]}, "feed_ranges"),
+    ],
+)
+def test_a_backfill_that_would_read_nothing_is_refused_at_creation_naming_the_field(
+    conf: dict[str, Any], field: str
+) -> None:
+    """Through REST (and Airflow's trigger form, the same request): a future start or an unknown feed range was
+    accepted and failed a moment later in a red run; now no run is created."""
+    client, received, _ = _backfill_client()
+    response = client.post("/api/v2/dags/chatter_backfill/dagRuns", json={"logical_date": None, "conf": conf})
+    assert response.status_code == 400 and response.json()["field"] == field, response.text
+    assert field in response.json()["detail"]
+    assert received == [], "no run was created"
+
+
+def test_a_backfill_of_a_known_feed_range_reaches_airflow() -> None:
+    client, received, token = _backfill_client()
+    body = {"logical_date": None, "conf": {"source": "orders", "feed_ranges": [token], "start": "beginning"}}
+    response = client.post("/api/v2/dags/chatter_backfill/dagRuns", json=body)
+    assert response.status_code == 200 and received == [body], response.text

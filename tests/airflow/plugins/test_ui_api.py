@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -102,8 +102,14 @@ class FakeBackend:
             raise AssertionError(f"source {source.name} names no ui_idempotency_container: the store is in memory")
         return self.idempotency
 
-    def runs(self, dag_id: str, limit: int) -> list[RunRecord]:
-        return self.runs_by_dag.get(dag_id, [])[:limit]
+    def runs(self, dag_id: str, limit: int, since: datetime | None = None) -> list[RunRecord]:
+        """The newest ``limit`` runs, and every run started since ``since`` (as the Airflow backend)."""
+        runs = self.runs_by_dag.get(dag_id, [])
+        return [
+            r
+            for n, r in enumerate(runs)
+            if n < limit or (since is not None and r.started_at and datetime.fromisoformat(r.started_at) >= since)
+        ]
 
     def run(self, dag_id: str, run_id: str) -> RunRecord | None:
         return next((r for r in self.runs_by_dag.get(dag_id, []) if r.run_id == run_id), None)
@@ -320,7 +326,7 @@ def test_idm_a_double_submitted_requeue_with_one_key_acts_once(
 def test_idm_without_an_idempotency_container_the_memory_store_is_announced_in_the_api_and_the_log(
     client: TestClient, caplog: pytest.LogCaptureFixture
 ) -> None:
-    view = client.get("/api/sources/orders", headers=auth("viewer")).json()
+    view = client.get("/api/sources/orders", headers=auth("admin")).json()  # an editor: a viewer cannot act
     assert view["idempotency"]["store"] == "memory" and view["idempotency"]["shared_across_workers"] is False
     assert "single api-server worker" in view["idempotency"]["warning"]
     body = _requeue_body(client)
@@ -429,7 +435,10 @@ def test_the_overview_lists_readable_sources_worst_first_with_what_the_caller_ma
     (lease,) = engine.store.list_leases()
     engine.store.save_suspension(lease, SuspensionState(5, True, backend.clock.now, False))
     view = client.get("/api/overview", headers=auth("viewer")).json()
-    assert [(r["source"], r["state"]) for r in view["rows"]] == [("orders", "suspended"), ("billing", "healthy")]
+    assert [(r["source"], r["state"]) for r in view["rows"]] == [
+        ("orders", "suspended"),
+        ("billing", "never drained"),
+    ]
     orders = view["rows"][0]
     assert orders["leases"] == 1 and orders["suspended_leases"] == 1 and orders["undeliverable"] == 2
     assert orders["last_drain_run"] == "run-0" and "2 undeliverable document(s)" in orders["reasons"]
@@ -480,3 +489,43 @@ def test_a_following_drain_is_live_in_the_overview_row_and_its_lease_with_last_p
     assert shown["follow"]["last_poll_at"] == rows["orders"]["last_poll_at"]
     after = {r["source"]: r for r in client.get("/api/overview", headers=auth("viewer")).json()["rows"]}
     assert after["orders"]["live"] is False, "stopped and released: no longer live"
+
+
+def test_published_in_the_last_hour_sums_every_run_of_the_hour_not_the_last_twenty() -> None:
+    """A one-minute schedule: 25 runs in the hour, one document each, and an older run outside it."""
+    backend = drained_backend()
+    now = datetime.now(UTC)  # the API's monitor reads the wall clock
+    runs = [
+        RunRecord(
+            f"scheduled__{n}",
+            "scheduled",
+            "success",
+            (now - timedelta(minutes=n + 1)).isoformat(),
+            ({"lease": "l", "published": 1, "delivered": 1},),
+        )
+        for n in range(25)
+    ]
+    older = RunRecord(
+        "scheduled__old",
+        "scheduled",
+        "success",
+        (now - timedelta(hours=2)).isoformat(),
+        ({"lease": "l", "published": 7, "delivered": 7},),
+    )
+    backend.runs_by_dag[SOURCE.dag_id] = [*runs, older]
+    rows = TestClient(create_app(backend)).get("/api/overview", headers=auth("viewer")).json()["rows"]
+    (row,) = [r for r in rows if r["source"] == "orders"]
+    assert row["published_last_hour"] == 25, "every run of the hour counts, the older one does not"
+
+
+def test_the_source_answer_carries_the_pending_age_verdict_the_page_draws(backend: FakeBackend) -> None:
+    """The verdict is the core's; the page only colours it, so the answer must carry it."""
+    watched = SourceConfig(**{**SOURCE.model_dump(), "max_pending_age_seconds": 300})
+    backend.orders = watched
+    body = TestClient(create_app(backend)).get("/api/sources/orders", headers=auth("viewer")).json()
+    assert body["pending_age"] == {
+        "seconds": 0.0,
+        "limit_seconds": 300.0,
+        "known_floor_seconds": 0.0,
+        "verdict": "within",
+    }, body["pending_age"]

@@ -308,3 +308,64 @@ def test_every_try_counts_in_the_pages_totals_and_the_runs_point(backend: FakeBa
     assert view["totals"]["confirmation_failures"] == 2, view["totals"]
     counts = view["failure_counts"]
     assert (counts["in_runs"], counts["on_leases"]) == (2, 0) and "a success resets them" in counts["why_they_differ"]
+
+
+def test_releasing_a_lease_that_does_not_exist_is_404_naming_lease_id(client: TestClient) -> None:
+    response = client.post(
+        "/api/sources/orders/leases/no-such-lease/release", json={"etag": '"e"'}, headers={**auth("admin"), **key("n1")}
+    )
+    assert response.status_code == 404 and response.json()["field"] == "lease_id", response.text
+    assert "does not exist" in response.json()["detail"]
+
+
+@pytest.mark.parametrize("path", [REQUEUE, "/api/sources/orders/leases/some-lease/release"])
+def test_an_action_body_refuses_an_unknown_field_naming_it(client: TestClient, path: str) -> None:
+    """As the backfill body does: a misspelt field is refused, never silently ignored."""
+    body = {**_requeue_body(client), "etag": '"e"', "dryrun": True}
+    if path != REQUEUE:
+        body = {"etag": '"e"', "dryrun": True}
+    response = client.post(path, json=body, headers={**auth("admin"), **key(f"u-{path[-7:]}")})
+    assert response.status_code == 422 and response.json()["field"] in ("dryrun", "etag"), response.text
+    assert "dryrun" in response.text or "etag" in response.text
+    assert client.get("/api/sources/orders", headers=auth("viewer")).json()["undeliverable_count"] == 2
+
+
+def test_a_body_that_is_not_json_is_refused_naming_the_body(client: TestClient) -> None:
+    response = client.post(
+        REQUEUE,
+        content=b"{not json",
+        headers={**auth("admin"), **key("j1"), "Content-Type": "application/json"},
+    )
+    assert response.status_code == 422 and response.json()["field"] == "body", response.text
+
+
+def test_requeueing_a_delivered_document_says_it_is_delivered_not_not_found(
+    client: TestClient, backend: FakeBackend
+) -> None:
+    monitored, _ = backend.stores["orders"]
+    good = next(d for d in monitored.query("SELECT * FROM c") if d.get("status") == "delivered")
+    again = client.post(
+        REQUEUE, json={"documents": [{"id": good["id"], "etag": good["_etag"]}]}, headers={**auth("admin"), **key("d2")}
+    )
+    assert again.status_code == 200, again.text
+    assert (again.json()["already_delivered"], again.json()["not_found"]) == ([good["id"]], []), again.text
+
+
+def test_a_viewer_is_not_shown_the_idempotency_store_warning_an_editor_is(client: TestClient) -> None:
+    """The warning is about acting twice; a viewer cannot act."""
+    viewer = client.get("/api/sources/orders", headers=auth("viewer")).json()["idempotency"]
+    admin = client.get("/api/sources/orders", headers=auth("admin")).json()["idempotency"]
+    assert viewer["warning"] is None and viewer["store"] == "memory", viewer
+    assert admin["warning"] and "ui_idempotency_container is not set" in admin["warning"], admin
+
+
+def test_a_backfill_of_an_unknown_feed_range_from_the_page_is_refused_naming_feed_ranges(
+    client: TestClient, backend: FakeBackend
+) -> None:
+    response = client.post(
+        "/api/sources/orders/backfill",
+        json={"feed_ranges": ["no-such-range"]},
+        headers={**auth("admin"), **key("fr1")},
+    )
+    assert response.status_code == 422 and response.json()["field"] == "feed_ranges", response.text
+    assert backend.triggered == [], "no run was created"

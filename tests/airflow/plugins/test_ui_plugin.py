@@ -21,11 +21,23 @@ def test_importing_the_plugin_module_imports_neither_fastapi_nor_azure_nor_kafka
     assert loaded == []
 
 
-def test_the_plugin_mounts_a_lazy_api_app_and_registers_the_page_in_the_nav_and_on_dag_runs() -> None:
+def test_the_plugin_mounts_a_lazy_api_app_and_registers_the_page_in_the_nav_on_dag_runs_and_the_dashboard() -> None:
     (app,) = ChatterPlugin.fastapi_apps
     assert app["url_prefix"] == URL_PREFIX and isinstance(app["app"], LazyApp)
     destinations = {entry["destination"]: entry["bundle_url"] for entry in ChatterPlugin.react_apps}
-    assert destinations == {"nav": BUNDLE_URL, "dag_run": BUNDLE_URL}
+    assert destinations == {"nav": BUNDLE_URL, "dag_run": BUNDLE_URL, "dashboard": BUNDLE_URL}
+
+
+def test_the_bundle_registers_the_dashboard_tile_under_its_react_apps_name() -> None:
+    """Airflow renders ``globalThis[name]`` of a react app: the tile's name must be the one the module sets."""
+    from importlib import resources
+
+    from airflow_chatter.airflow.plugins.chatter import TILE_NAME
+
+    (tile,) = [entry for entry in ChatterPlugin.react_apps if entry["destination"] == "dashboard"]
+    text = resources.files("airflow_chatter.airflow.plugins").joinpath("static", "chatter-ui.js").read_text()
+    assert tile["name"] == TILE_NAME and f'const TILE_NAME = "{TILE_NAME}";' in text
+    assert "globalThis[TILE_NAME] = ChatterTile;" in text
 
 
 def test_the_lazy_app_builds_the_real_app_once_on_first_use() -> None:

@@ -241,6 +241,20 @@ def test_every_try_counts_three_failing_tries_agree_with_the_lease(rig: Rig) -> 
     assert counts is not None and (counts.in_runs, counts.on_leases, counts.why_they_differ) == (3, 3, None)
 
 
+def test_a_try_still_in_flight_is_named_as_why_the_leases_count_more_failures(rig: Rig) -> None:
+    """Two tries failed and a third is running: the lease counts 2, the finished run shown reported none. The reason
+    is the run in flight, not a success that reset the lease or a killed try."""
+    summaries = _three_tries(rig, last_fails=True)
+    rig.lease(rig.engine())  # the lease carries the failures of the tries
+    store = monitor_store(rig.source(), rig.monitored, rig.leases, clock=rig.clock)
+    running = RunRecord("run-now", "scheduled", "running", None, ())
+    overview = source_overview("orders", "d", store, rig.monitored, [running])
+    counts = overview.failure_counts
+    assert counts is not None and (counts.in_runs, counts.on_leases) == (0, len(summaries)), counts
+    assert counts.why_they_differ is not None and "a try still in flight (run run-now)" in counts.why_they_differ
+    assert "a success resets them" not in counts.why_they_differ
+
+
 def test_the_next_run_starts_its_own_record_of_tries(rig: Rig) -> None:
     _three_tries(rig, last_fails=False)
     rig.seed(outbox_doc("m2"))
@@ -358,3 +372,58 @@ def test_a_run_value_that_does_not_read_back_as_a_drain_summary_is_left_out_and_
 
     assert [p.published for p in points] == [4, 0] and counted["published"] == 4
     assert "run-1" in caplog.text and "published" in caplog.text, caplog.text
+
+
+def _row_after(rig: Rig, *, limit: float | None = None, runs: list[RunRecord] | None = None) -> object:
+    store = monitor_store(rig.source(), rig.monitored, rig.leases, clock=rig.clock)
+    view = source_overview(
+        "orders", "d", store, rig.monitored, runs or [], now=rig.clock.now, max_pending_age_seconds=limit
+    )
+    return overview_row(view, now=rig.clock.now)
+
+
+def test_lag_is_the_age_of_the_oldest_pending_document_not_the_continuations(rig: Rig) -> None:
+    """An idle, caught-up lease whose checkpoint is 9 minutes old has no lag: "caught up"; once documents are
+    written, the lag is how long the oldest of them has waited, however old the checkpoint."""
+    rig.seed(outbox_doc("m1"))
+    summary = rig.drain().to_dict()
+    rig.clock.advance(540)  # nine idle minutes
+    idle = _row_after(rig, runs=_runs(summary))
+    assert (idle.lag_seconds, idle.caught_up, idle.pending, idle.state) == (0.0, True, 0, "healthy"), idle  # type: ignore[attr-defined]
+
+    rig.seed(outbox_doc("m2"))
+    rig.clock.advance(400)
+    rig.seed(outbox_doc("m3"))
+    rig.clock.advance(20)
+    waiting = _row_after(rig, runs=_runs(summary))
+    assert (waiting.lag_seconds, waiting.caught_up, waiting.pending) == (420.0, False, 2), waiting  # type: ignore[attr-defined]
+    assert waiting.state == "lagging", "the oldest has waited over LAG_SECONDS"  # type: ignore[attr-defined]
+
+
+def test_a_bounded_estimate_without_a_pending_document_has_an_unknown_lag_never_zero(rig: Rig) -> None:
+    rig.seed(*(outbox_doc(f"m{n}", status="delivered") for n in range(3)), outbox_doc("late"))
+    lease = rig.engine().ensure_leases()[0]
+    estimate = estimate_pending(rig.monitored, lease, page_items=1, max_pages=2)
+    assert (estimate.count, estimate.bounded, estimate.age_seconds(rig.clock.now)) == (0, True, None)
+
+
+def test_a_source_that_never_drained_says_so_not_healthy(rig: Rig) -> None:
+    row = _row_after(rig)
+    assert row.state == "never drained" and row.reasons == ("no drain has run yet: no lease, no run",)  # type: ignore[attr-defined]
+    assert row.lag_seconds is None and not row.caught_up, "no lease: the age is unknown, never 0"  # type: ignore[attr-defined]
+
+
+def test_a_pending_document_older_than_max_pending_age_makes_the_source_overdue(rig: Rig) -> None:
+    """``max_pending_age_seconds``: the oldest pending document over it is the row's state, with the age named."""
+    rig.seed(outbox_doc("m1"))
+    summary = rig.drain().to_dict()
+    rig.seed(outbox_doc("m2"))
+    rig.clock.advance(200)
+    within = _row_after(rig, limit=300, runs=_runs(summary))
+    assert (within.state, within.pending_age_verdict) == ("healthy", "within")  # type: ignore[attr-defined]
+    rig.clock.advance(150)
+    over = _row_after(rig, limit=300, runs=_runs(summary))
+    assert (over.state, over.pending_age_verdict, over.lag_seconds) == ("overdue", "over", 350.0)  # type: ignore[attr-defined]
+    assert "waited 350 s, over max_pending_age_seconds 300" in over.reasons[0]  # type: ignore[attr-defined]
+    rig.drain()
+    assert _row_after(rig, limit=300, runs=_runs(summary)).state == "healthy", "drained: the alert clears"  # type: ignore[attr-defined]

@@ -21,8 +21,17 @@ def test_the_most_severe_state_that_holds_wins_and_every_reason_is_listed() -> N
     assert derive_state(broken=True)[0] == "broken config"
 
 
-def test_severity_order_is_suspended_broken_failing_undeliverable_lagging_healthy() -> None:
-    assert SEVERITY == ("suspended", "broken config", "failing", "undeliverable", "lagging", "healthy")
+def test_severity_order_puts_what_stops_delivery_before_what_waits() -> None:
+    assert SEVERITY == (
+        "suspended",
+        "broken config",
+        "failing",
+        "overdue",
+        "undeliverable",
+        "never drained",
+        "lagging",
+        "healthy",
+    )
 
 
 def _row(name: str, **counts: int) -> object:
@@ -32,13 +41,14 @@ def _row(name: str, **counts: int) -> object:
 
 def test_rows_sort_worst_first_then_by_name() -> None:
     healthy = _row("alpha")
+    assert healthy.state == "never drained"  # type: ignore[attr-defined]
     undeliverable = _row("zeta", undeliverable=2)
     broken = broken_row("beta", "sources[1].database: field required")
     rows = sort_rows([healthy, undeliverable, broken])  # type: ignore[list-item]
     assert [(r.source, r.state) for r in rows] == [
         ("beta", "broken config"),
         ("zeta", "undeliverable"),
-        ("alpha", "healthy"),
+        ("alpha", "never drained"),
     ]
     assert rows[0].error == "sources[1].database: field required" and rows[0].undeliverable is None
 

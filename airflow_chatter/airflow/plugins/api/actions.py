@@ -20,7 +20,15 @@ from airflow_chatter.airflow.plugins.api.shapes import (
     ReleaseBody,
     RequeueBody,
 )
-from airflow_chatter.operations.interventions import LeaseChangedError, Selected, release_lease, requeue_selected
+from airflow_chatter.airflow.plugins.backfill_check import check_backfill_conf
+from airflow_chatter.errors import ConfigurationError
+from airflow_chatter.operations.interventions import (
+    LeaseChangedError,
+    NoSuchLeaseError,
+    Selected,
+    release_lease,
+    requeue_selected,
+)
 from airflow_chatter.operations.monitoring import monitor_store
 
 log = logging.getLogger("airflow_chatter.ui")
@@ -68,8 +76,9 @@ def release(
     store = monitor_store(config.to_options(), monitored, leases)
     try:
         released = release_lease(store, lease_id, expected_etag=body.etag)
-    except LeaseChangedError as error:
-        raise HTTPException(409, {"field": "lease_id", "message": str(error)}) from None
+    except (LeaseChangedError, NoSuchLeaseError) as error:
+        status = 404 if isinstance(error, NoSuchLeaseError) else 409
+        raise HTTPException(status, {"field": "lease_id", "message": str(error)}) from None
     log.info(
         "UI lease release by %s on source %s: lease %s owner %s -> none (released=%s)",
         user.name,
@@ -93,8 +102,11 @@ def backfill(source: str, body: BackfillBody, access: Access = Depends(action_ac
         raise NotAuthorized(403, f"{user.name} may not trigger DAG {backfill_dag_id}")
     conf = {"source": config.name, **body.model_dump()}
     try:
+        check_backfill_conf(access.backend, conf)  # refused before a run exists, naming start or feed_ranges
         run = access.backend.trigger(backfill_dag_id, conf, user, note=f"backfill of {config.name} from the UI")
     except ParamsRejected as error:
         raise HTTPException(400, {"field": "params", "message": str(error)}) from None
+    except ConfigurationError as error:
+        raise HTTPException(422, {"field": error.option, "message": str(error)}) from None
     log.info("UI backfill by %s on source %s: run %s with %s", user.name, config.name, run.get("run_id"), conf)
     return {"source": config.name, "by": user.name, **run, "idempotency": access.api.guards.store_kind(config)}

@@ -35,7 +35,7 @@ from airflow_chatter.operations.monitoring import (
     source_overview,
 )
 from airflow_chatter.operations.outbox_queries import count_undeliverable
-from airflow_chatter.operations.overview import OverviewRow, broken_row, overview_row, sort_rows
+from airflow_chatter.operations.overview import OverviewRow, broken_row, overview_row, recent_since, sort_rows
 
 #: Recent runs a source's page reads (their XCom summaries), at most.
 MAX_RUNS = 50
@@ -76,7 +76,14 @@ def overview(
     config, backend, backfill_dag_id = access.source, access.backend, access.api.backfill_dag_id
     monitored, leases = backend.containers(config)
     store = monitor_store(config.to_options(), monitored, leases)
-    view = source_overview(config.name, config.dag_id, store, monitored, backend.runs(config.dag_id, runs))
+    view = source_overview(
+        config.name,
+        config.dag_id,
+        store,
+        monitored,
+        backend.runs(config.dag_id, runs),
+        max_pending_age_seconds=config.max_pending_age_seconds,
+    )
     return {
         **dataclasses.asdict(view),
         "backfill_runs": [dataclasses.asdict(r) for r in _backfill_runs(access, config, runs)],
@@ -84,7 +91,7 @@ def overview(
         # The instruments are recorded in the workers' task processes; the api-server has only the summaries.
         "totals_from": "run summaries",
         "telemetry": backend.telemetry(),
-        "idempotency": dataclasses.asdict(access.api.guards.info(config)),
+        "idempotency": dataclasses.asdict(access.api.guards.info(config, editor=access.may("PUT", config.dag_id))),
         # What the caller may do here: the page hides the actions that would answer 403.
         "permissions": {
             "edit": access.may("PUT", config.dag_id),
@@ -162,7 +169,10 @@ def overview_table(
             continue  # a source whose DAG the caller may not read is not shown
         monitored, leases = access.backend.containers(config)
         store = monitor_store(config.to_options(), monitored, leases)
-        view = source_overview(config.name, config.dag_id, store, monitored, access.backend.runs(config.dag_id, runs))
+        hour = access.backend.runs(config.dag_id, runs, since=recent_since(store.now()))
+        view = source_overview(
+            config.name, config.dag_id, store, monitored, hour, max_pending_age_seconds=config.max_pending_age_seconds
+        )
         rows.append(overview_row(view, now=store.now()))
         can[config.name] = {
             "edit": access.may("PUT", config.dag_id),

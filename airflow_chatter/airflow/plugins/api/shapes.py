@@ -9,11 +9,10 @@ import base64
 import binascii
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from airflow_chatter.airflow.sources import BrokenSource
 from airflow_chatter.errors import ChatterError, ConfigurationError
@@ -77,6 +76,8 @@ def decode_continuation(token: str | None) -> str | None:
 
 
 class SelectedDocument(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     id: str = Field(min_length=1, max_length=1023, description="The outbox item id.")
     etag: str = Field(
         min_length=1, max_length=200, description="The ETag the page showed (required): the requeue is conditional."
@@ -84,10 +85,14 @@ class SelectedDocument(BaseModel):
 
 
 class RequeueBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     documents: list[SelectedDocument] = Field(min_length=1, max_length=MAX_REQUEUE)
 
 
 class ReleaseBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     etag: str = Field(
         min_length=1,
         max_length=200,
@@ -97,7 +102,8 @@ class ReleaseBody(BaseModel):
 
 class BackfillBody(BaseModel):
     """The ``chatter_backfill`` DAG's params (validated by Airflow against the DAG's ``Param`` schema): ``start`` is
-    ``beginning``, ``resume`` or a UTC timestamp; a dry run unless ``dry_run`` is false, as the DAG's own default."""
+    ``beginning``, ``resume`` or a UTC timestamp; a dry run unless ``dry_run`` is false, as the DAG's own default. A
+    start in the future or unknown feed ranges are refused by ``backfill_check`` before the run is created."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -105,18 +111,6 @@ class BackfillBody(BaseModel):
     feed_ranges: list[str] = Field(default_factory=list, max_length=100)
     document_budget: int = 10000
     dry_run: bool = True
-
-    @field_validator("start")
-    @classmethod
-    def _not_in_the_future(cls, value: str) -> str:
-        """A start in the future reads nothing: refused here (422 naming ``start``), before a run is created."""
-        try:
-            moment = datetime.fromisoformat(value)
-        except ValueError:
-            return value  # beginning, resume, or a bad timestamp the DAG's param schema refuses (400)
-        if moment.tzinfo is not None and moment > datetime.now(UTC):
-            raise ValueError(f"{value} is in the future: a backfill from then would read nothing")
-        return value
 
 
 # ------------------------------------------------------------------------------------------------
@@ -233,7 +227,7 @@ def validation_problem(raw: Sequence[Any]) -> JSONResponse:
         for e in raw
     ]
     first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
-    names = [str(part) for part in first["loc"][1:] if not isinstance(part, int)] or [str(p) for p in first["loc"]]
-    return problem(
-        422, f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}", names[-1] if names else None, errors=errors
-    )
+    loc = first["loc"]
+    # A body that is no JSON at all is located at ("body", <character offset>): the field is the body.
+    names = [str(part) for part in loc[1:] if not isinstance(part, int)] or [str(p) for p in loc[:1]]
+    return problem(422, f"{'.'.join(str(p) for p in loc)}: {first['msg']}", names[-1] if names else None, errors=errors)

@@ -60,6 +60,27 @@ function post(path, key, body) {
   });
 }
 
+// The page polls every POLL_SECONDS (a visible control pauses it). Nothing is refetched while a form is being
+// filled: a component with unsaved input (selected documents, an edited backfill form) registers here, and a field
+// of the page that has the focus counts too.
+const POLL_SECONDS = 15;
+// The dashboard tile's react_apps name (plugins/chatter.py TILE_NAME): Airflow renders globalThis[name].
+const TILE_NAME = "Outbox drains at a glance";
+const editing = new Set();
+function useEditing(name, active) {
+  useEffect(() => {
+    if (active) editing.add(name);
+    else editing.delete(name);
+    return () => editing.delete(name);
+  }, [name, active]);
+}
+function isEditing() {
+  const page = document.querySelector("[data-testid=chatter-page]");
+  const focused = document.activeElement;
+  const typing = !!(page && focused && page.contains(focused) && ["INPUT", "SELECT", "TEXTAREA"].includes(focused.tagName) && focused.type !== "checkbox");
+  return typing || editing.size > 0;
+}
+
 const short = (text, n = 14) => (text && text.length > n ? `${text.slice(0, 6)}…${text.slice(-6)}` : text || "–");
 // Airflow's UI keeps the user's timezone choice in localStorage ("timezone", JSON or plain) and, when none was
 // chosen, uses the browser's; it shows dates as YYYY-MM-DD HH:mm:ss in that zone: the page does the same.
@@ -159,7 +180,7 @@ function RunChart({ runs }) {
     { "data-testid": "run-chart", color: "fg.muted" },
     h(
       "svg",
-      { width: W, height: H, role: "img", "aria-label": "documents published and delivered per run, and lag, over time" },
+      { width: W, height: H, role: "img", "aria-label": "documents published and delivered per run, and continuation age, over time" },
       h("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: "currentColor" }),
       h("line", { x1: L, y1: T, x2: L, y2: H - B, stroke: "currentColor" }),
       h("line", { x1: W - R, y1: T, x2: W - R, y2: H - B, stroke: "currentColor" }),
@@ -167,13 +188,13 @@ function RunChart({ runs }) {
       xAxis.ticks.map(({ ms, label }, i) => text({ key: `x${i}`, x: x(ms), y: H - B + 14, textAnchor: i === 0 ? "start" : i === xAxis.ticks.length - 1 ? "end" : "middle", "data-testid": "chart-x-tick" }, label)),
       text({ x: L + (W - L - R) / 2, y: H - 4, textAnchor: "middle", "data-testid": "chart-x-title" }, xAxis.title),
       text({ x: 2, y: T + 2, transform: `rotate(90 2 ${T + 2})` }, "documents / run"),
-      text({ x: W - 2, y: T + 2, textAnchor: "end", transform: `rotate(-90 ${W - 2} ${T + 2})` }, "lag"),
+      text({ x: W - 2, y: T + 2, textAnchor: "end", transform: `rotate(-90 ${W - 2} ${T + 2})` }, "continuation age"),
       h("polyline", { points: poly((p) => p.published, most), fill: "none", stroke: "#4299e1", strokeWidth: 2 }),
       h("polyline", { points: poly((p) => p.delivered, most), fill: "none", stroke: "#48bb78", strokeWidth: 2, strokeDasharray: "4 2" }),
       h("polyline", { points: poly((p) => p.max_continuation_age_seconds, oldest), fill: "none", stroke: "#ed8936", strokeWidth: 2 }),
-      points.map((p, i) => h("circle", { key: p.run_id, "data-testid": "chart-point", cx: x(t[i]), cy: y(p.published, most), r: 3, fill: "#4299e1" }, h("title", null, `${p.run_id} (${when(p.at)}): published ${p.published}, delivered ${p.delivered}, lag ${seconds(p.max_continuation_age_seconds)}`))),
+      points.map((p, i) => h("circle", { key: p.run_id, "data-testid": "chart-point", cx: x(t[i]), cy: y(p.published, most), r: 3, fill: "#4299e1" }, h("title", null, `${p.run_id} (${when(p.at)}): published ${p.published}, delivered ${p.delivered}, continuation age ${seconds(p.max_continuation_age_seconds)}`))),
     ),
-    h(C.Text, { fontSize: "xs" }, "blue: published per run · green (dashed): delivered per run · orange: lag (max continuation age, right axis)"),
+    h(C.Text, { fontSize: "xs" }, "blue: published per run · green (dashed): delivered per run · orange: the run's max continuation age (time since a lease's checkpoint, right axis)"),
   );
 }
 
@@ -191,19 +212,30 @@ function FollowCell({ follow }) {
   );
 }
 
+// A lease is running only while a drain holds it (its owner, unexpired); free when no one does; expired when its
+// owner's time ran out (a worker gone: an editor may release it).
+function leaseState(lease) {
+  if (lease.suspension.suspended) return h(C.Badge, { colorPalette: "red" }, "suspended");
+  if (!lease.owner) return h(C.Badge, { colorPalette: "gray" }, "free");
+  return lease.live ? h(C.Badge, { colorPalette: "green" }, "running") : h(C.Badge, { colorPalette: "orange" }, "expired");
+}
+// The oldest pending document's age: "caught up" when none is pending, "unknown" when it cannot be seen.
+const lag = (age, caughtUp) => (caughtUp || age === 0 ? "caught up" : age === null || age === undefined ? "unknown" : seconds(age));
+
 function Leases({ source, view, reload }) {
   const [release, state] = useAction(
     useCallback((key, lease) => post(`/sources/${source}/leases/${encodeURIComponent(lease.id)}/release`, key, { etag: lease.etag }), [source]),
   );
   const rows = view.leases.map((lease) => {
     const last = lease.last_drain;
-    const pending = lease.pending ? `${lease.pending.count}${lease.pending.bounded ? "+" : ""}` : "–";
+    const age = lease.pending_age_seconds;
+    const pending = lease.pending ? `${lease.pending.count}${lease.pending.bounded ? "+" : ""} (${age === 0 ? "caught up" : `oldest ${lag(age, false)}`})` : "–";
     return h(
       C.Table.Row,
       { key: lease.id, "data-testid": "lease-row" },
       h(Cell, { title: lease.id }, short(lease.id.split(":").pop())),
       h(Cell, { title: lease.feed_range }, range(lease.feed_range)),
-      h(Cell, null, lease.suspension.suspended ? h(C.Badge, { colorPalette: "red" }, "suspended") : h(C.Badge, { colorPalette: "green" }, "running")),
+      h(Cell, { "data-testid": "lease-state" }, leaseState(lease)),
       h(Cell, { title: lease.owner || "" }, lease.owner ? `${short(lease.owner, 20)} until ${when(lease.expires_at)}` : "free"),
       h(Cell, null, seconds(lease.continuation_age_seconds)),
       h(Cell, null, last ? `${lease.last_drain_run}: published ${last.published}, delivered ${last.delivered}, undeliverable ${last.undeliverable}${last.error_type ? `, ${last.error_type}` : ""}` : "–"),
@@ -234,7 +266,7 @@ function Suspensions({ view }) {
   return h(Section, { title: "Drain Suspensions" }, h(DataTable, { columns: ["Lease", "Consecutive failures", "Window end", "Last fault"], rows, testid: "suspensions", empty: "No lease is suspended." }));
 }
 
-function Undeliverable({ source, reload, canEdit }) {
+function Undeliverable({ source, reload, canEdit, tick }) {
   const [search, setSearch] = useState("");
   const [pages, setPages] = useState([null]);
   const [page, setPage] = useState(null);
@@ -254,12 +286,13 @@ function Undeliverable({ source, reload, canEdit }) {
   }, [source, continuation, search]);
   useEffect(() => {
     load();
-  }, [load]);
+  }, [load, tick]);
   const [requeue, state] = useAction(
     useCallback((key, documents) => post(`/sources/${source}/undeliverable/requeue`, key, { documents }), [source]),
   );
   const items = page ? page.items : [];
   const chosen = items.filter((d) => selected[d.id]).map((d) => ({ id: d.id, etag: d.etag }));
+  useEditing(`requeue-${source}`, chosen.length > 0);
   const rows = items.map((d) =>
     h(
       C.Table.Row,
@@ -278,13 +311,13 @@ function Undeliverable({ source, reload, canEdit }) {
       C.HStack,
       { mb: 2, gap: 2 },
       h(C.Input, { size: "sm", maxW: "xs", placeholder: "Search by message id", value: search, onChange: (e) => { setSearch(e.target.value); setPages([null]); } }),
-      canEdit ? h(C.Button, { size: "sm", colorPalette: "blue", disabled: !chosen.length, _disabled: { opacity: 0.4, cursor: "not-allowed" }, loading: state.busy, onClick: async () => { if (await requeue(chosen)) { setSelected({}); load(); reload(); } } }, `Requeue selected (${chosen.length})`) : null,
+      canEdit ? h(C.Button, { size: "sm", colorPalette: "blue", disabled: !chosen.length, _disabled: { opacity: 0.4, cursor: "not-allowed" }, loading: state.busy, onClick: async () => { if (await requeue(chosen)) { setSelected({}); reload(); } } }, `Requeue selected (${chosen.length})`) : null,
       h(C.Button, { size: "sm", variant: "outline", disabled: pages.length < 2, _disabled: { opacity: 0.4, cursor: "not-allowed" }, onClick: () => setPages(pages.slice(0, -1)) }, "Previous"),
       h(C.Button, { size: "sm", variant: "outline", disabled: !(page && page.continuation), _disabled: { opacity: 0.4, cursor: "not-allowed" }, onClick: () => setPages([...pages, page.continuation]) }, "Next"),
     ),
     error ? h(C.Text, { color: "fg.error", fontSize: "sm" }, error) : null,
     state.error ? h(C.Text, { color: "fg.error", fontSize: "sm" }, state.error) : null,
-    state.result ? h(C.Text, { fontSize: "sm", "data-testid": "requeue-result" }, `Requeued ${state.result.requeued.length}; changed meanwhile ${state.result.changed_meanwhile.length}; already pending ${(state.result.already_pending || []).length}; not found ${state.result.not_found.length}.`) : null,
+    state.result ? h(C.Text, { fontSize: "sm", "data-testid": "requeue-result" }, `Requeued ${state.result.requeued.length}; changed meanwhile ${state.result.changed_meanwhile.length}; already pending ${(state.result.already_pending || []).length}; already delivered ${(state.result.already_delivered || []).length}; not found ${state.result.not_found.length}.`) : null,
     h(DataTable, { columns: [...(canEdit ? [""] : []), "Message id", "Destination", "Violations", "Modified"], rows, testid: "undeliverable", empty: "No undeliverable documents." }),
     canEdit ? h(C.Text, { fontSize: "xs", color: "fg.muted", mt: 1 }, "Fix the document (or its writer) first: a requeued document is verified again by the next drain.") : null,
   );
@@ -360,6 +393,7 @@ function Backfill({ source, backfillDag }) {
     useCallback((key, body) => post(`/sources/${source}/backfill`, key, body), [source]),
   );
   const set = (name) => (e) => setForm({ ...form, [name]: e.target.type === "checkbox" ? e.target.checked : e.target.value });
+  useEditing(`backfill-${source}`, form.start !== "beginning" || form.point_in_time !== "" || Number(form.document_budget) !== 10000 || !form.dry_run);
   const body = {
     start: form.start === "point in time" ? form.point_in_time : form.start,
     document_budget: Number(form.document_budget),
@@ -384,9 +418,9 @@ function Backfill({ source, backfillDag }) {
   );
 }
 
-const STATE_COLOR = { suspended: "red", "broken config": "red", failing: "orange", undeliverable: "orange", lagging: "yellow", healthy: "green" };
+const STATE_COLOR = { suspended: "red", "broken config": "red", failing: "orange", overdue: "red", undeliverable: "orange", "never drained": "gray", lagging: "yellow", healthy: "green" };
 // Where a row's state badge leads: the section of the source's panel that shows what the state counts.
-const STATE_SECTION = { suspended: "suspensions", failing: "leases", undeliverable: "undeliverable", lagging: "leases", healthy: "" };
+const STATE_SECTION = { suspended: "suspensions", failing: "leases", overdue: "leases", undeliverable: "undeliverable", "never drained": "", lagging: "leases", healthy: "" };
 
 // A broken sources entry's problems, each with the field it names (GET /sources lists them; the row's error says
 // the same in one line).
@@ -430,10 +464,10 @@ function Overview({ data, broken, onOpen }) {
           h(Cell, { title: r.error || r.reasons.join("; ") }, openable ? jump(STATE_SECTION[r.state] || "", { colorPalette: STATE_COLOR[r.state] || "gray", "data-testid": "overview-state" }, r.state) : h(C.Badge, { colorPalette: STATE_COLOR[r.state] || "gray", "data-testid": "overview-state" }, r.state), r.error ? h(BrokenProblems, { row: r, broken }) : null),
           h(Cell, null, openable ? jump("leases", { variant: "outline", "data-testid": "overview-leases" }, `${r.leases}`) : "–", r.suspended_leases ? jump("suspensions", { ml: 1, colorPalette: "red" }, `${r.suspended_leases} suspended`) : null),
           h(Cell, null, r.pending === null ? "–" : `${r.pending}${r.pending_bounded ? "+" : ""}`),
-          h(Cell, null, seconds(r.lag_seconds)),
-          h(Cell, null, r.undeliverable ? jump("undeliverable", { colorPalette: "orange" }, `${r.undeliverable}`) : r.undeliverable === null ? "–" : "0"),
+          h(Cell, { "data-testid": "overview-lag", title: r.max_pending_age_seconds ? `alert over ${seconds(r.max_pending_age_seconds)} (max_pending_age_seconds)` : "time the oldest pending document has waited" }, lag(r.lag_seconds, r.caught_up), r.pending_age_verdict === "over" ? h(C.Badge, { ml: 1, colorPalette: "red", "data-testid": "overview-overdue" }, `over ${seconds(r.max_pending_age_seconds)}`) : null),
+          h(Cell, { "data-testid": "overview-undeliverable" }, r.undeliverable ? jump("undeliverable", { colorPalette: "orange" }, `${r.undeliverable}`) : r.undeliverable === null ? "–" : "0"),
           h(Cell, null, r.last_drain_at ? `${when(r.last_drain_at)} (${r.last_drain_state || "?"})` : "–"),
-          h(Cell, null, `${r.published_last_hour}`),
+          h(Cell, { "data-testid": "overview-published" }, `${r.published_last_hour}`),
           h(Cell, null, r.request_units_per_delivered === null ? "–" : `${r.request_units_per_delivered}`),
         );
       }),
@@ -441,25 +475,30 @@ function Overview({ data, broken, onOpen }) {
   );
 }
 
-// A source that needs no attention starts folded to its header line, so the ones that do stand out; its overview
+// A healthy source starts folded to its header line with its state, and so does one that never drained (its panel
+// would be empty), so the ones that need attention stand out (a failing or lagging one is not folded); its overview
 // row or its Details button unfolds it.
-function SourcePanel({ source, backfillDag, runId, quiet, open, onOpen }) {
+const FOLDED = ["healthy", "never drained"];
+function SourcePanel({ source, state, backfillDag, runId, quiet, open, onOpen, tick, refresh }) {
   if (quiet && !open)
     return h(
       C.HStack,
       { borderWidth: "1px", borderRadius: "md", px: 4, py: 2, mb: 2, gap: 3, "data-testid": `source-${source}-folded` },
       h(C.Heading, { size: "sm" }, source),
-      h(C.Badge, { colorPalette: "green" }, "0 suspended"),
-      h(C.Badge, { colorPalette: "green" }, "0 undeliverable"),
+      h(C.Badge, { colorPalette: STATE_COLOR[state] || "gray", "data-testid": "folded-state" }, state || "healthy"),
       h(C.Button, { size: "xs", variant: "ghost", onClick: () => onOpen(source, "") }, "Details"),
     );
-  return h(OpenPanel, { source, backfillDag, runId });
+  return h(OpenPanel, { source, backfillDag, runId, tick, refresh });
 }
 
-function OpenPanel({ source, backfillDag, runId }) {
+// The panel's header stays in view while its sections scroll under it, so a jump to a section keeps the source's
+// name on screen; the sections leave room for it when scrolled to (scroll-margin-top).
+const HEADER_PX = 56;
+
+function OpenPanel({ source, backfillDag, runId, tick, refresh }) {
   const [view, setView] = useState(null);
   const [error, setError] = useState(null);
-  const reload = useCallback(async () => {
+  const load = useCallback(async () => {
     try {
       setView(await call(`/sources/${source}`));
       setError(null);
@@ -468,8 +507,8 @@ function OpenPanel({ source, backfillDag, runId }) {
     }
   }, [source]);
   useEffect(() => {
-    reload();
-  }, [reload]);
+    load();
+  }, [load, tick]);
   // This run by its id (however old, a backfill run too), not only among the overview's latest runs.
   const [run, setRun] = useState(null);
   useEffect(() => {
@@ -478,41 +517,87 @@ function OpenPanel({ source, backfillDag, runId }) {
   if (error) return h(C.Text, { color: "fg.error" }, error);
   if (!view) return h(C.Spinner, { size: "sm" });
   const can = view.permissions || { edit: false, backfill: false };
+  const section = (name, child) => h(C.Box, { id: `chatter-${source}-${name}`, style: { scrollMarginTop: `${HEADER_PX + 8}px` } }, child);
+  const age = view.pending_age || {};
   return h(
     C.Box,
-    { borderWidth: "1px", borderRadius: "md", p: 4, mb: 4, "data-testid": `source-${source}` },
+    { borderWidth: "1px", borderRadius: "md", px: 4, pb: 4, mb: 4, "data-testid": `source-${source}` },
     h(
       C.HStack,
-      { gap: 3 },
-      h(C.Heading, { size: "md" }, source),
+      { gap: 3, position: "sticky", top: 0, zIndex: 1, bg: "bg", py: 3, minH: `${HEADER_PX}px`, "data-testid": "panel-header" },
+      h(C.Heading, { size: "md", "data-testid": "panel-name" }, source),
       h(C.Text, { fontSize: "sm", color: "fg.muted" }, view.dag_id),
       h(C.Badge, { colorPalette: view.suspensions.length ? "red" : "green", "data-testid": "suspended-count" }, `${view.suspensions.length} suspended`),
       h(C.Badge, { colorPalette: view.undeliverable_count ? "orange" : "green", "data-testid": "undeliverable-count" }, `${view.undeliverable_count} undeliverable`),
-      h(C.Button, { size: "xs", variant: "ghost", onClick: reload }, "Refresh"),
+      h(C.Badge, { colorPalette: age.verdict === "over" ? "red" : "gray", "data-testid": "pending-age" }, `oldest pending ${age.seconds === 0 ? "none (caught up)" : age.seconds === null || age.seconds === undefined ? "unknown" : seconds(age.seconds)}${age.limit_seconds ? ` / limit ${seconds(age.limit_seconds)}` : ""}`),
+      h(C.Button, { size: "xs", variant: "ghost", onClick: refresh }, "Refresh"),
     ),
-    view.idempotency && view.idempotency.warning ? h(C.Text, { mt: 1, fontSize: "xs", color: "fg.warning", "data-testid": "idempotency-warning" }, `Actions: ${view.idempotency.warning}.`) : null,
+    can.edit && view.idempotency && view.idempotency.warning ? h(C.Text, { mt: 1, fontSize: "xs", color: "fg.warning", "data-testid": "idempotency-warning" }, `Actions: ${view.idempotency.warning}.`) : null,
     run ? h(C.Text, { mt: 2, fontSize: "sm", "data-testid": "this-run" }, `This run: published ${run.published}, delivered ${run.delivered}, undeliverable ${run.undeliverable}, refused batches ${run.refused_batches}.`) : null,
-    h(C.Box, { id: `chatter-${source}-leases` }, h(Leases, { source, view, reload })),
-    h(C.Box, { id: `chatter-${source}-suspensions` }, h(Suspensions, { view })),
-    h(C.Box, { id: `chatter-${source}-undeliverable` }, h(Undeliverable, { source, reload, canEdit: can.edit })),
+    section("suspensions", h(Suspensions, { view })),
+    section("leases", h(Leases, { source, view, reload: refresh })),
+    section("undeliverable", h(Undeliverable, { source, reload: refresh, canEdit: can.edit, tick })),
     h(Runs, { view, backfillDag }),
     h(Totals, { view }),
     can.backfill ? h(Backfill, { source, backfillDag }) : h(C.Text, { fontSize: "xs", color: "fg.muted", "data-testid": "read-only" }, "Read-only: you may not edit this DAG or trigger a backfill."),
   );
 }
 
+// The poll's control and its last time: visible, so a frozen page is never mistaken for a live one.
+function PollControl({ paused, setPaused, lastPoll, held }) {
+  return h(
+    C.HStack,
+    { gap: 2, mb: 2, fontSize: "xs", color: "fg.muted", "data-testid": "poll" },
+    h(C.Text, { "data-testid": "poll-state" }, paused ? "Updates paused." : held ? "Updates held while you edit." : `Updates every ${POLL_SECONDS} s.`),
+    h(C.Text, { "data-testid": "last-poll" }, lastPoll ? `Last updated ${when(lastPoll)}.` : ""),
+    h(C.Button, { size: "xs", variant: "outline", "data-testid": "poll-toggle", onClick: () => setPaused(!paused) }, paused ? "Resume updates" : "Pause updates"),
+  );
+}
+
 function ChatterOutbox(props) {
+  const dagId = props && props.dagId;
+  const runId = props && props.runId;
   const [sources, setSources] = useState(null);
   const [overview, setOverview] = useState(null);
   const [error, setError] = useState(null);
+  // One refresh for the whole page: the overview, the glance and every open panel read at the same tick, so their
+  // numbers agree after an action, a panel's Refresh, or a poll.
+  const [tick, setTick] = useState(0);
+  const [lastPoll, setLastPoll] = useState(null);
+  const [paused, setPaused] = useState(false);
+  const [held, setHeld] = useState(false);
+  const [skipped, setSkipped] = useState(0);
+  const polls = useRef({ done: 0 });
+  const refresh = useCallback(() => setTick((t) => t + 1), []);
   useEffect(() => {
-    call("/sources").then(setSources, (e) => setError(String(e.message || e)));
-    if (!(props && props.dagId)) call("/overview").then(setOverview, (e) => setError(String(e.message || e)));
-  }, []);
+    let live = true;
+    const reads = [call("/sources").then((s) => live && setSources(s))];
+    if (!dagId) reads.push(call("/overview").then((o) => live && setOverview(o)));
+    Promise.all(reads).then(
+      () => {
+        if (!live) return;
+        polls.current.done += 1;
+        setLastPoll(new Date().toISOString());
+        setError(null);
+      },
+      (e) => live && setError(String(e.message || e)),
+    );
+    return () => {
+      live = false;
+    };
+  }, [tick, dagId]);
+  useEffect(() => {
+    const timer = setInterval(() => {
+      if (paused) return;
+      const editingNow = isEditing();
+      setHeld(editingNow);
+      if (editingNow) setSkipped((n) => n + 1);
+      else refresh();
+    }, POLL_SECONDS * 1000);
+    return () => clearInterval(timer);
+  }, [paused, refresh]);
   // A run's tab: the source the run drained (a backfill run's from its conf).
   const [ranFor, setRanFor] = useState(null);
-  const dagId = props && props.dagId;
-  const runId = props && props.runId;
   useEffect(() => {
     if (dagId && runId) call(`/dags/${encodeURIComponent(dagId)}/runs/${encodeURIComponent(runId)}`).then((r) => setRanFor(r.source), () => setRanFor(null));
   }, [dagId, runId]);
@@ -522,13 +607,15 @@ function ChatterOutbox(props) {
   const [target, setTarget] = useState(null);
   const open = (name, section) => {
     setUnfolded((u) => ({ ...u, [name]: true }));
-    setTarget({ id: `chatter-${name}${section ? `-${section}` : ""}` });
+    setTarget({ id: `chatter-${name}${section ? `-${section}` : ""}`, panel: `source-${name}` });
   };
   useEffect(() => {
     if (!target) return undefined;
     let tries = 0;
     const timer = setInterval(() => {
-      const el = document.getElementById(target.id);
+      // Scroll once the open panel is drawn (not its folded line or its spinner): the page is as long as it gets.
+      const found = document.getElementById(target.id);
+      const el = found && found.querySelector(`[data-testid="${target.panel}"] [data-testid=panel-header]`) ? found : found && found.closest(`[data-testid="${target.panel}"]`) ? found : null;
       if (el || ++tries > 100) {
         clearInterval(timer);
         if (el) el.scrollIntoView({ behavior: "smooth", block: "start" });
@@ -536,33 +623,93 @@ function ChatterOutbox(props) {
     }, 100);
     return () => clearInterval(timer);
   }, [target]);
-  if (error) return h(C.Box, { p: 4 }, h(C.Text, { color: "fg.error" }, error));
+  if (error && !sources) return h(C.Box, { p: 4 }, h(C.Text, { color: "fg.error" }, error));
   if (!sources) return h(C.Box, { p: 4 }, h(C.Spinner, null));
-  const needs = (s) => s.suspended_leases.length > 0 || s.undeliverable > 0;
-  const all = [...sources.sources].sort((a, b) => Number(needs(b)) - Number(needs(a)));
-  const shown = props && props.dagId ? all.filter((s) => s.dag_id === props.dagId || s.name === ranFor) : all;
+  // The panels follow the overview's order (most severe first, the core's rule); only a healthy source is folded.
+  const rows = overview ? overview.rows : [];
+  const rank = Object.fromEntries(rows.map((r, i) => [r.source, i]));
+  const stateOf = Object.fromEntries(rows.map((r) => [r.source, r.state]));
+  const needs = (s) => (s.name in stateOf ? !FOLDED.includes(stateOf[s.name]) : s.suspended_leases.length > 0 || s.undeliverable > 0);
+  const all = [...sources.sources].sort((a, b) => (rank[a.name] ?? rows.length) - (rank[b.name] ?? rows.length));
+  const shown = dagId ? all.filter((s) => s.dag_id === dagId || s.name === ranFor) : all;
   const suspended = sources.sources.reduce((n, s) => n + s.suspended_leases.length, 0);
   const undeliverable = sources.sources.reduce((n, s) => n + s.undeliverable, 0);
   return h(
     C.Box,
-    { p: 4, "data-testid": "chatter-page" },
+    { p: 4, "data-testid": "chatter-page", "data-polls": polls.current.done, "data-skipped-polls": skipped },
     h(C.Heading, { size: "lg", mb: 2 }, "Outbox drains"),
-    props && props.dagId ? null : h(C.Text, { fontSize: "xs", color: "fg.muted", mb: 2, "data-testid": "timezone" }, `Times in ${uiTimezone()} (the timezone Airflow's UI uses: chosen in its timezone menu, else the browser's), as YYYY-MM-DD HH:mm:ss.`),
+    h(PollControl, { paused, setPaused, lastPoll, held }),
+    error ? h(C.Text, { color: "fg.error", fontSize: "sm", "data-testid": "poll-error" }, `Last update failed: ${error}`) : null,
+    dagId ? null : h(C.Text, { fontSize: "xs", color: "fg.muted", mb: 2, "data-testid": "timezone" }, `Times in ${uiTimezone()} (the timezone Airflow's UI uses: chosen in its timezone menu, else the browser's), as YYYY-MM-DD HH:mm:ss.`),
     overview ? h(Overview, { data: overview, broken: sources.broken, onOpen: open }) : null,
-    props && props.dagId
+    dagId
       ? null
       : h(
           C.HStack,
           { gap: 2, mb: 4, "data-testid": "chatter-glance" },
-          h(C.Badge, { size: "lg", colorPalette: suspended ? "red" : "green" }, suspended ? `${suspended} suspended lease(s)` : "No lease suspended"),
-          h(C.Badge, { size: "lg", colorPalette: undeliverable ? "orange" : "green" }, undeliverable ? `${undeliverable} undeliverable document(s)` : "No undeliverable document"),
+          h(C.Badge, { size: "lg", colorPalette: suspended ? "red" : "green", "data-testid": "glance-suspended" }, suspended ? `${suspended} suspended lease(s)` : "No lease suspended"),
+          h(C.Badge, { size: "lg", colorPalette: undeliverable ? "orange" : "green", "data-testid": "glance-undeliverable" }, undeliverable ? `${undeliverable} undeliverable document(s)` : "No undeliverable document"),
         ),
     shown.length
-      ? shown.map((s) => h(C.Box, { key: s.name, id: `chatter-${s.name}` }, h(SourcePanel, { source: s.name, backfillDag: sources.backfill_dag_id, runId: props && props.runId, quiet: !needs(s) && !(props && props.dagId), open: !!unfolded[s.name], onOpen: open })))
-      : h(C.Text, null, props && props.dagId ? "This DAG is not an outbox drain DAG." : "No source is configured (or you may read none)."),
+      ? shown.map((s) => h(C.Box, { key: s.name, id: `chatter-${s.name}`, "data-testid": "panel-slot" }, h(SourcePanel, { source: s.name, state: stateOf[s.name], backfillDag: sources.backfill_dag_id, runId, quiet: !needs(s) && !dagId, open: !!unfolded[s.name], onOpen: open, tick, refresh })))
+      : h(C.Text, null, dagId ? "This DAG is not an outbox drain DAG." : "No source is configured (or you may read none)."),
   );
 }
 
+// The tile on Airflow's home page (react_apps destination "dashboard"): the sources by severity with their oldest
+// pending age, the suspended leases, and a link to the Outbox page. Same API, same rules, polled like the page.
+function ChatterTile() {
+  const [data, setData] = useState(null);
+  const [error, setError] = useState(null);
+  useEffect(() => {
+    let live = true;
+    const read = () => call("/overview").then((o) => live && (setData(o), setError(null)), (e) => live && setError(String(e.message || e)));
+    read();
+    const timer = setInterval(read, POLL_SECONDS * 1000);
+    return () => {
+      live = false;
+      clearInterval(timer);
+    };
+  }, []);
+  const rows = data ? data.rows : [];
+  const suspended = rows.reduce((n, r) => n + (r.suspended_leases || 0), 0);
+  const ages = rows.filter((r) => r.lag_seconds !== null && r.lag_seconds !== undefined).map((r) => r.lag_seconds);
+  const unknown = rows.some((r) => r.state !== "broken config" && (r.lag_seconds === null || r.lag_seconds === undefined));
+  const oldest = ages.length ? Math.max(...ages) : null;
+  return h(
+    C.Box,
+    { borderWidth: "1px", borderRadius: "md", p: 4, mb: 2, "data-testid": "chatter-tile" },
+    h(
+      C.HStack,
+      { justifyContent: "space-between", mb: 2 },
+      h(C.Heading, { size: "md" }, "Outbox drains"),
+      h(C.Link, { href: airflowLink("plugin/chatter"), color: "fg.info", fontSize: "sm", "data-testid": "tile-link" }, "Open the Outbox page →"),
+    ),
+    error ? h(C.Text, { color: "fg.error", fontSize: "sm" }, error) : null,
+    !data && !error ? h(C.Spinner, { size: "sm" }) : null,
+    data
+      ? h(
+          C.HStack,
+          { gap: 2, mb: 2, flexWrap: "wrap" },
+          h(C.Badge, { colorPalette: suspended ? "red" : "green", "data-testid": "tile-suspended" }, `${suspended} suspended lease(s)`),
+          h(C.Badge, { colorPalette: "gray", "data-testid": "tile-oldest" }, `oldest pending ${oldest === null ? "unknown" : oldest === 0 ? "none (caught up)" : seconds(oldest)}${unknown && oldest !== null ? " (some unknown)" : ""}`),
+        )
+      : null,
+    data && !rows.length ? h(C.Text, { fontSize: "sm", color: "fg.muted" }, "No source you may read.") : null,
+    rows.map((r) =>
+      h(
+        C.HStack,
+        { key: r.source, gap: 2, fontSize: "sm", "data-testid": "tile-row", "data-state": r.state },
+        h(C.Badge, { colorPalette: STATE_COLOR[r.state] || "gray", minW: "24" }, r.state),
+        h(C.Text, { fontWeight: "semibold" }, r.source),
+        h(C.Text, { color: "fg.muted" }, r.state === "broken config" ? "" : `lag ${lag(r.lag_seconds, r.caught_up)}${r.suspended_leases ? ` · ${r.suspended_leases} suspended` : ""}`),
+        r.pending_age_verdict === "over" ? h(C.Badge, { colorPalette: "red", "data-testid": "tile-overdue" }, `oldest pending over ${seconds(r.max_pending_age_seconds)}`) : null,
+      ),
+    ),
+  );
+}
+
+globalThis[TILE_NAME] = ChatterTile;
 globalThis.ChatterOutbox = ChatterOutbox;
 globalThis["Outbox drains"] = ChatterOutbox;
 globalThis.Outbox = ChatterOutbox;
