@@ -104,8 +104,9 @@ def one_fault(ledger: Ledger, env: Services, kind: str, base: dict[str, Any], rn
         process.send_signal(signal.SIGKILL)
         return [ledger.finish(process, started, 30)]
     if kind == "takeover":
+        ledger.add(PAGE * 6)  # enough work that the first drain is still publishing when it is stopped
         first = ledger.start(**base)
-        time.sleep(rng.uniform(1.5, 3.5))
+        time.sleep(rng.uniform(1.2, 2.2))
         first.send_signal(signal.SIGSTOP)
         time.sleep(LEASE_SECONDS + 0.5)  # its lease lapses while it is stopped
         second = ledger.start(**base)
