@@ -22,9 +22,9 @@ import httpx
 import pytest
 from azure.cosmos import exceptions
 
+from airflow_chatter.examples.pending_filters import AUDIT_PREFIX, ORDERS_PREFIX
 from airflow_chatter.inbox.markers import marker_id
 from airflow_chatter.outbox.document import OutboxMessage
-from airflow_chatter.testing.live_filters import AUDIT_PREFIX, ORDERS_PREFIX
 from devkit.live_airflow import DESTINATION, PK_PATH, LiveAirflow, _script
 from tests.fixtures.cosmos import CosmosEndpoint, emulator_stats
 from tests.fixtures.kafka import consume_records, topic_record_count
@@ -45,10 +45,10 @@ def stack(request: pytest.FixtureRequest) -> Iterator[LiveAirflow]:
         pytest.skip("CHATTER_SKIP_LIVE_AIRFLOW=1: the live Airflow tests are skipped")
     shared = {"schedule": "on_pending", "on_pending_poll_seconds": POLL_SECONDS}
     settings = {
-        "orders": {**shared, "pending_filter": "airflow_chatter.testing.live_filters.orders_customers"},
+        "orders": {**shared, "pending_filter": "airflow_chatter.examples.pending_filters.orders_customers"},
         "audit": {
             **shared,
-            "pending_filter": "airflow_chatter.testing.live_filters.audit_customers",
+            "pending_filter": "airflow_chatter.examples.pending_filters.audit_customers",
             "monitored_container": "live-{run}-orders",
             "lease_container": "live-{run}-orders-leases",
             "lease_prefix": "audit-",

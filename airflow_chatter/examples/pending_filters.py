@@ -1,6 +1,6 @@
-"""Pending filters for live tests that put two sources on one container: each admits the customers of its own
-prefix, so every Outbox Document has exactly one source that may publish it (``pending_filter`` in the sources
-file, imported by the drain tasks)."""
+"""Example pending filters for two sources that share one container: each admits the customers of its own prefix,
+so every Outbox Document has exactly one source that may publish it (``pending_filter`` in the sources file, a
+dotted path the drain tasks import; the live shared-stream test names them)."""
 
 from __future__ import annotations
 
