@@ -16,11 +16,7 @@ from airflow_chatter.ports import (
     FeedRangeGone,
     PatchOperation,
 )
-from airflow_chatter.testing.contracts.container.base import (
-    MAX_PAGES,
-    ContainerContractBase,
-    feed_ids,
-)
+from airflow_chatter.testing.contracts.container.base import MAX_PAGES, ContainerContractBase, feed_ids
 
 
 class ChangeFeedContracts(ContainerContractBase):
