@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import ConfigDict, Field, computed_field
 
 from airflow_chatter.drain.telemetry import error_type
-from airflow_chatter.drain.tries import TryRecord
+from airflow_chatter.drain.tries import TryCounts, TryRecord
 
 
-class DrainCounts(BaseModel):
+class DrainCounts(TryCounts):
     """Everything one drain of one lease counts and notes as it runs: the one definition of those fields.
 
     The engine updates one ``DrainCounts`` while it drains (a mutable model, assignments not validated, no
@@ -29,13 +29,9 @@ class DrainCounts(BaseModel):
     lease: str
     lease_token: str | None = None
     source_identity: str | None = None
-    published: int = 0
-    delivered: int = 0
-    undeliverable: int = 0
+    #: The counts a try records (``TryCounts``: published, delivered, undeliverable, dropped, refused batches,
+    #: Confirmation Failures), plus the skipped documents, which a try does not record.
     skipped: int = 0
-    dropped: int = 0
-    refused_batches: int = 0
-    confirmation_failures: int = 0
     documents: int = 0
     pages: int = 0
     max_lag_seconds: float | None = None

@@ -66,6 +66,24 @@ OUTCOME_DROPPED = "dropped"
 LAG_BUCKETS: tuple[float, ...] = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600)
 BATCH_SIZE_BUCKETS: tuple[float, ...] = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000)
 
+#: The drain's counters: name -> (unit, description). One ``create_counter`` call makes them all.
+_COUNTERS: dict[str, tuple[str, str]] = {
+    DOCUMENTS: ("{document}", "Documents handed to the drain, by outcome."),
+    BATCHES: ("{batch}", "Change-feed batches handed to the drain."),
+    FAILURES: ("{failure}", "Faults reported for a lease (batch raised)."),
+    UNDELIVERABLE: ("{document}", "Documents stamped undeliverable."),
+    SUSPENSIONS: ("{suspension}", "Drain Suspensions opened."),
+    REQUEST_UNITS: ("{request_unit}", "Request units charged to drains, by kind of request."),
+    THROTTLED: ("{response}", "429 (throttled) answers to drain requests."),
+    THROTTLE_WAIT: ("s", "Wall-clock seconds drains waited on 429s (overlapping waits once)."),
+    POLLS: ("{poll}", "Change-feed polls of following drains (after a wait)."),
+    EMPTY_POLLS: ("{poll}", "Polls of following drains that found no new page."),
+    EMPTY_POLL_REQUEST_UNITS: ("{request_unit}", "Request units charged to the empty polls of following drains."),
+    TRANSACTIONS: ("{transaction}", "Page transactions of exactly-once drains, by outcome."),
+    FENCED: ("{drain}", "Exactly-once drains stopped because a takeover fenced them."),
+    RECOVERED_PAGES: ("{page}", "Committed pages stamped by recovery, never republished."),
+}
+
 _PROPAGATOR = TraceContextTextMapPropagator()
 
 
@@ -95,61 +113,20 @@ class DrainTelemetry:
             description="Age of an admitted outbox document at admission.",
             explicit_bucket_boundaries_advisory=LAG_BUCKETS,
         )
-        self._documents = meter.create_counter(
-            DOCUMENTS, unit="{document}", description="Documents handed to the drain, by outcome."
-        )
         self._batch_size = meter.create_histogram(
             BATCH_SIZE,
             unit="{document}",
             description="Documents per change-feed batch.",
             explicit_bucket_boundaries_advisory=BATCH_SIZE_BUCKETS,
         )
-        self._batches = meter.create_counter(
-            BATCHES, unit="{batch}", description="Change-feed batches handed to the drain."
-        )
-        self._failures = meter.create_counter(
-            FAILURES, unit="{failure}", description="Faults reported for a lease (batch raised)."
-        )
-        self._undeliverable = meter.create_counter(
-            UNDELIVERABLE, unit="{document}", description="Documents stamped undeliverable."
-        )
-        self._suspensions = meter.create_counter(
-            SUSPENSIONS, unit="{suspension}", description="Drain Suspensions opened."
-        )
-        self._request_units = meter.create_counter(
-            REQUEST_UNITS, unit="{request_unit}", description="Request units charged to drains, by kind of request."
-        )
-        self._throttled = meter.create_counter(
-            THROTTLED, unit="{response}", description="429 (throttled) answers to drain requests."
-        )
-        self._throttle_wait = meter.create_counter(
-            THROTTLE_WAIT, unit="s", description="Wall-clock seconds drains waited on 429s (overlapping waits once)."
-        )
         self._paced_rate = meter.create_gauge(
             PACED_RATE,
             unit="{request_unit}/s",
             description="The RU/s a drain paced itself to at its end (its cap, or lower after 429s), by source.",
         )
-        self._polls = meter.create_counter(
-            POLLS, unit="{poll}", description="Change-feed polls of following drains (after a wait)."
-        )
-        self._empty_polls = meter.create_counter(
-            EMPTY_POLLS, unit="{poll}", description="Polls of following drains that found no new page."
-        )
-        self._empty_poll_request_units = meter.create_counter(
-            EMPTY_POLL_REQUEST_UNITS,
-            unit="{request_unit}",
-            description="Request units charged to the empty polls of following drains.",
-        )
-        self._transactions = meter.create_counter(
-            TRANSACTIONS, unit="{transaction}", description="Page transactions of exactly-once drains, by outcome."
-        )
-        self._fenced = meter.create_counter(
-            FENCED, unit="{drain}", description="Exactly-once drains stopped because a takeover fenced them."
-        )
-        self._recovered_pages = meter.create_counter(
-            RECOVERED_PAGES, unit="{page}", description="Committed pages stamped by recovery, never republished."
-        )
+        self._counters = {
+            name: meter.create_counter(name, unit=unit, description=text) for name, (unit, text) in _COUNTERS.items()
+        }
         self._tracer_provider = tracer_provider
         self._logger = logger if logger is not None else logging.getLogger(LOGGER_NAME)
 
@@ -165,7 +142,7 @@ class DrainTelemetry:
         ``count``: how many documents had this outcome (a publish run's confirmed messages are ``admitted`` at once).
         """
         if count:
-            self._documents.add(count, {ATTR_OUTCOME: outcome})
+            self._counters[DOCUMENTS].add(count, {ATTR_OUTCOME: outcome})
 
     def record_request_units(
         self,
@@ -180,40 +157,40 @@ class DrainTelemetry:
         time it waited on them and the rate it paced itself to (when paced)."""
         for kind, charge in by_kind.items():
             if charge:
-                self._request_units.add(charge, {ATTR_REQUEST_KIND: kind})
+                self._counters[REQUEST_UNITS].add(charge, {ATTR_REQUEST_KIND: kind})
         if throttled:
-            self._throttled.add(throttled)
+            self._counters[THROTTLED].add(throttled)
         if waited_seconds:
-            self._throttle_wait.add(waited_seconds)
+            self._counters[THROTTLE_WAIT].add(waited_seconds)
         if paced_rate is not None:
             self._paced_rate.set(paced_rate, {ATTR_SOURCE_IDENTITY: source_identity or ""})
 
     def record_transaction(self, outcome: str, source_identity: str, lease_token: str) -> None:
         """An exactly-once page's transaction ended: ``committed`` or ``aborted``."""
-        self._transactions.add(1, {ATTR_OUTCOME: outcome, **_lease_attributes(source_identity, lease_token)})
+        self._counters[TRANSACTIONS].add(1, {ATTR_OUTCOME: outcome, **_lease_attributes(source_identity, lease_token)})
 
     def record_fenced(self, source_identity: str, lease_token: str) -> None:
         """An exactly-once drain stopped: another drain took its lease and fenced its producer."""
-        self._fenced.add(1, _lease_attributes(source_identity, lease_token))
+        self._counters[FENCED].add(1, _lease_attributes(source_identity, lease_token))
 
     def record_recovered_page(self, source_identity: str, lease_token: str) -> None:
         """A committed page found unstamped when its lease was taken, stamped without republishing."""
-        self._recovered_pages.add(1, _lease_attributes(source_identity, lease_token))
+        self._counters[RECOVERED_PAGES].add(1, _lease_attributes(source_identity, lease_token))
 
     def record_poll(self, source_identity: str, lease_token: str, *, empty: bool, request_units: float = 0.0) -> None:
         """Follow mode: one poll of a caught-up lease; an empty one also counts its request units."""
         attributes = _lease_attributes(source_identity, lease_token)
-        self._polls.add(1, attributes)
+        self._counters[POLLS].add(1, attributes)
         if empty:
-            self._empty_polls.add(1, attributes)
+            self._counters[EMPTY_POLLS].add(1, attributes)
             if request_units:
-                self._empty_poll_request_units.add(request_units, attributes)
+                self._counters[EMPTY_POLL_REQUEST_UNITS].add(request_units, attributes)
 
     def record_batch(self, size: int, source_identity: str, lease_token: str) -> None:
         """MET-03/04: always paired, same attributes, once per batch before any document."""
         attributes = _lease_attributes(source_identity, lease_token)
         self._batch_size.record(size, attributes)
-        self._batches.add(1, attributes)
+        self._counters[BATCHES].add(1, attributes)
 
     def record_failure(
         self, source_identity: str, lease_token: str, error: BaseException, *, lease_id: str | None = None
@@ -225,7 +202,7 @@ class DrainTelemetry:
         """
         attributes = dict(_lease_attributes(source_identity, lease_token))
         attributes[ATTR_ERROR_TYPE] = error_type(error)
-        self._failures.add(1, attributes)
+        self._counters[FAILURES].add(1, attributes)
         self._log(
             logging.ERROR,
             "Drain of lease %s failed: %s: %s",
@@ -237,7 +214,7 @@ class DrainTelemetry:
 
     def record_undeliverable(self, violation_text: str) -> None:
         """MET-06 + LOG-02: after the undeliverable stamp landed; the full text, no exception."""
-        self._undeliverable.add(1)
+        self._counters[UNDELIVERABLE].add(1)
         self._log(logging.ERROR, "Outbox document stamped undeliverable: %s", violation_text)
 
     def record_suspension_opened(
@@ -250,7 +227,7 @@ class DrainTelemetry:
         lease_id: str | None = None,
     ) -> None:
         """MET-07 + LOG-03: once per opening, never on re-arm or close; the log names ``lease_id`` (range as detail)."""
-        self._suspensions.add(1, _lease_attributes(source_identity, lease_token))
+        self._counters[SUSPENSIONS].add(1, _lease_attributes(source_identity, lease_token))
         self._log(
             logging.ERROR,
             "Drain Suspension opened for lease %s after %d consecutive confirmation failures; last stamp fault: %s: %s",

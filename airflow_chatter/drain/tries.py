@@ -34,26 +34,32 @@ class Attempt:
     number: int
 
 
-class TryRecord(BaseModel):
-    """One try's counts, as it records them on its lease and as a later try's summary reports them
-    (``earlier_tries``): its number (``try``), the counts the run totals add up, its RU and its error type."""
+class TryCounts(BaseModel):
+    """The counts a task run's totals add up over its tries: declared once, for a try's record (``TryRecord``)
+    and for a drain's running counts (``DrainCounts``), so the two cannot drift apart."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", serialize_by_alias=True)
-
-    number: int = Field(alias="try")
     published: int = 0
     delivered: int = 0
     undeliverable: int = 0
     dropped: int = 0
     refused_batches: int = 0
     confirmation_failures: int = 0
+
+
+class TryRecord(TryCounts):
+    """One try's counts, as it records them on its lease and as a later try's summary reports them
+    (``earlier_tries``): its number (``try``), the counts the run totals add up, its RU and its error type."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", serialize_by_alias=True)
+
+    number: int = Field(alias="try")
     request_units: float | None = None
     error_type: str | None = None
 
 
 def try_entry(attempt: Attempt, counts: object, request_units: float, error_type: str | None) -> TryRecord:
     """One try's record: its number, the counts of ``counts`` (a ``DrainCounts``), its RU and error."""
-    counted = {name: int(getattr(counts, name)) for name in _COUNTS}
+    counted = {name: int(getattr(counts, name)) for name in TryCounts.model_fields}
     return TryRecord.model_validate(
         {"try": attempt.number, **counted, "request_units": round(request_units, 2), "error_type": error_type}
     )
@@ -82,8 +88,13 @@ def run_tries(attempt: Attempt, earlier: Sequence[TryRecord], entry: TryRecord) 
     return {"run": attempt.run, "tries": [e.model_dump() for e in [*earlier, entry][-MAX_TRIES_KEPT:]]}
 
 
-#: The counts a try records, besides its number, RU and error type.
-_COUNTS = tuple(name for name in TryRecord.model_fields if name not in {"number", "request_units", "error_type"})
-
-
-__all__ = ["MAX_TRIES_KEPT", "RUN_TRIES_FIELD", "Attempt", "TryRecord", "earlier_tries", "run_tries", "try_entry"]
+__all__ = [
+    "MAX_TRIES_KEPT",
+    "RUN_TRIES_FIELD",
+    "Attempt",
+    "TryCounts",
+    "TryRecord",
+    "earlier_tries",
+    "run_tries",
+    "try_entry",
+]

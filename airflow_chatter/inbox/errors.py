@@ -29,7 +29,16 @@ class MissingIdentityError(MissingMessageIdError):
     """A delivery has no identity to deduplicate on (F-07): it is neither processed nor acknowledged."""
 
 
-class ForeignDocumentError(ChatterError):
+class UnacknowledgedDeliveryError(ChatterError):
+    """The base of the inbox errors that leave a delivery unacknowledged (so it comes again), about the Inbox Marker
+    ``item_id``: each message says why, then that the delivery was not acknowledged (and what happens next)."""
+
+    def __init__(self, item_id: str, why: str, then: str = "") -> None:
+        self.item_id = item_id
+        super().__init__(f"{why}; the delivery was not acknowledged{then}")
+
+
+class ForeignDocumentError(UnacknowledgedDeliveryError):
     """The document under an Inbox Marker's id is not that marker (INB-04c, DTI-02).
 
     Never taken for a duplicate: skipping on the strength of someone else's document would lose the delivery. The
@@ -37,35 +46,31 @@ class ForeignDocumentError(ChatterError):
     """
 
     def __init__(self, item_id: str, reason: str) -> None:
-        self.item_id = item_id
         self.reason = reason
         super().__init__(
-            f"the document under Inbox Marker id {item_id!r} is not this delivery's marker ({reason}); "
-            "the delivery was not acknowledged"
+            item_id, f"the document under Inbox Marker id {item_id!r} is not this delivery's marker ({reason})"
         )
 
 
-class MarkerNotFoundError(ChatterError):
+class MarkerNotFoundError(UnacknowledgedDeliveryError):
     """Create said 409 but every read-back said 404 within the budget (INB-05): undecidable, so redeliver."""
 
     def __init__(self, item_id: str, attempts: int) -> None:
-        self.item_id = item_id
         self.attempts = attempts
         super().__init__(
-            f"Inbox Marker {item_id!r} conflicted on create but was not found in {attempts} read(s); "
-            "the delivery was not acknowledged"
+            item_id, f"Inbox Marker {item_id!r} conflicted on create but was not found in {attempts} read(s)"
         )
 
 
-class ClaimInFlightError(ChatterError):
+class ClaimInFlightError(UnacknowledgedDeliveryError):
     """Another attempt holds a pending claim whose lease has not expired: retry later (the delivery is not acked)."""
 
     def __init__(self, item_id: str, lease_expires_at: str) -> None:
-        self.item_id = item_id
         self.lease_expires_at = lease_expires_at
         super().__init__(
-            f"Inbox Marker {item_id!r} is claimed by another attempt until {lease_expires_at}; "
-            "the delivery was not acknowledged and will be taken over after that"
+            item_id,
+            f"Inbox Marker {item_id!r} is claimed by another attempt until {lease_expires_at}",
+            " and will be taken over after that",
         )
 
 
@@ -76,4 +81,5 @@ __all__ = [
     "MarkerNotFoundError",
     "MissingIdentityError",
     "MissingMessageIdError",
+    "UnacknowledgedDeliveryError",
 ]

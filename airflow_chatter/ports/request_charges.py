@@ -12,10 +12,11 @@ the sink.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import Any
+
+from airflow_chatter.ports.thread_value import ThreadValue
 
 #: The response header that carries a request's charge, in request units.
 REQUEST_CHARGE_HEADER = "x-ms-request-charge"
@@ -23,24 +24,17 @@ REQUEST_CHARGE_HEADER = "x-ms-request-charge"
 #: ``sink(request_units)``, called once per request that reported a charge.
 ChargeSink = Callable[[float], None]
 
-_local = threading.local()
+_sink: ThreadValue[ChargeSink] = ThreadValue()
 
 
 def current_sink() -> ChargeSink | None:
     """The sink requests made on this thread are charged to, or ``None``."""
-    sink: ChargeSink | None = getattr(_local, "sink", None)
-    return sink
+    return _sink.get()
 
 
-@contextmanager
-def charged_to(sink: ChargeSink | None) -> Iterator[None]:
+def charged_to(sink: ChargeSink | None) -> AbstractContextManager[None]:
     """Charge the requests made on this thread inside the block to ``sink`` (nesting restores the outer one)."""
-    outer = getattr(_local, "sink", None)
-    _local.sink = sink
-    try:
-        yield
-    finally:
-        _local.sink = outer
+    return _sink.bound(sink)
 
 
 def charge_of(headers: Mapping[str, Any] | None) -> float | None:
@@ -59,14 +53,14 @@ def charge_of(headers: Mapping[str, Any] | None) -> float | None:
 
 def report(charge: float | None) -> None:
     """Charge ``charge`` to this thread's sink (nothing when there is none or the charge is unknown)."""
-    sink = getattr(_local, "sink", None)
+    sink = _sink.get()
     if sink is not None and charge is not None:
         sink(charge)
 
 
 def capture(extra: Callable[[Mapping[str, Any], Any], None] | None = None) -> Callable[[Mapping[str, Any], Any], None]:
     """A ``response_hook`` that charges this request to the sink current *now*, then calls ``extra`` if given."""
-    sink = getattr(_local, "sink", None)
+    sink = _sink.get()
 
     def hook(headers: Mapping[str, Any], body: Any) -> None:
         charge = charge_of(headers)

@@ -14,34 +14,27 @@ Nothing here imports an SDK or Airflow.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Literal
+
+from airflow_chatter.ports.thread_value import ThreadValue
 
 #: A request's priority, as a source's ``request_priority`` names it.
 RequestPriority = Literal["low", "high"]
 #: The relay's default.
 LOW: RequestPriority = "low"
 
-_local = threading.local()
+_priority: ThreadValue[RequestPriority] = ThreadValue()
 
 
 def current_priority() -> RequestPriority | None:
     """The priority requests made on this thread carry, or ``None`` (the client's default: high)."""
-    priority: RequestPriority | None = getattr(_local, "priority", None)
-    return priority
+    return _priority.get()
 
 
-@contextmanager
-def prioritized(priority: RequestPriority | None) -> Iterator[None]:
+def prioritized(priority: RequestPriority | None) -> AbstractContextManager[None]:
     """Requests made on this thread inside the block carry ``priority`` (nesting restores the outer one)."""
-    outer = getattr(_local, "priority", None)
-    _local.priority = priority
-    try:
-        yield
-    finally:
-        _local.priority = outer
+    return _priority.bound(priority)
 
 
 __all__ = ["LOW", "RequestPriority", "current_priority", "prioritized"]

@@ -50,6 +50,16 @@ MAP_INDEX_TEMPLATE = "{{ task.lease_id }}"
 DEFAULT_ARGS = {"owner": "chatter", "retries": 2, "retry_delay": timedelta(seconds=30)}
 
 
+def chatter_dag(dag_id: str, *tags: str, schedule: Any = None, **options: Any) -> DAG:
+    """The settings every DAG of the package shares: from ``START_DATE``, no catch-up, one run at a time (a run's
+    drains finish before the next run lists leases again), the ``chatter`` tag first and ``DEFAULT_ARGS``.
+    ``options`` adds the rest (``doc_md``, ``params``, ...) or replaces ``default_args`` / ``max_active_runs``."""
+    settings: dict[str, Any] = {"default_args": DEFAULT_ARGS, "max_active_runs": 1, **options}
+    return DAG(
+        dag_id=dag_id, schedule=schedule, start_date=START_DATE, catchup=False, tags=["chatter", *tags], **settings
+    )
+
+
 def sources_file(default_dir: str | Path) -> Path:
     """The sources config path: ``$CHATTER_SOURCES_FILE`` or ``<default_dir>/chatter_sources.yaml``."""
     return Path(os.environ.get(SOURCES_FILE_ENV) or Path(default_dir) / "chatter_sources.yaml")
@@ -76,14 +86,11 @@ def topic_events(source_name: str, drain_task_id: str, *, alias: str | None = No
 def build_drain_dag(source: SourceConfig) -> DAG:
     """``chatter_drain_<name>``: list leases → one bounded drain per lease, never two runs at once."""
     # --8<-- [start:chatter_drain_dag]
-    with DAG(
-        dag_id=source.dag_id,
+    with chatter_dag(
+        source.dag_id,
+        "outbox",
+        *source.tags,
         schedule=drain_schedule(source),  # cron, a preset, or the pending asset (schedule: on_pending)
-        start_date=START_DATE,
-        catchup=False,
-        max_active_runs=1,  # a run's drains finish before the next run lists leases again
-        default_args=DEFAULT_ARGS,
-        tags=["chatter", "outbox", *source.tags],
         doc_md=(
             f"Drains the outbox of `{source.database}/{source.monitored_container}` to Kafka "
             f"(leases in `{source.lease_container}`, connections `{source.cosmos_conn_id}` / "
@@ -162,15 +169,11 @@ def build_backfill_dag(config: SourcesFile) -> DAG:
     """
     names = [s.name for s in config.sources]
     # --8<-- [start:chatter_backfill_dag]
-    with DAG(
-        dag_id=BACKFILL_DAG_ID,
-        schedule=None,
-        start_date=START_DATE,
-        catchup=False,
-        max_active_runs=1,
+    with chatter_dag(
+        BACKFILL_DAG_ID,
+        "outbox",
+        "backfill",
         is_paused_upon_creation=False,  # manual only: unpaused, so a trigger runs at once instead of sitting queued
-        default_args=DEFAULT_ARGS,
-        tags=["chatter", "outbox", "backfill"],
         doc_md="Re-drain one source's outbox from the beginning or a point in time, with its own lease set. "
         "A dry run unless `dry_run` is false.",
         params=backfill_params(names),
@@ -239,15 +242,11 @@ def build_requeue_dag(config: SourcesFile) -> DAG:
     """
     names = [s.name for s in config.sources]
     # --8<-- [start:chatter_requeue_dag]
-    with DAG(
-        dag_id=REQUEUE_DAG_ID,
-        schedule=None,
-        start_date=START_DATE,
-        catchup=False,
-        max_active_runs=1,
+    with chatter_dag(
+        REQUEUE_DAG_ID,
+        "outbox",
+        "requeue",
         is_paused_upon_creation=False,  # manual only: a trigger runs at once
-        default_args=DEFAULT_ARGS,
-        tags=["chatter", "outbox", "requeue"],
         doc_md="Set undeliverable outbox documents back to pending (by message id, or all of them). "
         "A dry run unless `dry_run` is false.",
         params=requeue_params(names),
@@ -273,15 +272,7 @@ def build_wait_and_drain_dag(source: SourceConfig, *, poll_interval: float = 60.
     from airflow_chatter.airflow.sensors.pending import ChatterPendingOutboxSensor
 
     # --8<-- [start:chatter_wait_dag]
-    with DAG(
-        dag_id=f"chatter_wait_{source.name}",
-        schedule=None,
-        start_date=START_DATE,
-        catchup=False,
-        max_active_runs=1,
-        default_args=DEFAULT_ARGS,
-        tags=["chatter", "outbox", "example"],
-    ) as dag:
+    with chatter_dag(f"chatter_wait_{source.name}", "outbox", "example") as dag:
         wait = ChatterPendingOutboxSensor(
             task_id="wait_for_pending",
             source=source,
@@ -374,13 +365,10 @@ def build_pending_age_dag(config: SourcesFile, notifiers: Sequence[Any] | None =
     if not watched:
         return None
     alert = list(notifiers) if notifiers is not None else [ChatterPendingAgeNotifier()]
-    with DAG(
-        dag_id=PENDING_AGE_DAG_ID,
+    with chatter_dag(
+        PENDING_AGE_DAG_ID,
+        "alerts",
         schedule=PENDING_AGE_SCHEDULE,
-        start_date=START_DATE,
-        catchup=False,
-        max_active_runs=1,
-        tags=["chatter", "alerts"],
         doc_md="Fails a source's check while its oldest Pending Outbox Document is older than its "
         "`max_pending_age_seconds`; the failure notifies (docs/airflow.md).",
         default_args={"owner": "chatter", "retries": 0, "on_failure_callback": alert},

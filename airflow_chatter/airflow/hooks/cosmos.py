@@ -17,19 +17,19 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.microsoft.azure.hooks.cosmos import AzureCosmosDBHook
 
+from airflow_chatter.airflow.hooks._connection import ReadOnceHook
 from airflow_chatter.airflow.hooks.cosmos_settings import CosmosConnectionSettings
 from airflow_chatter.airflow.utils.secrets import mask, scrub
 from airflow_chatter.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from airflow.sdk import Connection
     from azure.cosmos import CosmosClient
 
     from airflow_chatter.ports import DocumentContainer
     from airflow_chatter.ports.throttle import ThrottleLimits
 
 
-class ChatterCosmosHook(AzureCosmosDBHook):
+class ChatterCosmosHook(ReadOnceHook, AzureCosmosDBHook):
     """Connect to a Cosmos DB (NoSQL) account and hand out ``DocumentContainer`` adapters.
 
     Connection: host is the account endpoint (``https://<account>.documents.azure.com:443/``); password is the
@@ -64,20 +64,12 @@ class ChatterCosmosHook(AzureCosmosDBHook):
         super().__init__(azure_cosmos_conn_id=chatter_cosmos_conn_id)
         self.database_name = database_name
         self._secrets: list[str] = []
-        self._connection: Connection | None = None
         self._settings: CosmosConnectionSettings | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(conn_id={self.conn_id!r}, database_name={self.database_name!r})"
 
     # -- connection --------------------------------------------------------------------------
-
-    def connection(self) -> Connection:
-        """The Airflow connection, read on first use and kept: one read per hook (a lookup may be a request to
-        Airflow's API server or a secrets backend)."""
-        if self._connection is None:
-            self._connection = self.get_connection(self.conn_id)
-        return self._connection
 
     def settings(self) -> CosmosConnectionSettings:
         """The connection's extras, validated once; a bad one is refused naming the connection and the extra."""

@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseHook
-
+from airflow_chatter.airflow.hooks._connection import ReadOnceHook
 from airflow_chatter.airflow.hooks._tested import tested_connection_id
 from airflow_chatter.airflow.utils.secrets import mask, scrub
 from airflow_chatter.errors import ConfigurationError
@@ -31,7 +30,7 @@ _PASSWORD_KEYS = frozenset({"sasl_password", "sasl_plain_password"})
 _LOCATIONS = {"bootstrap_servers": "host", "sasl_username": "login", "sasl_password": "password"}
 
 
-class ChatterKafkaHook(BaseHook):
+class ChatterKafkaHook(ReadOnceHook):
     """Connect to Kafka with kafka-python and hand out a ``KafkaPublisher`` or a ``KafkaConsumer``.
 
     Connection: ``host`` is the bootstrap servers (``host:port[,host:port]``); login and password are the SASL user
@@ -53,19 +52,11 @@ class ChatterKafkaHook(BaseHook):
         super().__init__()
         self.conn_id = chatter_kafka_conn_id
         self._secrets: list[str] = []
-        self._connection: Connection | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(conn_id={self.conn_id!r})"
 
     # -- the connection, mapped onto KafkaSettings ---------------------------------------------
-
-    def connection(self) -> Connection:
-        """The Airflow connection, read on first use and kept: one read per hook (a lookup may be a request to
-        Airflow's API server or a secrets backend)."""
-        if self._connection is None:
-            self._connection = self.get_connection(self.conn_id)
-        return self._connection
 
     @staticmethod
     def _servers(conn: Connection) -> str | None:

@@ -17,7 +17,16 @@ SCHEMA_BASE = "urn:airflow-chatter:openlineage:facets:1-0-0:"
 
 
 @define
-class ChatterDrainRunFacet(RunFacet):
+class ChatterRunFacet(RunFacet):
+    """The facets' one ``_schemaURL`` rule: ``SCHEMA_BASE`` plus the facet's class name."""
+
+    @classmethod
+    def _get_schema(cls) -> str:
+        return SCHEMA_BASE + cls.__name__
+
+
+@define
+class ChatterDrainRunFacet(ChatterRunFacet):
     """One drain of one lease (key ``chatter_drain``): ``delivered`` to Kafka and stamped, stamped
     ``undeliverable``, ``skipped`` (not admitted by the source), ``dropped``, and the change-feed ``documents`` read."""
 
@@ -30,13 +39,9 @@ class ChatterDrainRunFacet(RunFacet):
 
     _additional_skip_redact: ClassVar[list[str]] = ["lease"]
 
-    @staticmethod
-    def _get_schema() -> str:
-        return SCHEMA_BASE + "ChatterDrainRunFacet"
-
 
 @define
-class ChatterReceiveRunFacet(RunFacet):
+class ChatterReceiveRunFacet(ChatterRunFacet):
     """One bounded receive (key ``chatter_receive``): deliveries ``received``, ``processed`` (their writes
     committed), ``duplicates`` (a marker found: nothing written), and messages ``dispatched`` in-process."""
 
@@ -48,13 +53,9 @@ class ChatterReceiveRunFacet(RunFacet):
 
     _additional_skip_redact: ClassVar[list[str]] = ["group_id"]
 
-    @staticmethod
-    def _get_schema() -> str:
-        return SCHEMA_BASE + "ChatterReceiveRunFacet"
-
 
 @define
-class ChatterRequeueRunFacet(RunFacet):
+class ChatterRequeueRunFacet(ChatterRunFacet):
     """One requeue (key ``chatter_requeue``): undeliverable documents set back to pending (``requeued``), those
     changed meanwhile (left alone), those ``not_found``; ``dry_run`` when it only selected."""
 
@@ -62,10 +63,6 @@ class ChatterRequeueRunFacet(RunFacet):
     changed_meanwhile: int
     not_found: int
     dry_run: bool
-
-    @staticmethod
-    def _get_schema() -> str:
-        return SCHEMA_BASE + "ChatterRequeueRunFacet"
 
 
 FACETS = {

@@ -27,6 +27,14 @@ def check_poll_interval(value: float) -> float:
     return float(value)
 
 
+def serialized(trigger: BaseTrigger, *kwargs: str) -> tuple[str, dict[str, Any]]:
+    """A trigger's ``serialize()``: its class path and the named constructor kwargs, read from its attributes.
+
+    Every trigger here stores each kwarg under its own name, so the triggerer rebuilds it from exactly this tuple.
+    """
+    return f"{type(trigger).__module__}.{type(trigger).__qualname__}", {name: getattr(trigger, name) for name in kwargs}
+
+
 class ChatterPendingOutboxTrigger(BaseTrigger):
     """Peek the change feed of each lease after its checkpoint every ``poll_interval`` seconds.
 
@@ -71,19 +79,17 @@ class ChatterPendingOutboxTrigger(BaseTrigger):
         self._client: Any = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "cosmos_conn_id": self.cosmos_conn_id,
-                "database": self.database,
-                "monitored_container": self.monitored_container,
-                "lease_container": self.lease_container,
-                "lease_ids": self.lease_ids,
-                "poll_interval": self.poll_interval,
-                "page_size": self.page_size,
-                "max_pages": self.max_pages,
-                "cosmos_http_logging": self.cosmos_http_logging,
-            },
+        return serialized(
+            self,
+            "cosmos_conn_id",
+            "database",
+            "monitored_container",
+            "lease_container",
+            "lease_ids",
+            "poll_interval",
+            "page_size",
+            "max_pages",
+            "cosmos_http_logging",
         )
 
     def _containers(self) -> tuple[Any, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
 from airflow_chatter.airflow.triggers._shared import MAX_BACKOFF_POLLS, AcknowledgedStreamProducer, standalone
-from airflow_chatter.airflow.triggers.pending import check_poll_interval
+from airflow_chatter.airflow.triggers.pending import check_poll_interval, serialized
 
 __all__ = ["MAX_BACKOFF_POLLS", "ChatterPendingOutboxEventTrigger"]
 
@@ -87,16 +87,7 @@ class ChatterPendingOutboxEventTrigger(BaseEventTrigger):
         self.max_pages = max_pages
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "source": self.source,
-                "poll_interval": self.poll_interval,
-                "refire_after_seconds": self.refire_after_seconds,
-                "page_size": self.page_size,
-                "max_pages": self.max_pages,
-            },
-        )
+        return serialized(self, "source", "poll_interval", "refire_after_seconds", "page_size", "max_pages")
 
     def shared_stream_key(self) -> Hashable:
         """Sources on one container share one stream: the fields the stream is built from, and nothing else."""

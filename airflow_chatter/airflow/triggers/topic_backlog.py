@@ -16,7 +16,7 @@ from typing import Any
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
 from airflow_chatter.airflow.triggers._shared import MAX_BACKOFF_POLLS, AcknowledgedStreamProducer, standalone
-from airflow_chatter.airflow.triggers.pending import check_poll_interval
+from airflow_chatter.airflow.triggers.pending import check_poll_interval, serialized
 
 __all__ = ["MAX_BACKOFF_POLLS", "WATCH_GROUP_PREFIX", "ChatterTopicBacklogTrigger", "watch_group_id"]
 
@@ -99,15 +99,7 @@ class ChatterTopicBacklogTrigger(BaseEventTrigger):
         self.poll_interval = check_poll_interval(poll_interval)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "topic": self.topic,
-                "group_id": self.group_id,
-                "kafka_conn_id": self.kafka_conn_id,
-                "poll_interval": self.poll_interval,
-            },
-        )
+        return serialized(self, "topic", "group_id", "kafka_conn_id", "poll_interval")
 
     def shared_stream_key(self) -> Hashable:
         """Watchers of one topic on one connection share one consumer, whatever their receivers' groups."""

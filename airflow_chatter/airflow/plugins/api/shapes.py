@@ -142,30 +142,32 @@ class Problem(BaseModel):
 #: Longest piece of a caller's input an error answer echoes back.
 MAX_ECHO = 200
 
+
+def error_answer(description: str) -> dict[str, Any]:
+    """One error answer as the OpenAPI schema declares it: a ``Problem`` body, and what it means here."""
+    return {"model": Problem, "description": description}
+
+
 #: The error answers every ``/api`` endpoint may give, declared in the OpenAPI schema.
 READ_ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"model": Problem, "description": "A bad query parameter, named in `field`."},
-    401: {"model": Problem, "description": "Not authenticated."},
-    403: {"model": Problem, "description": "No permission on the source's DAG."},
-    404: {"model": Problem, "description": "No such source (or it is broken: `field` names the problem)."},
-    422: {"model": Problem, "description": "The request does not validate; `field` names the first problem."},
-    502: {"model": Problem, "description": "Cosmos DB answered an error; its status is named, its text is logged."},
-    503: {
-        "model": Problem,
-        "description": "Cosmos DB is throttling (429) or unavailable: retry after the `Retry-After` seconds.",
-    },
+    400: error_answer("A bad query parameter, named in `field`."),
+    401: error_answer("Not authenticated."),
+    403: error_answer("No permission on the source's DAG."),
+    404: error_answer("No such source (or it is broken: `field` names the problem)."),
+    422: error_answer("The request does not validate; `field` names the first problem."),
+    502: error_answer("Cosmos DB answered an error; its status is named, its text is logged."),
+    503: error_answer("Cosmos DB is throttling (429) or unavailable: retry after the `Retry-After` seconds."),
 }
 ACTION_ERRORS: dict[int | str, dict[str, Any]] = {
     **READ_ERRORS,
-    400: {"model": Problem, "description": "A missing or malformed Idempotency-Key, or params Airflow refused."},
-    409: {"model": Problem, "description": "Changed since shown, or a request with this key still in progress."},
-    413: {"model": Problem, "description": "The request body is too large for the idempotency guard."},
-    422: {"model": Problem, "description": "The body does not validate, or the Idempotency-Key was used with another."},
-    503: {
-        "model": Problem,
-        "description": "Cosmos DB is throttling (429) or unavailable (retry after `Retry-After` seconds), or the "
-        "source's idempotency container cannot keep keys.",
-    },
+    400: error_answer("A missing or malformed Idempotency-Key, or params Airflow refused."),
+    409: error_answer("Changed since shown, or a request with this key still in progress."),
+    413: error_answer("The request body is too large for the idempotency guard."),
+    422: error_answer("The body does not validate, or the Idempotency-Key was used with another."),
+    503: error_answer(
+        "Cosmos DB is throttling (429) or unavailable (retry after `Retry-After` seconds), or the "
+        "source's idempotency container cannot keep keys."
+    ),
 }
 
 

@@ -4,17 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_chatter.ports import (
-    BadRequest,
-    BatchFailed,
-    BatchOperation,
-    NotFound,
-    PatchOperation,
-)
-from airflow_chatter.testing.contracts.container.base import (
-    MAX_BATCH_OPERATIONS,
-    ContainerContractBase,
-)
+from airflow_chatter.ports import BadRequest, BatchFailed, BatchOperation, NotFound, PatchOperation
+from airflow_chatter.testing.contracts.container.base import MAX_BATCH_OPERATIONS, ContainerContractBase
 
 
 class BatchContracts(ContainerContractBase):

@@ -4,18 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_chatter.ports import (
-    BadRequest,
-    Conflict,
-    NotFound,
-    PatchOperation,
-    PreconditionFailed,
-)
-from airflow_chatter.testing.contracts.container.base import (
-    MAX_PATCH_OPERATIONS,
-    ContainerContractBase,
-    feed_ids,
-)
+from airflow_chatter.ports import BadRequest, Conflict, NotFound, PatchOperation, PreconditionFailed
+from airflow_chatter.testing.contracts.container.base import MAX_PATCH_OPERATIONS, ContainerContractBase, feed_ids
 
 
 class DocumentContracts(ContainerContractBase):

@@ -16,11 +16,10 @@ from airflow_chatter.ports import (
     FeedRangeGone,
     PatchOperation,
 )
-from airflow_chatter.testing.contracts.container.base import (
-    MAX_PAGES,
-    ContainerContractBase,
-    feed_ids,
-)
+from airflow_chatter.testing.contracts.container.base import MAX_PAGES, ContainerContractBase, feed_ids
+
+#: Partition keys for the split and sub-range contracts: one document each, spread over both halves of a range.
+SPREAD_KEYS = tuple(f"k{i}" for i in range(40))
 
 
 class ChangeFeedContracts(ContainerContractBase):
@@ -252,6 +251,12 @@ class ChangeFeedContracts(ContainerContractBase):
     # Optional: sub-ranges of a feed range, resumed from its continuation.
     # ----------------------------------------------------------------------------------------------------------
 
+    def _write_per_key(self, container: DocumentContainer, label: str) -> None:
+        """One document per partition key of ``SPREAD_KEYS`` (enough keys to fall in both halves of a range), each
+        with the id ``<label>-<key>``."""
+        for key in SPREAD_KEYS:
+            container.create(self._doc(key, f"{label}-{key}"), key)
+
     def test_f04_halves_resumed_from_the_whole_range_continuation_see_only_their_own_changes_once(self) -> None:
         """What a split's children do with their parent's continuation: each reads its own half from there on.
 
@@ -260,13 +265,10 @@ class ChangeFeedContracts(ContainerContractBase):
         """
         self._require("supports_sub_ranges")
         container = self.make_container()
-        keys = [f"k{i}" for i in range(40)]
-        for key in keys:
-            container.create(self._doc(key, f"before-{key}"), key)
+        self._write_per_key(container, "before")
         whole = container.read_feed_ranges()[0]
         _, continuation = self._read_to_end(container, whole, None, 100)
-        for key in keys:
-            container.create(self._doc(key, f"after-{key}"), key)
+        self._write_per_key(container, "after")
         halves = self.halve_feed_range(container, whole)
         read = [self._read_to_end(container, half, continuation, 7)[0] for half in halves]
 
@@ -294,15 +296,12 @@ class ChangeFeedContracts(ContainerContractBase):
     def test_split_children_resumed_from_the_parent_continuation_see_every_change_exactly_once(self) -> None:
         self._require("supports_splits")
         container = self.make_container()
-        keys = [f"k{i}" for i in range(40)]
-        for key in keys:
-            container.create(self._doc(key, f"before-{key}"), key)
+        self._write_per_key(container, "before")
         parent = container.read_feed_ranges()[0]
         page = container.read_change_feed(parent, max_item_count=5)
         seen = feed_ids(page.documents)
         children = self.split_feed_range(container, parent)
-        for key in keys:
-            container.create(self._doc(key, f"after-{key}"), key)
+        self._write_per_key(container, "after")
         for child in children:
             seen.extend(self._read_to_end(container, child, page.continuation, 7)[0])
         # What the parent's key space holds now, read a second way: each child from the beginning.

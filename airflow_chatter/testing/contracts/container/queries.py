@@ -57,7 +57,9 @@ class QueryContracts(ContainerContractBase):
     # Queries.
     # ----------------------------------------------------------------------------------------------------------
 
-    def _seed_query_documents(self, container: DocumentContainer) -> None:
+    def _seeded_container(self) -> DocumentContainer:
+        """A new container holding the four documents every query contract reads (two partition keys)."""
+        container = self.make_container()
         rows = [
             ("p1", "a", {"status": "pending", "n": 1, "meta": {"kind": "order"}}),
             ("p1", "b", {"status": "delivered", "n": 2, "meta": {"kind": "order"}}),
@@ -66,13 +68,13 @@ class QueryContracts(ContainerContractBase):
         ]
         for pk, item_id, fields in rows:
             container.create(self._doc(pk, item_id, **fields), pk)
+        return container
 
     def _query_ids(self, container: DocumentContainer, sql: str, **kwargs: Any) -> list[str]:
         return feed_ids(list(container.query(sql, **kwargs)))
 
     def test_query_with_parameters_filters_documents(self) -> None:
-        container = self.make_container()
-        self._seed_query_documents(container)
+        container = self._seeded_container()
         found = self._query_ids(
             container,
             "SELECT * FROM c WHERE c.status = @status AND c.n >= @n",
@@ -81,24 +83,21 @@ class QueryContracts(ContainerContractBase):
         assert sorted(found) == ["c", "d"]
 
     def test_query_scoped_to_a_partition_key_returns_only_that_partition(self) -> None:
-        container = self.make_container()
-        self._seed_query_documents(container)
+        container = self._seeded_container()
         found = self._query_ids(
             container, "SELECT * FROM c WHERE c.status = @s", parameters={"@s": "pending"}, partition_key="p1"
         )
         assert found == ["a"], "c and d are pending too, but in p2"
 
     def test_query_order_by_sorts_ascending_and_descending(self) -> None:
-        container = self.make_container()
-        self._seed_query_documents(container)
+        container = self._seeded_container()
         assert self._query_ids(container, "SELECT * FROM c ORDER BY c.n") == ["a", "b", "c", "d"]
         assert self._query_ids(container, "SELECT * FROM c ORDER BY c.n DESC") == ["d", "c", "b", "a"]
         by_ts = [document["_ts"] for document in container.query("SELECT * FROM c ORDER BY c._ts ASC")]
         assert by_ts == sorted(by_ts) and len(by_ts) == 4
 
     def test_query_count_returns_the_number_of_matching_documents(self) -> None:
-        container = self.make_container()
-        self._seed_query_documents(container)
+        container = self._seeded_container()
         # The port types query rows as documents; a VALUE query yields bare values.
         count: list[Any] = list(
             container.query("SELECT VALUE COUNT(1) FROM c WHERE c.status = @s", parameters={"@s": "pending"})
@@ -108,8 +107,7 @@ class QueryContracts(ContainerContractBase):
         assert none == [0], "COUNT answers 0, not an empty result"
 
     def test_query_is_defined_and_startswith(self) -> None:
-        container = self.make_container()
-        self._seed_query_documents(container)
+        container = self._seeded_container()
         assert sorted(self._query_ids(container, "SELECT * FROM c WHERE IS_DEFINED(c.meta)")) == ["a", "b", "c"]
         assert self._query_ids(container, "SELECT * FROM c WHERE NOT IS_DEFINED(c.meta)") == ["d"]
         found = self._query_ids(
@@ -118,8 +116,7 @@ class QueryContracts(ContainerContractBase):
         assert found == ["c"]
 
     def test_query_boolean_logic_with_not_or_and_parentheses(self) -> None:
-        container = self.make_container()
-        self._seed_query_documents(container)
+        container = self._seeded_container()
         found = self._query_ids(
             container,
             "SELECT * FROM c WHERE (c.n = 1 OR c.n = 4) AND NOT (c.status != 'pending') ORDER BY c.n",
@@ -128,20 +125,17 @@ class QueryContracts(ContainerContractBase):
         assert self._query_ids(container, "SELECT * FROM c WHERE c.n <> 2 AND c.n < 3") == ["a"]
 
     def test_query_bracket_and_nested_paths(self) -> None:
-        container = self.make_container()
-        self._seed_query_documents(container)
+        container = self._seeded_container()
         assert sorted(self._query_ids(container, "SELECT * FROM c WHERE c[\"meta\"].kind = 'order'")) == ["a", "b"]
         assert self._query_ids(container, "SELECT * FROM c WHERE c.meta[\"kind\"] = 'invoice'") == ["c"]
 
     def test_query_comparison_between_types_matches_nothing(self) -> None:
-        container = self.make_container()
-        self._seed_query_documents(container)
+        container = self._seeded_container()
         assert self._query_ids(container, "SELECT * FROM c WHERE c.n = '1'") == [], "1 and '1' differ"
         assert self._query_ids(container, "SELECT * FROM c WHERE c.missing = null") == [], "undefined is not null"
 
     def test_query_does_not_return_deleted_documents(self) -> None:
-        container = self.make_container()
-        self._seed_query_documents(container)
+        container = self._seeded_container()
         container.delete("a", "p1")
         assert "a" not in self._query_ids(container, "SELECT * FROM c")
 
