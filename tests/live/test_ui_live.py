@@ -717,7 +717,7 @@ def test_f11_the_page_shows_the_sources_guarantee_transactions_and_throttling_as
     paced = (
         "not paced (no cap, no 429)"
         if delivery["paced_request_units_per_second"] is None
-        else f"{delivery['paced_request_units_per_second']} RU/s ({delivery['paced_drains']} of "
+        else f"paced to {delivery['paced_request_units_per_second']} RU/s ({delivery['paced_drains']} of "
         f"{delivery['run_drains']} lease drains of run {delivery['paced_run']})"
     )
     limit, waited = delivery["throttle_limit_reached"], _js_number(delivery["throttle_waited_seconds"])
@@ -725,7 +725,7 @@ def test_f11_the_page_shows_the_sources_guarantee_transactions_and_throttling_as
         "guarantee": "Guarantee: at_least_once",
         "transactions": "Kafka transactions: 0 committed · 0 aborted · fenced drains 0 · recovered pages 0",
         "throttling": f"Throttling: {delivery['throttled']} 429s · waited {waited}"
-        f" s{f' · {limit} drain(s) reached the limit' if limit else ''} · paced to {paced}",
+        f" s{f' · {limit} drain(s) reached the limit' if limit else ''} · {paced}",
         "covers": f"Summed over {delivery['covers']}.",
     }, shown
 
