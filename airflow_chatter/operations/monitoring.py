@@ -30,6 +30,7 @@ from airflow_chatter.drain.source import SourceLeases
 from airflow_chatter.drain.summary import DrainSummary
 from airflow_chatter.drain.suspension import WINDOW
 from airflow_chatter.drain.tries import TryRecord
+from airflow_chatter.operations.delivery_figures import DeliveryFigures, delivery_figures
 from airflow_chatter.operations.outbox_queries import count_undeliverable, undeliverable_after
 from airflow_chatter.operations.pending import PendingEstimate, estimate_pending
 from airflow_chatter.operations.pending_age import PendingAge, oldest_pending_age
@@ -229,6 +230,8 @@ class SourceOverview:
     failure_counts: FailureCounts | None = None
     #: The oldest Pending Outbox Document's age against the source's ``max_pending_age_seconds``.
     pending_age: PendingAge = field(default_factory=lambda: PendingAge(None, None))
+    #: The guarantee, Kafka transactions and throttling its drains reported over the runs shown.
+    delivery: DeliveryFigures = field(default_factory=lambda: delivery_figures(()))
 
     @property
     def attention(self) -> bool:
@@ -515,6 +518,7 @@ def source_overview(
         totals=run_totals,
         failure_counts=failure_counts(run_totals, leases, runs),
         pending_age=age,
+        delivery=delivery_figures([(run.run_id, [s for _, s in drain_summaries(run)]) for run in runs]),
     )
 
 

@@ -698,6 +698,43 @@ def test_ui_a_viewer_is_offered_no_action_and_reads_the_read_only_note(
     assert shown["panels"] >= 1, "the ui source's panel is open (it needs attention)"
 
 
+def test_f11_the_page_shows_the_sources_guarantee_transactions_and_throttling_as_its_drains_reported(
+    scenario: dict[str, Any], live_airflow: LiveAirflow, viewer: httpx.Client, viewer_page: Browser
+) -> None:
+    """F-11: the panel's Delivery and throttling section draws the figures the source's answer sums from its drain
+    summaries: the scenario's drains kept at-least-once (the default), committed no Kafka transaction, and their 429s,
+    time waited and paced rate are the summaries' own."""
+    delivery = viewer.get(f"{API}/sources/{SOURCE}").json()["delivery"]
+    assert delivery["guarantee"] == "at_least_once" and delivery["drains"] >= 1, delivery
+    assert (delivery["transactions_committed"], delivery["fenced_drains"], delivery["recovered_pages"]) == (0, 0, 0)
+    panel = _open_page(viewer_page, live_airflow)
+    section = f"{panel}.querySelector('[data-testid=delivery-throttling]')"
+    viewer_page.wait_for(f"!!{section}", what="the Delivery and throttling section")
+    shown = viewer_page.evaluate(
+        f"""(() => Object.fromEntries(['guarantee', 'transactions', 'throttling', 'covers'].map(k =>
+            [k, {panel}.querySelector(`[data-testid=delivery-${{k}}]`).innerText])))()"""
+    )
+    paced = (
+        "not paced (no cap, no 429)"
+        if delivery["paced_request_units_per_second"] is None
+        else f"paced to {delivery['paced_request_units_per_second']} RU/s ({delivery['paced_drains']} of "
+        f"{delivery['run_drains']} lease drains of run {delivery['paced_run']})"
+    )
+    limit, waited = delivery["throttle_limit_reached"], _js_number(delivery["throttle_waited_seconds"])
+    assert shown == {
+        "guarantee": "Guarantee: at_least_once",
+        "transactions": "Kafka transactions: 0 committed · 0 aborted · fenced drains 0 · recovered pages 0",
+        "throttling": f"Throttling: {delivery['throttled']} 429s · waited {waited}"
+        f" s{f' · {limit} drain(s) reached the limit' if limit else ''} · {paced}",
+        "covers": f"Summed over {delivery['covers']}.",
+    }, shown
+
+
+def _js_number(value: float) -> str:
+    """A number as the page's JavaScript prints it (``0`` for ``0.0``)."""
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
 def test_ui_dates_follow_the_timezone_chosen_in_airflow_else_the_browsers(
     scenario: dict[str, Any], live_airflow: LiveAirflow, viewer_page: Browser
 ) -> None:

@@ -369,3 +369,43 @@ def test_a_backfill_of_an_unknown_feed_range_from_the_page_is_refused_naming_fee
     )
     assert response.status_code == 422 and response.json()["field"] == "feed_ranges", response.text
     assert backend.triggered == [], "no run was created"
+
+
+def test_f11_the_source_answer_carries_the_guarantee_transactions_and_throttling_its_drains_reported(
+    backend: FakeBackend,
+) -> None:
+    """F-11: a drain whose stamps met two 429s reports them and the time it waited; the page's answer sums them with
+    an exactly-once run's transactions, fenced drain, recovered page and paced rate, as the summaries (XCom) said,
+    and says which tries the figures cover."""
+    monitored, _ = backend.stores[SOURCE.name]
+    monitored.create(outbox_doc("throttled-1"), "t1")
+    engine = backend.engine()
+    (lease,) = engine.store.list_leases()
+    monitored.handler = fail("patch", error=Throttled("busy", retry_after_ms=1000), times=2)
+    throttled = engine.drain_lease(lease.id)
+    assert throttled.delivered == 1 and throttled.throttled == 2, throttled.log_line()
+    exactly_once = {
+        "lease": lease.id,
+        "guarantee": "exactly_once",
+        "transactions_committed": 3,
+        "transactions_aborted": 1,
+        "fenced": True,
+        "recovered_pages": 1,
+        "paced_request_units_per_second": 250.0,
+    }
+    backend.runs_by_dag[SOURCE.dag_id][:0] = [
+        RunRecord("exactly-once", "manual", "success", None, (exactly_once,)),
+        RunRecord("throttled", "scheduled", "success", None, (throttled.to_dict(),)),
+    ]
+
+    delivery = TestClient(create_app(backend)).get("/api/sources/orders", headers=auth("viewer")).json()["delivery"]
+
+    assert delivery["guarantee"] == "exactly_once" and delivery["guarantees"] == ["exactly_once", "at_least_once"]
+    assert (delivery["transactions_committed"], delivery["transactions_aborted"]) == (3, 1), delivery
+    assert (delivery["fenced_drains"], delivery["recovered_pages"]) == (1, 1), delivery
+    assert delivery["throttled"] == 2 and delivery["throttle_waited_seconds"] == round(
+        throttled.throttle_waited_seconds, 1
+    )
+    assert delivery["throttle_waited_seconds"] > 0, delivery
+    assert (delivery["paced_run"], delivery["paced_request_units_per_second"]) == ("exactly-once", 250.0), delivery
+    assert delivery["covers"].startswith("the last try of each drain task"), delivery

@@ -384,6 +384,22 @@ function Totals({ view }) {
   );
 }
 
+// The guarantee, Kafka transactions and throttling the drains of these runs reported (their summaries, as the totals).
+function Delivery({ view }) {
+  const d = view.delivery;
+  if (!d) return null;
+  const guarantee = d.guarantee === null ? "no drain reported yet" : `${d.guarantee}${d.guarantees.length > 1 ? ` (earlier runs: ${d.guarantees.slice(1).join(", ")})` : ""}`;
+  const paced = d.paced_request_units_per_second === null ? "not paced (no cap, no 429)" : `paced to ${d.paced_request_units_per_second} RU/s (${d.paced_drains} of ${d.run_drains} lease drains of run ${d.paced_run})`;
+  return h(
+    Section,
+    { title: "Delivery and throttling over these runs" },
+    h(C.Text, { fontSize: "sm", "data-testid": "delivery-guarantee" }, `Guarantee: ${guarantee}`),
+    h(C.Text, { fontSize: "sm", "data-testid": "delivery-transactions" }, `Kafka transactions: ${d.transactions_committed} committed · ${d.transactions_aborted} aborted · fenced drains ${d.fenced_drains} · recovered pages ${d.recovered_pages}`),
+    h(C.Text, { fontSize: "sm", "data-testid": "delivery-throttling" }, `Throttling: ${d.throttled} 429s · waited ${d.throttle_waited_seconds} s${d.throttle_limit_reached ? ` · ${d.throttle_limit_reached} drain(s) reached the limit` : ""} · ${paced}`),
+    h(C.Text, { fontSize: "xs", color: "fg.muted", "data-testid": "delivery-covers" }, `Summed over ${d.covers}.`),
+  );
+}
+
 // The backfill DAG's `start`: beginning, resume, or a UTC timestamp (the "point in time" choice sends the timestamp).
 const STARTS = ["beginning", "resume", "point in time"];
 
@@ -539,6 +555,7 @@ function OpenPanel({ source, backfillDag, runId, tick, refresh }) {
     section("undeliverable", h(Undeliverable, { source, reload: refresh, canEdit: can.edit, tick })),
     h(Runs, { view, backfillDag }),
     h(Totals, { view }),
+    h(Delivery, { view }),
     can.backfill ? h(Backfill, { source, backfillDag }) : h(C.Text, { fontSize: "xs", color: "fg.muted", "data-testid": "read-only" }, "Read-only: you may not edit this DAG or trigger a backfill."),
   );
 }
