@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,15 +90,8 @@ def measure_latency(emu: Emulator, bootstrap: str, writes: int, rate: float, lat
     try:
         runner.start()
         time.sleep(1.0)  # caught up (nothing to read) and polling
-        start = time.monotonic()
-        for i in range(writes):
-            time.sleep(max(0.0, start + i / rate - time.monotonic()))
-            doc = base.outbox_document(i, topic)
-            written_at[f"bench-{i}"] = time.time()
-            monitored.create(doc, doc["tenantId"])
-        deadline = time.monotonic() + 30
-        while len(publisher.confirmed_at) < writes + 1 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        written_at = write_at_rate(monitored, topic, writes, rate)
+        await_arrivals(written_at, publisher.confirmed_at, seconds=30)
     finally:
         stop.request()
         runner.join(30)
@@ -109,9 +102,7 @@ def measure_latency(emu: Emulator, bootstrap: str, writes: int, rate: float, lat
         emu.database.delete_container(leases_proxy.id)
     (summary,) = result
     summary.raise_for_error()
-    missing = [m for m in written_at if m not in publisher.confirmed_at]
-    assert not missing, f"{len(missing)} writes never reached Kafka: {missing[:5]}"
-    return [publisher.confirmed_at[m] - t for m, t in written_at.items()]
+    return latencies(written_at, publisher.confirmed_at, "reached Kafka")
 
 
 def measure_idle(emu: Emulator, bootstrap: str, seconds: float) -> DrainSummary:
@@ -131,8 +122,43 @@ def measure_idle(emu: Emulator, bootstrap: str, seconds: float) -> DrainSummary:
         emu.database.delete_container(leases_proxy.id)
 
 
+def write_at_rate(monitored: CosmosDocumentContainer, topic: str, writes: int, rate: float) -> dict[str, float]:
+    """Create ``writes`` pending documents at a steady ``rate``/s: message id → wall time just before its create."""
+    written_at: dict[str, float] = {}
+    start = time.monotonic()
+    for i in range(writes):
+        time.sleep(max(0.0, start + i / rate - time.monotonic()))
+        doc = base.outbox_document(i, topic)
+        written_at[f"bench-{i}"] = time.time()
+        monitored.create(doc, doc["tenantId"])
+    return written_at
+
+
+def await_arrivals(written_at: Mapping[str, float], arrived_at: Mapping[str, float], seconds: float) -> None:
+    """Poll until every written message id has an arrival time, or ``seconds`` have passed (then ``latencies`` says
+    which are missing)."""
+    deadline = time.monotonic() + seconds
+    while not written_at.keys() <= arrived_at.keys() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def latencies(written_at: Mapping[str, float], arrived_at: Mapping[str, float], where: str) -> list[float]:
+    """Write → arrival latencies (s), one per written message; every message must have arrived ``where``."""
+    missing = [m for m in written_at if m not in arrived_at]
+    assert not missing, f"{len(missing)} writes never {where}: {missing[:5]}"
+    return [arrived_at[m] - t for m, t in written_at.items()]
+
+
 def quantile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
+
+
+def latency_figures(lat: list[float], rate: float) -> str:
+    """The printed latency figures of a follow measurement, with their target."""
+    return (
+        f"writes={len(lat)} at {rate:g}/s  p50={quantile(lat, 0.5):.3f} s  "
+        f"p99={quantile(lat, 0.99):.3f} s  max={max(lat):.3f} s   target p50 ≤ 0.5 s, p99 ≤ 2 s"
+    )
 
 
 def main() -> None:
@@ -152,10 +178,7 @@ def main() -> None:
         emu.configure(request_charges=True, latency_ms=0, provisioned_ru_per_second=None)
         for label, latency_ms in (("(a) follow, no added latency", 0), ("(b) follow, 5 ms per request", 5)):
             lat = measure_latency(emu, bootstrap, args.writes, args.rate, latency_ms)
-            print(
-                f"{label:34} writes={len(lat)} at {args.rate:g}/s  p50={quantile(lat, 0.5):.3f} s  "
-                f"p99={quantile(lat, 0.99):.3f} s  max={max(lat):.3f} s   target p50 ≤ 0.5 s, p99 ≤ 2 s"
-            )
+            print(f"{label:34} {latency_figures(lat, args.rate)}")
         idle = measure_idle(emu, bootstrap, args.idle_seconds)
         per_hour = 3600 / args.idle_seconds
         print(
