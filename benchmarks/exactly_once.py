@@ -35,6 +35,7 @@ from airflow_chatter.drain.follow import Follow, StopRequest
 from airflow_chatter.drain.options import SourceOptions
 from airflow_chatter.ports import OutgoingMessage
 from benchmarks import drain_throughput as base
+from benchmarks.follow_latency import await_arrivals, latencies, latency_figures, write_at_rate
 from benchmarks.stamp_throughput import CONCURRENCY, Emulator, seed
 from devkit.services import cosmos_service, kafka_service, machine
 
@@ -131,15 +132,8 @@ def follow_latency(emu: Emulator, bootstrap: str, writes: int, rate: float, chec
         reader.start()
         runner.start()
         time.sleep(8.0)  # the drain is caught up and polling, the consumer has joined its group
-        start = time.monotonic()
-        for i in range(writes):
-            time.sleep(max(0.0, start + i / rate - time.monotonic()))
-            doc = base.outbox_document(i, topic)
-            written_at[f"bench-{i}"] = time.time()
-            monitored.create(doc, doc["tenantId"])
-        deadline = time.monotonic() + 60
-        while len(set(written_at) & set(read_at)) < writes and time.monotonic() < deadline:
-            time.sleep(0.05)
+        written_at = write_at_rate(monitored, topic, writes, rate)
+        await_arrivals(written_at, read_at, seconds=60)
     finally:
         stop.request()
         runner.join(30)
@@ -151,13 +145,7 @@ def follow_latency(emu: Emulator, bootstrap: str, writes: int, rate: float, chec
         emu.database.delete_container(leases_proxy.id)
     (summary,) = result
     summary.raise_for_error()
-    missing = [m for m in written_at if m not in read_at]
-    assert not missing, f"{len(missing)} writes never reached a read_committed consumer: {missing[:5]}"
-    return [read_at[m] - t for m, t in written_at.items()]
-
-
-def quantile(values: list[float], q: float) -> float:
-    return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
+    return latencies(written_at, read_at, "reached a read_committed consumer")
 
 
 def main() -> None:
@@ -192,10 +180,7 @@ def main() -> None:
                 f"{statistics.median(ratios):.2f}   target ≥ 0.8"
             )
         lat = follow_latency(emu, bootstrap, args.writes, args.rate, checkpoints)
-        print(
-            f"(c) follow, exactly once   writes={len(lat)} at {args.rate:g}/s  p50={quantile(lat, 0.5):.3f} s  "
-            f"p99={quantile(lat, 0.99):.3f} s  max={max(lat):.3f} s   target p50 ≤ 0.5 s, p99 ≤ 2 s"
-        )
+        print(f"(c) follow, exactly once   {latency_figures(lat, args.rate)}")
 
 
 if __name__ == "__main__":
