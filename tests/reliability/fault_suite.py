@@ -70,6 +70,32 @@ RUN_TIMEOUT_SECONDS = 120.0
 WINDOW_SECONDS = 60.0
 
 
+def message_id_counts(bootstrap: str, topic: str, *, seconds: float, **consumer_config: Any) -> Counter[str]:
+    """Every message id on ``topic``, consumed from the beginning up to the end offsets read now, for at most
+    ``seconds``; a record without a ``message-id`` header counts under ``""``. ``consumer_config``: further
+    KafkaConsumer settings (the kill ledger reads ``isolation_level="read_committed"``)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, api_version=(2, 8, 0), **consumer_config
+    )
+    counts: Counter[str] = Counter()
+    try:
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        ends = consumer.end_offsets(partitions)
+        deadline = time.monotonic() + seconds
+        while any(consumer.position(tp) < ends[tp] for tp in partitions) and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500, max_records=5000).values():
+                for record in records:
+                    headers = dict(record.headers or [])
+                    counts[headers.get("message-id", b"").decode("utf-8", "replace")] += 1
+    finally:
+        consumer.close()
+    return counts
+
+
 @dataclass
 class Row:
     fault: str
@@ -264,26 +290,7 @@ class Ledger:
 
     def kafka_counts(self) -> Counter[str]:
         """Every message id on the topic, consumed from the beginning up to the end offsets read now."""
-        from kafka import KafkaConsumer, TopicPartition
-
-        consumer = KafkaConsumer(
-            bootstrap_servers=self.bootstrap, enable_auto_commit=False, api_version=(2, 8, 0), consumer_timeout_ms=1000
-        )
-        counts: Counter[str] = Counter()
-        try:
-            partitions = [TopicPartition(self.topic, p) for p in sorted(consumer.partitions_for_topic(self.topic))]
-            consumer.assign(partitions)
-            consumer.seek_to_beginning(*partitions)
-            ends = consumer.end_offsets(partitions)
-            deadline = time.monotonic() + 60
-            while any(consumer.position(tp) < ends[tp] for tp in partitions) and time.monotonic() < deadline:
-                for records in consumer.poll(timeout_ms=500, max_records=5000).values():
-                    for record in records:
-                        headers = dict(record.headers or [])
-                        counts[headers.get("message-id", b"").decode("utf-8", "replace")] += 1
-        finally:
-            consumer.close()
-        return counts
+        return message_id_counts(self.bootstrap, self.topic, seconds=60, consumer_timeout_ms=1000)
 
     def outcome(self, counts: Counter[str] | None = None) -> tuple[int, int, bool]:
         """(lost, max duplicates, every ledger document delivered)."""

@@ -44,7 +44,7 @@ from airflow_chatter.adapters.kafka.admin import CHECKPOINT_TOPIC_CONFIGS, ensur
 from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.drain.suspension import parse_utc
 from devkit.services import machine
-from tests.reliability.fault_suite import Ledger, RunResult, Services, services, stamp_rule
+from tests.reliability.fault_suite import Ledger, RunResult, Services, message_id_counts, services, stamp_rule
 
 PAGE = 50
 LEASE_SECONDS = 4.0
@@ -55,28 +55,7 @@ KINDS = ("commit-kill", "random kill", "takeover", "429 storm")
 
 def committed_counts(ledger: Ledger) -> Counter[str]:
     """Every message id a read_committed consumer reads from the start of the topic to its end now."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(
-        bootstrap_servers=ledger.bootstrap,
-        enable_auto_commit=False,
-        isolation_level="read_committed",
-        api_version=(2, 8),
-    )
-    counts: Counter[str] = Counter()
-    try:
-        partitions = [TopicPartition(ledger.topic, p) for p in sorted(consumer.partitions_for_topic(ledger.topic))]
-        consumer.assign(partitions)
-        consumer.seek_to_beginning(*partitions)
-        ends = consumer.end_offsets(partitions)
-        deadline = time.monotonic() + 90
-        while any(consumer.position(tp) < ends[tp] for tp in partitions) and time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=500, max_records=5000).values():
-                for record in records:
-                    counts[dict(record.headers or [])["message-id"].decode()] += 1
-    finally:
-        consumer.close()
-    return counts
+    return message_id_counts(ledger.bootstrap, ledger.topic, seconds=90, isolation_level="read_committed")
 
 
 def stuck_leases(ledger: Ledger) -> int:
