@@ -7,37 +7,22 @@ it with ``--short`` and reads its table, so a scenario that loses a message, or 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 from tests.fixtures.cosmos import CosmosEndpoint
+from tests.reliability.short_run import run_short, table_rows
 
-REPO = Path(__file__).resolve().parents[2]
 #: One row per entry of the script's SCENARIOS: its eight scenarios, with scenario 5 as two rows (429s and 503s).
 ROWS = 9
 
 
 def test_every_fault_scenario_passes_with_nothing_lost(kafka_bootstrap: str, cosmos_endpoint: CosmosEndpoint) -> None:
     assert cosmos_endpoint.is_emulator, "the suite drives the project emulator's switches and its certificate"
-    env = {k: v for k, v in os.environ.items() if k not in ("KAFKA_BOOTSTRAP_SERVERS", "COSMOS_ENDPOINT")}
-    result = subprocess.run(
-        [sys.executable, "-m", "tests.reliability.fault_suite", "--short"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=env,
-        cwd=REPO,
-        check=False,
-    )
+    result = run_short("tests.reliability.fault_suite", timeout=900)
     out = result.stdout
-    rows = [line for line in out.splitlines() if line.startswith("| ") and not line.startswith("| fault ")]
+    rows = table_rows(out, "fault")
     assert rows, out + result.stderr[-3000:]
-    for row in rows:
-        cells = [cell.strip() for cell in row.strip("|").split("|")]
+    for cells in rows:
         fault, lost, verdict = cells[0], cells[3], cells[-1]
-        assert verdict == "PASS", f"{fault}: {row}\n{out}"
-        assert lost == "0", f"{fault} lost messages: {row}"
+        assert verdict == "PASS", f"{fault}: {cells}\n{out}"
+        assert lost == "0", f"{fault} lost messages: {cells}"
     assert len(rows) == ROWS, out
     assert result.returncode == 0, out + result.stderr[-3000:]

@@ -9,37 +9,17 @@ at-least-once row must lose nothing.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 from tests.fixtures.cosmos import CosmosEndpoint
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.reliability.short_run import run_short, table_rows
 
 
 def test_exactly_once_loses_nothing_and_duplicates_nothing_where_at_least_once_duplicates(
     kafka_bootstrap: str, cosmos_endpoint: CosmosEndpoint
 ) -> None:
     assert cosmos_endpoint.is_emulator, "the ledger drives the project emulator's switches and its certificate"
-    env = {k: v for k, v in os.environ.items() if k not in ("KAFKA_BOOTSTRAP_SERVERS", "COSMOS_ENDPOINT")}
-    result = subprocess.run(
-        [sys.executable, "-m", "tests.reliability.kill_ledger", "--short"],
-        capture_output=True,
-        text=True,
-        timeout=1500,
-        env=env,
-        cwd=REPO,
-        check=False,
-    )
+    result = run_short("tests.reliability.kill_ledger", timeout=1500)
     out = result.stdout
-    rows = {
-        cells[0]: cells
-        for line in out.splitlines()
-        if line.startswith("| ") and not line.startswith("| guarantee ")
-        for cells in [[cell.strip() for cell in line.strip("|").split("|")]]
-    }
+    rows = {cells[0]: cells for cells in table_rows(out, "guarantee")}
     assert set(rows) == {"exactly_once", "at_least_once"}, out + result.stderr[-3000:]
     exactly = rows["exactly_once"]
     lost, duplicates, delivered, stuck = exactly[3], exactly[4], exactly[6], exactly[7]
