@@ -4,10 +4,8 @@ out of the log at INFO."""
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
-from typing import Any
 
 import pytest
 
@@ -17,7 +15,13 @@ from airflow_chatter.drain.engine import DrainEngine
 from airflow_chatter.drain.options import SourceOptions
 from airflow_chatter.outbox.document import OutboxMessage
 from airflow_chatter.testing.fakes import FakePublisher
-from tests.fixtures.cosmos import ContainerFactory, CosmosEndpoint, emulator_configured, emulator_stats
+from tests.fixtures.cosmos import (
+    ContainerFactory,
+    CosmosEndpoint,
+    chatter_connection,
+    emulator_configured,
+    emulator_stats,
+)
 
 pytestmark = pytest.mark.cosmos
 
@@ -30,16 +34,7 @@ HTTP_LOGGERS = {
 
 
 def _connection(monkeypatch: pytest.MonkeyPatch, endpoint: CosmosEndpoint, database: str) -> str:
-    verify = endpoint.verify
-    extra: dict[str, Any] = {"database_name": database}
-    if isinstance(verify, str):
-        extra["ca_cert_path"] = verify
-    else:
-        extra["connection_verify"] = verify
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_CHATTER_COSMOS_OWN",
-        json.dumps({"conn_type": "chattercosmos", "host": endpoint.url, "password": endpoint.key, "extra": extra}),
-    )
+    monkeypatch.setenv("AIRFLOW_CONN_CHATTER_COSMOS_OWN", chatter_connection(endpoint, database))
     return "chatter_cosmos_own"
 
 

@@ -21,7 +21,13 @@ from airflow_chatter.adapters.kafka.admin import ensure_topics
 from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.outbox.document import OutboxMessage
 from airflow_chatter.ports.throttle import ThrottleLimitExceeded
-from tests.fixtures.cosmos import ContainerFactory, CosmosEndpoint, emulator_configured, emulator_stats
+from tests.fixtures.cosmos import (
+    ContainerFactory,
+    CosmosEndpoint,
+    chatter_connection,
+    emulator_configured,
+    emulator_stats,
+)
 from tests.fixtures.kafka import consume_records
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cosmos]
@@ -48,13 +54,7 @@ class Rig:
         self.database = self.monitored.container_link.split("/")[1]
         self.topic = f"chatter-busy.{uuid.uuid4().hex[:12]}"
         ensure_topics(KafkaSettings(bootstrap_servers=bootstrap), [self.topic], partitions=3)
-        extra: dict[str, Any] = {"database_name": self.database}
-        if isinstance(endpoint.verify, str):
-            extra["ca_cert_path"] = endpoint.verify
-        else:
-            extra["connection_verify"] = endpoint.verify
-        cosmos = {"conn_type": "chattercosmos", "host": endpoint.url, "password": endpoint.key, "extra": extra}
-        monkeypatch.setenv("AIRFLOW_CONN_CHATTER_COSMOS_BUSY", json.dumps(cosmos))
+        monkeypatch.setenv("AIRFLOW_CONN_CHATTER_COSMOS_BUSY", chatter_connection(endpoint, self.database))
         monkeypatch.setenv(
             "AIRFLOW_CONN_CHATTER_KAFKA_BUSY", json.dumps({"conn_type": "chatterkafka", "host": bootstrap})
         )

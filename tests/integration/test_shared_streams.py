@@ -25,22 +25,14 @@ from airflow_chatter.airflow.triggers.topic_backlog import ChatterTopicBacklogTr
 from airflow_chatter.outbox.document import OutboxMessage
 from airflow_chatter.ports import OutgoingMessage
 from tests.airflow.triggers._shared_stream import Triggerer, quick_polls, until
-from tests.fixtures.cosmos import ContainerFactory, CosmosEndpoint, emulator_stats
+from tests.fixtures.cosmos import ContainerFactory, CosmosEndpoint, chatter_connection, emulator_stats
 
 #: Real pauses would make these tests wait out intervals; each poll still happens once per (recorded) pause.
 TIMEOUT_S = 60.0
 
 
 def _cosmos_connection(monkeypatch: pytest.MonkeyPatch, endpoint: CosmosEndpoint, database: str) -> str:
-    extra: dict[str, Any] = {"database_name": database}
-    if isinstance(endpoint.verify, str):
-        extra["ca_cert_path"] = endpoint.verify
-    else:
-        extra["connection_verify"] = endpoint.verify
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_CHATTER_COSMOS_STREAM",
-        json.dumps({"conn_type": "chattercosmos", "host": endpoint.url, "password": endpoint.key, "extra": extra}),
-    )
+    monkeypatch.setenv("AIRFLOW_CONN_CHATTER_COSMOS_STREAM", chatter_connection(endpoint, database))
     return "chatter_cosmos_stream"
 
 

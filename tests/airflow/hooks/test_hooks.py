@@ -14,6 +14,7 @@ from azure.cosmos import exceptions as cosmos_errors
 from airflow_chatter.airflow.hooks.cosmos import ChatterCosmosHook
 from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
 from airflow_chatter.errors import ConfigurationError
+from tests.fixtures.cosmos import chatter_connection
 
 COSMOS_KEY = "c2VjcmV0LWNvc21vcy1rZXktZG8tbm90LWxlYWs="
 SASL_PASSWORD = "s3cret-sasl-password-do-not-leak"
@@ -146,16 +147,8 @@ def test_cosmos_test_connection_names_a_missing_database(cosmos_conn: str, patch
 
 @pytest.fixture
 def emulator_conn(monkeypatch: pytest.MonkeyPatch, cosmos_endpoint: Any) -> str:
-    extra: dict[str, Any] = {"database_name": f"missing-{uuid.uuid4().hex[:8]}"}
-    if isinstance(cosmos_endpoint.verify, str):
-        extra["ca_cert_path"] = cosmos_endpoint.verify
-    else:
-        extra["connection_verify"] = cosmos_endpoint.verify
     monkeypatch.setenv(
-        "AIRFLOW_CONN_COSMOS_EMULATOR",
-        json.dumps(
-            {"conn_type": "chattercosmos", "host": cosmos_endpoint.url, "password": cosmos_endpoint.key, "extra": extra}
-        ),
+        "AIRFLOW_CONN_COSMOS_EMULATOR", chatter_connection(cosmos_endpoint, f"missing-{uuid.uuid4().hex[:8]}")
     )
     return "cosmos_emulator"
 
