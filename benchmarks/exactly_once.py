@@ -20,11 +20,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import threading
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer, create_container
@@ -36,8 +34,7 @@ from airflow_chatter.drain.options import SourceOptions
 from airflow_chatter.ports import OutgoingMessage
 from benchmarks import drain_throughput as base
 from benchmarks.follow_latency import await_arrivals, latencies, latency_figures, write_at_rate
-from benchmarks.stamp_throughput import CONCURRENCY, Emulator, seed
-from devkit.services import cosmos_service, kafka_service, machine
+from benchmarks.stamp_throughput import CONCURRENCY, Emulator, bench_services, print_header, seed
 
 PAGE = 100
 KEYS = 64
@@ -158,12 +155,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.n, args.rounds, args.writes = 400, 1, 40
-    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-    print(f"machine: {machine()}")
-    print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
-    with kafka_service() as bootstrap, cosmos_service() as endpoint:
-        emu = Emulator(endpoint)
-        emu.configure(request_charges=True, latency_ms=0, provisioned_ru_per_second=None)
+    print_header()
+    with bench_services() as (bootstrap, emu):
         checkpoints = checkpoint_topic(bootstrap)
         for label, latency_ms in (("(a) no added latency", 0), ("(b) 5 ms per request", 5)):
             ratios = []

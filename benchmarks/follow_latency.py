@@ -20,12 +20,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer, create_container
@@ -36,8 +34,7 @@ from airflow_chatter.drain.options import SourceOptions
 from airflow_chatter.drain.summary import DrainSummary
 from airflow_chatter.ports import OutgoingMessage, Publisher, PublishOutcome
 from benchmarks import drain_throughput as base
-from benchmarks.stamp_throughput import Emulator
-from devkit.services import cosmos_service, kafka_service, machine
+from benchmarks.stamp_throughput import Emulator, bench_services, print_header
 
 POLL_SECONDS = 0.25
 
@@ -170,12 +167,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.writes, args.idle_seconds = 40, 3.0
-    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-    print(f"machine: {machine()}")
-    print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
-    with kafka_service() as bootstrap, cosmos_service() as endpoint:
-        emu = Emulator(endpoint)
-        emu.configure(request_charges=True, latency_ms=0, provisioned_ru_per_second=None)
+    print_header()
+    with bench_services() as (bootstrap, emu):
         for label, latency_ms in (("(a) follow, no added latency", 0), ("(b) follow, 5 ms per request", 5)):
             lat = measure_latency(emu, bootstrap, args.writes, args.rate, latency_ms)
             print(f"{label:34} {latency_figures(lat, args.rate)}")

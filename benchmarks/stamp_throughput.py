@@ -30,8 +30,9 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -234,6 +235,23 @@ def row(label: str, value: float, target: str) -> str:
     return f"{label:<64} = {value:7.2f}   (target {target})"
 
 
+def print_header() -> None:
+    """The first lines of an emulator benchmark's report: the machine and the command line, printed as they come."""
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    print(f"machine: {machine()}")
+    print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
+
+
+@contextmanager
+def bench_services() -> Iterator[tuple[str, Emulator]]:
+    """The real broker's bootstrap address and the project emulator, reporting request charges, with no added
+    latency and no throughput limit (the state each emulator benchmark starts from)."""
+    with kafka_service() as bootstrap, cosmos_service() as endpoint:
+        emu = Emulator(endpoint)
+        emu.configure(request_charges=True, latency_ms=0, provisioned_ru_per_second=None)
+        yield bootstrap, emu
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=2000, help="documents per emulator measurement")
@@ -247,13 +265,9 @@ def main() -> None:
         parser.error(f"--parts takes letters of 'abcdfgh', got {args.parts!r}")
     parts = set(args.parts)
     n = args.n
-    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-    print(f"machine: {machine()}")
-    print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
+    print_header()
     lines: list[str] = []
-    with kafka_service() as bootstrap, cosmos_service() as endpoint:
-        emu = Emulator(endpoint)
-        emu.configure(request_charges=True, latency_ms=0, provisioned_ru_per_second=None)
+    with bench_services() as (bootstrap, emu):
         # Interleaved rounds, medians of each round's ratios: the pairs are measured next to each other, so a
         # load spike from the shared machine hits both sides of one ratio, and one noisy round does not decide it.
         ratios: dict[str, list[float]] = {}

@@ -25,14 +25,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer
@@ -44,8 +42,8 @@ from airflow_chatter.outbox.unit_of_work import UnitOfWork
 from airflow_chatter.ports import BatchOperation, Document, OutgoingMessage, Throttled
 from airflow_chatter.ports.request_charges import charged_to
 from benchmarks import drain_throughput as base
-from benchmarks.stamp_throughput import Emulator
-from devkit.services import cosmos_service, emulator_stats, kafka_service, machine
+from benchmarks.stamp_throughput import bench_services, print_header
+from devkit.services import emulator_stats
 
 LATENCY_MS = 2
 KEYS = 1000
@@ -191,12 +189,8 @@ def main() -> None:
     parser.add_argument("--writes-per-second", type=float, default=20.0, help="the writer's Units of Work per second")
     parser.add_argument("--seconds", type=float, default=60.0, help="length of each phase")
     args = parser.parse_args()
-    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-    print(f"machine: {machine()}")
-    print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
-    with kafka_service() as bootstrap, cosmos_service() as endpoint:
-        emu = Emulator(endpoint)
-        emu.configure(request_charges=True, latency_ms=0, provisioned_ru_per_second=None)
+    print_header()
+    with bench_services() as (bootstrap, emu):
         no_retries = emu.new_client(sdk_throttle_retries=0)
         proxy, _ = emu.container(no_retries)
         container = CosmosDocumentContainer(proxy)
