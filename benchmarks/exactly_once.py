@@ -25,7 +25,6 @@ import time
 import uuid
 from typing import Any
 
-from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer, create_container
 from airflow_chatter.adapters.kafka.admin import CHECKPOINT_TOPIC_CONFIGS, ensure_topics
 from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
 from airflow_chatter.drain.engine import DrainEngine, DrainSummary
@@ -33,12 +32,18 @@ from airflow_chatter.drain.follow import Follow, StopRequest
 from airflow_chatter.drain.options import SourceOptions
 from airflow_chatter.ports import OutgoingMessage
 from benchmarks import drain_throughput as base
-from benchmarks.follow_latency import await_arrivals, latencies, latency_figures, write_at_rate
+from benchmarks.follow_latency import (
+    POLL_SECONDS,
+    await_arrivals,
+    following_engine,
+    latencies,
+    latency_figures,
+    write_at_rate,
+)
 from benchmarks.stamp_throughput import CONCURRENCY, Emulator, bench_services, print_header, seed
 
 PAGE = 100
 KEYS = 64
-POLL_SECONDS = 0.25
 
 
 def checkpoint_topic(bootstrap: str) -> str:
@@ -92,9 +97,8 @@ def follow_latency(emu: Emulator, bootstrap: str, writes: int, rate: float, chec
     proxy, monitored = emu.container()
     topic = base.new_topic(bootstrap, "eo-follow")
     publisher = KafkaPublisher(base.producer_settings(bootstrap))
-    leases_proxy = create_container(emu.database, f"bench-leases-{uuid.uuid4().hex[:8]}", ("/id",))
     options = source("exactly_once", checkpoints, follow=True, follow_poll_seconds=POLL_SECONDS)
-    engine = DrainEngine.open(options, monitored, CosmosDocumentContainer(leases_proxy), publisher, owner="bench")
+    engine, leases_proxy = following_engine(emu, monitored, publisher, options)
     (lease,) = engine.ensure_leases()
     stop, done = StopRequest(), threading.Event()
     result: list[DrainSummary] = []

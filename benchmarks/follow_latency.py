@@ -59,11 +59,16 @@ class ConfirmTimes(Publisher):
         self.inner.close()
 
 
-def _engine(emu: Emulator, monitored: CosmosDocumentContainer, publisher: Publisher) -> tuple[DrainEngine, Any]:
+def following_engine(
+    emu: Emulator, monitored: CosmosDocumentContainer, publisher: Publisher, source: SourceOptions | None = None
+) -> tuple[DrainEngine, Any]:
+    """A drain engine over ``monitored`` with its own lease container in the emulator (returned too, for the caller
+    to delete): ``source``, by default a following source polling every ``POLL_SECONDS``."""
     leases_proxy = create_container(emu.database, f"bench-leases-{uuid.uuid4().hex[:8]}", ("/id",))
-    source = SourceOptions(
-        f"follow-{uuid.uuid4().hex[:6]}", ("/tenantId",), follow=True, follow_poll_seconds=POLL_SECONDS
-    )
+    if source is None:
+        source = SourceOptions(
+            f"follow-{uuid.uuid4().hex[:6]}", ("/tenantId",), follow=True, follow_poll_seconds=POLL_SECONDS
+        )
     engine = DrainEngine.open(source, monitored, CosmosDocumentContainer(leases_proxy), publisher, owner="bench")
     return engine, leases_proxy
 
@@ -74,7 +79,7 @@ def measure_latency(emu: Emulator, bootstrap: str, writes: int, rate: float, lat
     topic = base.new_topic(bootstrap, "follow")
     publisher = ConfirmTimes(KafkaPublisher(base.producer_settings(bootstrap)))
     assert publisher.send_batch([OutgoingMessage(topic, b"warm-up")])[0].confirmed
-    engine, leases_proxy = _engine(emu, monitored, publisher)
+    engine, leases_proxy = following_engine(emu, monitored, publisher)
     (lease,) = engine.ensure_leases()  # one feed range in the emulator
     stop = StopRequest()
     result: list[DrainSummary] = []
@@ -106,7 +111,7 @@ def measure_idle(emu: Emulator, bootstrap: str, seconds: float) -> DrainSummary:
     """A following drain over an empty feed for ``seconds``: its summary (polls, RU)."""
     proxy, monitored = emu.container()
     publisher = KafkaPublisher(base.producer_settings(bootstrap))
-    engine, leases_proxy = _engine(emu, monitored, publisher)
+    engine, leases_proxy = following_engine(emu, monitored, publisher)
     try:
         (lease,) = engine.ensure_leases()
         summary = engine.drain_lease(lease.id, max_seconds=seconds, follow=Follow(POLL_SECONDS))
