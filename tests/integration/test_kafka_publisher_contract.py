@@ -8,17 +8,12 @@ from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
 from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.ports import Publisher
 from airflow_chatter.testing.contracts.publisher import PublisherContract
+from tests.fixtures.kafka import OnTheBroker
 
 pytestmark = pytest.mark.kafka
 
 
-class TestKafkaPublisher(PublisherContract):
-    @pytest.fixture(autouse=True)
-    def _broker(self, kafka_bootstrap: str, kafka_topic: str, kafka_unreachable_address: str) -> None:
-        self.bootstrap = kafka_bootstrap
-        self.topic = kafka_topic
-        self.unreachable_address = kafka_unreachable_address
-
+class TestKafkaPublisher(OnTheBroker, PublisherContract):
     def make_publisher(self) -> Publisher:
         return KafkaPublisher(
             KafkaSettings(

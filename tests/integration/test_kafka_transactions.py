@@ -23,7 +23,7 @@ from airflow_chatter.ports import (
     Publisher,
 )
 from airflow_chatter.testing.contracts.publisher import PublisherContract
-from tests.fixtures.kafka import consume_records
+from tests.fixtures.kafka import OnTheBroker, consume_records
 
 pytestmark = pytest.mark.kafka
 
@@ -60,15 +60,9 @@ def _committed_values(bootstrap: str, topic: str, expected: int) -> list[bytes]:
     return [r.value for r in records]
 
 
-class TestKafkaLeaseTransactions(PublisherContract):
+class TestKafkaLeaseTransactions(OnTheBroker, PublisherContract):
     """The Publisher contract on the transactional publisher: outside a page's transaction each batch commits on its
     own, so confirmed still means visible to every consumer."""
-
-    @pytest.fixture(autouse=True)
-    def _broker(self, kafka_bootstrap: str, kafka_topic: str, kafka_unreachable_address: str) -> None:
-        self.bootstrap = kafka_bootstrap
-        self.topic = kafka_topic
-        self.unreachable_address = kafka_unreachable_address
 
     def make_publisher(self) -> Publisher:
         return KafkaLeaseTransactions(_settings(self.bootstrap), f"contract-{uuid.uuid4().hex}", "unused")
