@@ -8,28 +8,17 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.fixtures.modules import run_module
 
 
 def run_benchmark(name: str, *args: str, env: Mapping[str, str] | None = None, timeout: int = 240) -> str:
     """Run ``benchmarks/<name>.py`` with ``args`` as a user would; its standard output, once it exited 0."""
-    result = subprocess.run(
-        [sys.executable, "-m", f"benchmarks.{name}", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        cwd=REPO,
-        check=False,
-    )
+    result = run_module(f"benchmarks.{name}", *args, env=env, timeout=timeout)
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
 

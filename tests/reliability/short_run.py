@@ -5,25 +5,15 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.fixtures.modules import run_module
 
 
 def run_short(module: str, timeout: float) -> subprocess.CompletedProcess[str]:
     """``python -m <module> --short`` from the repository root. The services' variables are left out, so the script
     starts (or reuses) the project broker and emulator itself, from KAFKA_PORT and COSMOS_EMULATOR_PORT."""
     env = {k: v for k, v in os.environ.items() if k not in ("KAFKA_BOOTSTRAP_SERVERS", "COSMOS_ENDPOINT")}
-    return subprocess.run(
-        [sys.executable, "-m", module, "--short"],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        cwd=REPO,
-        check=False,
-    )
+    return run_module(module, "--short", env=env, timeout=timeout)
 
 
 def table_rows(out: str, header: str) -> list[list[str]]:
