@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Annotated, Any, TypeVar
+from typing import Any, TypeVar
 
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from airflow_chatter.errors import ConfigurationError
 
@@ -24,7 +24,6 @@ T = TypeVar("T")
 _BOOL: TypeAdapter[bool] = TypeAdapter(bool)
 _INT: TypeAdapter[int] = TypeAdapter(int)
 _FLOAT: TypeAdapter[float] = TypeAdapter(float)
-_FINITE_FLOAT: TypeAdapter[float] = TypeAdapter(Annotated[float, Field(allow_inf_nan=False)])
 _DATETIME: TypeAdapter[datetime] = TypeAdapter(datetime)
 _STRINGS: TypeAdapter[list[str]] = TypeAdapter(list[str])
 
@@ -59,14 +58,6 @@ def as_float(value: Any, option: str) -> float:
     number = _coerce(_FLOAT, value, option, "must be a number of seconds")
     if not number > 0:
         raise ConfigurationError(option, value, "must be positive")
-    return number
-
-
-def as_seconds(value: Any, option: str) -> float:
-    """A finite number of seconds >= 0 (0 allowed: e.g. no waiting at all)."""
-    number = _coerce(_FINITE_FLOAT, value, option, "must be a finite number of seconds >= 0")
-    if number < 0:
-        raise ConfigurationError(option, value, "must be a finite number of seconds >= 0")
     return number
 
 
