@@ -32,6 +32,7 @@ catch up: every write applied and every lease released or taken over (bounded: u
 apply nothing more). One table is printed:
 
     writes | lost (ledger vs Kafka) | lost (ledger vs effects) | duplicates on Kafka | effects applied twice |
+    429s at the monitored containers by priority (the drains' low, the writers' high) |
     p50/p99 write -> Kafka per drain mode and window | leases stuck | RSS start/end, slope per hour and CPU per
     process | lease, marker and effect documents and the backlogs per window | duplicates attributed to the fault
     that caused them (tests/reliability/soak_report.py)
