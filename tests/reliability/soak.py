@@ -8,7 +8,8 @@ workers sharing a slot per drain of each source and one for its other tasks: six
 with two sources of 4 leases each (the emulator gives each container 4 partition key ranges): ``soak`` drained every
 minute, and ``follow`` followed (``follow: true``, ``@continuous``, runs of a minute), the writers alternating between
 them. A SIGKILLed worker's task is failed after 30 s without a heartbeat (Airflow's default being 300 s). Against the
-Cosmos emulator with its account-like switches on (``latency_ms`` 5, request charges, each monitored container
+Cosmos emulator with its account-like switches on (``latency_ms`` 5, request charges, priority-based execution (the
+drains' requests go at low priority, the writers' at high), each monitored container
 provisioned for its drains' bursts, each drain task capped at what the writers leave of it divided by the drains that
 run at once: ``max_request_units_per_second``) and a Kafka broker of the soak's own (``KAFKA_PORT + 2``, so its outage
 touches nothing else). In this process: writers commit one order and its outbox message per Unit of Work at ``--rate`` a
@@ -31,6 +32,7 @@ catch up: every write applied and every lease released or taken over (bounded: u
 apply nothing more). One table is printed:
 
     writes | lost (ledger vs Kafka) | lost (ledger vs effects) | duplicates on Kafka | effects applied twice |
+    429s at the monitored containers by priority (the drains' low, the writers' high) |
     p50/p99 write -> Kafka per drain mode and window | leases stuck | RSS start/end, slope per hour and CPU per
     process | lease, marker and effect documents and the backlogs per window | duplicates attributed to the fault
     that caused them (tests/reliability/soak_report.py)
@@ -152,6 +154,9 @@ class Soak:
     unfinished: str = ""
     #: Leases held and expired at the end of the catch-up: nobody took them over.
     abandoned: int = 0
+    #: The emulator's 429s at the monitored containers, summed: ``throttled_low`` (the drains' requests, low priority)
+    #: and ``throttled_high`` (the writers' Units of Work, high priority).
+    throttled: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     stop: threading.Event = field(default_factory=threading.Event)
     #: Set once the drains have caught up: the receiver stops then.
@@ -184,6 +189,9 @@ class Report:
     receiver_errors: dict[str, int]
     writer_behind_max: int
     t0: float
+    #: The emulator's 429s at the monitored containers: the drains' (low priority) and the writers' (high).
+    throttled_drains: int = 0
+    throttled_writers: int = 0
     #: Why the run ended before every planned fault ran; empty when they all ran.
     unfinished: str = ""
 
@@ -213,6 +221,8 @@ class Report:
             f"| receiver errors (retried) | {dict(self.receiver_errors) or 0} |",
             f"| writers behind their schedule (most Units of Work due but not attempted, at a sample) | "
             f"{self.writer_behind_max} |",
+            f"| 429s at the monitored containers (the emulator's count): drains (low priority) / writers (high) | "
+            f"{self.throttled_drains} / {self.throttled_writers} |",
         ]
         lines += [
             "",
@@ -672,7 +682,7 @@ def run(
     try:
         with (
             cosmos_service() as endpoint,
-            emulator_configured(endpoint, latency_ms=5, request_charges=True),
+            emulator_configured(endpoint, latency_ms=5, request_charges=True, priority_based_execution=True),
             stack_for(
                 endpoint,
                 endpoint_database(endpoint),
@@ -777,6 +787,7 @@ def run(
                     thread.join(timeout=30)
             records = _final_kafka(bootstrap, topics)
             soak.failures = drain_failures(stack)
+            soak.throttled = monitored_throttled(endpoint, links)
             # The change feed enumerates a container from its log; a query would scan it page by page.
             effect_ids = {
                 d["id"].removeprefix("effect-")
@@ -787,6 +798,16 @@ def run(
         if broker.running:
             broker.stop()
     return _report(soak, records, effect_ids, window_s, t0)
+
+
+def monitored_throttled(endpoint: CosmosEndpoint, links: list[str]) -> dict[str, int]:
+    """The emulator's 429s at the monitored containers, by priority, summed: the drains send every request at low
+    priority and the writers' Units of Work go at high (the SDK's default), so ``throttled_low`` is what the drains
+    met and ``throttled_high`` what the writers met."""
+    every = emulator_admin(endpoint, "GET", "stats")["containers"]
+    return {
+        key: sum(int(every.get(link, {}).get(key, 0)) for link in links) for key in ("throttled_low", "throttled_high")
+    }
 
 
 def endpoint_database(endpoint: CosmosEndpoint) -> Any:
@@ -843,6 +864,8 @@ def _report(soak: Soak, records: list[Any], effect_ids: set[str], window_s: floa
         receiver_errors=dict(soak.receiver_errors),
         writer_behind_max=max((s.writer_behind for s in soak.samples), default=0),
         t0=t0,
+        throttled_drains=soak.throttled.get("throttled_low", 0),
+        throttled_writers=soak.throttled.get("throttled_high", 0),
         unfinished=soak.unfinished,
     )
 
