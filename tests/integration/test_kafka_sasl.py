@@ -6,40 +6,21 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
 from airflow_chatter.ports import OutgoingMessage
-from devkit.services import KAFKA_START_TIMEOUT_S, KAFKA_STOP_TIMEOUT_S, kafka_script, port_refuses
-from tests.fixtures.kafka import consume_records
-
-#: A port pair (plain, controller) and a SASL port of this test's own, clear of the shared and private brokers.
-PORT, SASL_PORT = 29192, 29194
-USER, PASSWORD = "chatter", "sasl-" + uuid.uuid4().hex[:8]
+from tests.fixtures.kafka import SaslBroker, consume_records
 
 
-@pytest.fixture(scope="module")
-def sasl_broker() -> Iterator[str]:
-    if not all(port_refuses(p) for p in (PORT, PORT + 1, SASL_PORT)):
-        pytest.fail(f"ports {PORT}, {PORT + 1} or {SASL_PORT} are taken", pytrace=False)
-    env = {"KAFKA_SASL_PORT": str(SASL_PORT), "KAFKA_SASL_USERNAME": USER, "KAFKA_SASL_PASSWORD": PASSWORD}
-    result = kafka_script("start", PORT, KAFKA_START_TIMEOUT_S, env)
-    assert result.returncode == 0, result.stderr[-4000:]
-    try:
-        yield f"127.0.0.1:{SASL_PORT}"
-    finally:
-        kafka_script("stop", PORT, KAFKA_STOP_TIMEOUT_S, env)
-
-
-def _connection(monkeypatch: pytest.MonkeyPatch, address: str, password: str) -> str:
+def _connection(monkeypatch: pytest.MonkeyPatch, broker: SaslBroker, password: str) -> str:
     monkeypatch.setenv(
         "AIRFLOW_CONN_CHATTER_KAFKA_SASL",
         json.dumps(
             {
                 "conn_type": "chatterkafka",
-                "host": address,
-                "login": USER,
+                "host": broker.address,
+                "login": broker.username,
                 "password": password,
                 "extra": {
                     "security_protocol": "SASL_PLAINTEXT",
@@ -52,36 +33,42 @@ def _connection(monkeypatch: pytest.MonkeyPatch, address: str, password: str) ->
     return "chatter_kafka_sasl"
 
 
-def test_the_kafka_hook_publishes_over_sasl_plain(sasl_broker: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_kafka_hook_publishes_over_sasl_plain(
+    kafka_sasl_broker: SaslBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
 
     topic = f"sasl-{uuid.uuid4().hex[:8]}"
-    publisher = ChatterKafkaHook(_connection(monkeypatch, sasl_broker, PASSWORD)).get_publisher()
+    publisher = ChatterKafkaHook(
+        _connection(monkeypatch, kafka_sasl_broker, kafka_sasl_broker.password)
+    ).get_publisher()
     try:
         outcomes = publisher.send_batch([OutgoingMessage(topic, b'{"n":1}', b"k1")])
     finally:
         publisher.close()
     assert [o.error for o in outcomes] == [None], outcomes
     records = consume_records(
-        sasl_broker,
+        kafka_sasl_broker.address,
         topic,
         1,
         security_protocol="SASL_PLAINTEXT",
         sasl_mechanism="PLAIN",
-        sasl_plain_username=USER,
-        sasl_plain_password=PASSWORD,
+        sasl_plain_username=kafka_sasl_broker.username,
+        sasl_plain_password=kafka_sasl_broker.password,
     )
     assert [r.value for r in records] == [b'{"n":1}']
 
 
-def test_a_wrong_sasl_password_is_refused_and_not_echoed(sasl_broker: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_wrong_sasl_password_is_refused_and_not_echoed(
+    kafka_sasl_broker: SaslBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
 
     wrong = "wrong-" + uuid.uuid4().hex[:8]
     said: list[str] = []
     confirmed = False
     try:
-        publisher = ChatterKafkaHook(_connection(monkeypatch, sasl_broker, wrong)).get_publisher()
+        publisher = ChatterKafkaHook(_connection(monkeypatch, kafka_sasl_broker, wrong)).get_publisher()
         try:
             outcomes = publisher.send_batch([OutgoingMessage("sasl-wrong", b"x")])
             confirmed = any(o.confirmed for o in outcomes)
@@ -93,3 +80,17 @@ def test_a_wrong_sasl_password_is_refused_and_not_echoed(sasl_broker: str, monke
     assert not confirmed, "a wrong password must not publish"
     assert said, "the refusal is reported"
     assert not [text for text in said if wrong in text], "the password is not echoed"
+
+
+def test_a_wrong_sasl_password_makes_test_connection_say_sasl_authentication_failed(
+    kafka_sasl_broker: SaslBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The broker answers a rejected SaslAuthenticate and closes the connection at once; the answer is read before
+    the close, on every attempt, so the hook names the refusal rather than "cannot reach Kafka"."""
+    from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
+
+    wrong = "wrong-" + uuid.uuid4().hex[:8]
+    ok, message = ChatterKafkaHook(_connection(monkeypatch, kafka_sasl_broker, wrong)).test_connection(timeout_s=5)
+    assert not ok, message
+    assert "SASL authentication failed for user 'chatter' with mechanism PLAIN" in message, message
+    assert wrong not in message, "the password is not echoed"

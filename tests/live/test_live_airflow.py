@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from airflow_chatter.outbox.document import OutboxMessage
-from tests.fixtures.kafka import consume_records
+from tests.fixtures.kafka import SaslBroker, consume_records
 from tests.fixtures.live_airflow import DESTINATION, PK_PATH, LiveAirflow, LiveSource, wait_until
 
 # The first test also pays for the stack's start (about 40 s, at most the fixture's START_TIMEOUT_S).
@@ -212,6 +212,38 @@ def test_the_ui_test_connection_endpoint_succeeds_for_a_stored_connection(
         api.delete(f"/api/v2/connections/{connection_id}")
 
     assert result["status"] is True, result["message"]
+
+
+def test_the_ui_test_connection_with_a_wrong_sasl_password_says_so_and_names_the_connection(
+    api: httpx.Client, kafka_sasl_broker: SaslBroker
+) -> None:
+    """The api-server runs the Test button's check in its own busy process, under a random connection id: the
+    answer is the broker's refusal (as the CLI says), named after the connection tested, without the password."""
+    connection_id = f"chatterkafka_sasl_{uuid.uuid4().hex[:6]}"
+    wrong = "wrong-" + uuid.uuid4().hex[:8]
+    body = {
+        "connection_id": connection_id,
+        "conn_type": "chatterkafka",
+        "host": kafka_sasl_broker.address,
+        "login": kafka_sasl_broker.username,
+        "password": wrong,
+        "extra": json.dumps({"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN"}),
+    }
+    created = api.post("/api/v2/connections", json=body)
+    assert created.status_code == 201, created.text
+    try:
+        result = _ui_test(api, connection_id)  # the stored (wrong) password, masked in the request
+    finally:
+        api.delete(f"/api/v2/connections/{connection_id}")
+
+    message = result["message"]
+    assert result["status"] is False, message
+    assert message.startswith(f"Kafka connection {connection_id!r} failed: "), (
+        "the message names the connection the user tested, not the endpoint's transient id: " + message
+    )
+    assert f"SASL authentication failed for user {kafka_sasl_broker.username!r}" in message, message
+    assert "cannot reach" not in message, "a refused password is not a network problem: " + message
+    assert wrong not in message, "the password is never echoed"
 
 
 def test_a_broken_source_entry_leaves_the_other_sources_dags_running(

@@ -1,8 +1,11 @@
 """OpenLineage on the live stack: a stack of its own, started with the OpenLineage provider's file transport
 (``AIRFLOW__OPENLINEAGE__TRANSPORT``), runs drain DAGs; the events its worker emitted for the drain task name the
 emulator's container in and the broker's topic out, per the OpenLineage naming spec, and a drain that fails emits
-FAIL with its error (``errorMessage``). The fault is a failing hold of the emulator on the stamps of one source's
-container (docs/emulator.md): ``list_leases`` succeeds, the drain publishes, then its stamps are refused.
+FAIL with its error (``errorMessage``). Source ``lineage`` reads connections stored in the metadata DB, as a
+deployment's are, so the api-server's access log shows every read (``devkit.lineage``): its drain task reads each of
+its two connections once (the bounded run of many tasks under load: ``benchmarks/openlineage_live.py``). The fault
+is a failing hold of the emulator on the stamps of one source's container (docs/emulator.md): ``list_leases``
+succeeds, the drain publishes, then its stamps are refused.
 """
 
 from __future__ import annotations
@@ -17,11 +20,15 @@ import httpx
 import pytest
 
 from airflow_chatter.airflow.operators.lineage import cosmos_namespace
+from devkit.lineage import connection_reads, lineage_events, store_connections, tally, task_instances
 from tests.fixtures.cosmos import CosmosEndpoint, emulator_hold
 from tests.fixtures.live_airflow import LiveAirflow, running_stack, wait_until
 from tests.live.test_live_airflow import _assert_delivered, _trigger, _write_orders
 
 pytestmark = [pytest.mark.live, pytest.mark.kafka, pytest.mark.cosmos, pytest.mark.timeout(600)]
+
+#: Source ``lineage``'s connections, stored in the metadata DB (the other source's are environment variables).
+STORED = ("chatter_cosmos_stored", "chatter_kafka_stored")
 
 
 @pytest.fixture(scope="module")
@@ -34,12 +41,13 @@ def lineage_stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
         request,
         session_prefix="lineage-live-",
         source_names=("lineage", "lineagefail"),
-        source_settings={},
+        source_settings={"lineage": {"cosmos_conn_id": STORED[0], "kafka_conn_id": STORED[1]}},
         extra_env={
             "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(transport),
             "AIRFLOW__OPENLINEAGE__NAMESPACE": "chatter-live",
         },
     ) as stack:
+        store_connections(stack, stack.client("admin"), *STORED)
         yield stack, events
 
 
@@ -92,6 +100,14 @@ def test_a_live_drain_emits_start_and_complete_naming_the_container_in_and_the_t
     assert delivered == [(f"kafka://{server}", source.topic, len(documents))], delivered
     assert sum(e["run"]["facets"]["chatter_drain"]["delivered"] for e in complete) == len(documents)
     assert live.cosmos_connection["password"] not in path.read_text(), "the account key reaches no event"
+
+    reads = connection_reads((live.home / "process-logs" / "api-server.log").read_text())
+    tallies = tally(task_instances(api, run["dag_id"], run["dag_run_id"]), lineage_events(path), reads, STORED)
+    for entry in tallies.values():
+        print("connection reads per task instance (min/mean/max):", entry.line(STORED))
+    drain = tallies["drain"]
+    assert drain.events["START"] == drain.events["COMPLETE"] == drain.instances == 1, drain
+    assert {c: drain.reads[c] for c in STORED} == {c: [1] for c in STORED}, "the drain read each connection once"
 
 
 #: What a read-only key gets from an account on a write (the failing hold's answer to the drain's stamps).

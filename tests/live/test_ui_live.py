@@ -519,6 +519,31 @@ def _pending_age_runs(api: httpx.Client) -> list[dict[str, Any]]:
     return list(response.json()["dag_runs"])
 
 
+def _oldest_pending_at(source: LiveSource) -> datetime:
+    """When the source's oldest pending document was last written (its ``_ts``, what the check's age counts from)."""
+    query = "SELECT c._ts FROM c WHERE c.status = 'pending'"
+    stamps = [item["_ts"] for item in source.monitored.query_items(query, enable_cross_partition_query=True)]
+    assert stamps, "a pending document waits"
+    return datetime.fromtimestamp(min(stamps), UTC)
+
+
+def _checks_until(api: httpx.Client, since: datetime, state: str) -> tuple[int, dict[str, Any]] | None:
+    """Which check run, counting from ``since``, was the first that ended ``state`` after ``since``, and that run
+    (None: none yet). Counted are the runs that started after ``since`` up to it, at least 1 (a run that started
+    just before ``since`` measures after it)."""
+    runs = [
+        (datetime.fromisoformat(r["start_date"]), r)
+        for r in _pending_age_runs(api)
+        if r["start_date"] and r["end_date"] and r["state"] in ("success", "failed")
+    ]
+    runs.sort(key=lambda pair: pair[0])
+    ended = [(at, r) for at, r in runs if r["state"] == state and datetime.fromisoformat(r["end_date"]) >= since]
+    if not ended:
+        return None
+    first_at, first = ended[0]
+    return max(1, sum(1 for at, _ in runs if since <= at <= first_at)), first
+
+
 def _check_log(live: LiveAirflow, run_id: str) -> str:
     folder = live.home / "logs" / f"dag_id={PENDING_AGE_DAG}" / f"run_id={run_id}" / "task_id=pending_age_ui"
     return "\n".join(path.read_text() for path in sorted(folder.glob("attempt=*.log")))
@@ -528,14 +553,20 @@ def test_ui_a_stalled_source_past_its_max_pending_age_fails_its_check_and_the_pa
     scenario: dict[str, Any], live_airflow: LiveAirflow, admin: httpx.Client, admin_page: Browser
 ) -> None:
     """``ui``'s drain is paused and its lease suspended, so the document the page requeued waits. Past ``ui``'s
-    ``max_pending_age_seconds`` (30 s) the pending-age check fails, without retries, within two of its one-minute
-    intervals, and its notifier logs the alert; the overview says the age is over the limit."""
+    ``max_pending_age_seconds`` (30 s) the pending-age check fails, without retries, within two of its runs (its
+    poll interval is one minute): the runs that started after the oldest pending document passed the limit are
+    counted up to the first failing one, and printed. Its notifier logs the alert; the overview says the age is over
+    the limit."""
+    source: LiveSource = scenario["source"]
+    over_since = _oldest_pending_at(source) + timedelta(seconds=30)
     live_airflow.unpause(admin, PENDING_AGE_DAG)
-    failed = wait_until(
-        lambda: next((r for r in _pending_age_runs(admin) if r["state"] == "failed"), None),
+    checks, failed = wait_until(
+        lambda: _checks_until(admin, over_since, "failed"),
         timeout_s=240,
         what=f"a failed {PENDING_AGE_DAG} run",
     )
+    print(f"pending-age alert: the {checks}. check run after the oldest pending document passed 30 s failed")
+    assert checks <= 2, f"the alert fired in check run {checks} after the limit passed"
     log = wait_until(
         lambda: (text := _check_log(live_airflow, failed["dag_run_id"])) and "Pending-age alert" in text and text,
         timeout_s=60,
@@ -814,22 +845,18 @@ def test_idm_rly_a_double_submitted_requeue_acts_once_and_the_next_drain_publish
 def test_ui_once_the_source_drained_its_pending_age_check_passes_again(
     scenario: dict[str, Any], live_airflow: LiveAirflow, admin: httpx.Client
 ) -> None:
-    """After the requeue test's drain nothing waits: the next check succeeds (the alert clears)."""
+    """After the requeue test's drain nothing waits: a check succeeds (the alert clears) within two runs after the
+    drain, counted and printed as the alert's are."""
     drained_at = datetime.now(UTC)
     try:
-        wait_until(
-            lambda: next(
-                (
-                    r
-                    for r in _pending_age_runs(admin)
-                    if r["state"] == "success" and datetime.fromisoformat(r["start_date"]) > drained_at
-                ),
-                None,
-            ),
+        checks, _ = wait_until(
+            lambda: _checks_until(admin, drained_at, "success"),
             timeout_s=240,
             what=f"a successful {PENDING_AGE_DAG} run after the drain",
         )
     finally:
         admin.patch(f"/api/v2/dags/{PENDING_AGE_DAG}", json={"is_paused": True})
+    print(f"pending-age alert cleared: the {checks}. check run after the drain succeeded")
+    assert checks <= 2, f"the alert cleared in check run {checks} after the drain"
     (row,) = [r for r in admin.get(f"{API}/overview").json()["rows"] if r["source"] == SOURCE]
     assert row["pending_age_verdict"] == "within" and row["caught_up"], row
