@@ -60,14 +60,24 @@ T = TypeVar("T")
 
 def wait_until(check: Callable[[], T | None], *, timeout_s: float, what: str, interval_s: float = 2.0) -> T:
     """Call ``check`` until it returns something other than ``None``/``False``; after the deadline, fail naming
-    ``what``."""
+    ``what``.
+
+    A check whose request to the stack times out or finds the api-server briefly unreachable counts as "not yet":
+    on a loaded machine the api-server's one worker can take longer than a client timeout to answer a poll, and
+    the deadline, not one slow answer, decides. The last such error is named if the deadline passes.
+    """
     deadline = time.monotonic() + timeout_s
+    transient: httpx.TransportError | None = None
     while True:
-        last = check()
+        try:
+            last = check()
+        except httpx.TransportError as error:
+            transient, last = error, None
         if last not in (None, False):
             return last
         if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+            also = f" (last request error: {transient!r})" if transient is not None else ""
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}{also}")
         time.sleep(interval_s)
 
 
