@@ -16,11 +16,13 @@ from airflow_chatter.adapters.kafka.admin import CHECKPOINT_TOPIC_CONFIGS, ensur
 from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
 from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.drain.exactly_once import transactional_id
+from airflow_chatter.drain.follow import Follow
 from airflow_chatter.drain.telemetry import FENCED, RECOVERED_PAGES, TRANSACTIONS
 from airflow_chatter.outbox.document import MESSAGE_ID_FIELD
 from airflow_chatter.ports import ServiceUnavailable
 from tests.fixtures.kafka import consume_records
 from tests.unit.drain._drain_support import Rig, clear_faults, fail_stamp, outbox_doc, split
+from tests.unit.drain._follow_script import Script
 
 pytestmark = pytest.mark.kafka
 
@@ -180,3 +182,41 @@ def test_a_missing_checkpoint_topic_refuses_the_drain_at_start_with_nothing_publ
     assert summary.error_type == "ConfigurationError" and "checkpoint_topic" in (summary.error_message or "")
     assert (summary.published, summary.pages) == (0, 0)
     assert all(rig.current(d)["status"] == "pending" for d in docs)
+
+
+def test_f_16_a_following_exactly_once_drain_commits_the_writes_that_arrive_while_it_follows_once_each(
+    kafka: dict[str, Any],
+) -> None:
+    """Follow mode in exactly-once: writes arriving between polls go out in transactions of their own pages, each
+    once for a read_committed consumer; a following run whose stamp fails after the commit leaves the page to the
+    next following run, which recovers it and publishes nothing of it again."""
+    rig = _rig(kafka)
+    first_docs = rig.seed(*_docs(kafka, "w0", 3))
+    later, more = _docs(kafka, "w1", 4), _docs(kafka, "w2", 2)
+    script = Script(
+        lambda: rig.monitored.calls["read_change_feed"],
+        rig.clock.advance,
+        {2: lambda: rig.seed(*later), 4: lambda: rig.seed(*more)},
+    )
+    engine = _eo(rig, kafka)
+    lease_id = engine.ensure_leases()[0].id
+
+    following = engine.drain_lease(lease_id, max_documents=100, follow=script.follow(stop=lambda: script.waits >= 6))
+
+    assert following.error is None, following.error
+    assert (following.guarantee, following.published, following.delivered) == ("exactly_once", 9, 9)
+    assert following.transactions_committed >= 3, "the first page and one per arrival"
+    assert following.empty_polls >= 1, "it followed: polls found nothing between the arrivals"
+    stalled = rig.seed(*_docs(kafka, "w3", 3))
+    fail_stamp(rig.monitored, stalled[1]["id"], ServiceUnavailable("injected after the commit", status_code=503))
+    broken = _eo(rig, kafka).drain_lease(lease_id, max_documents=3, follow=Follow(0.01))
+    assert isinstance(broken.error, ServiceUnavailable) and broken.transactions_committed == 1
+    clear_faults(rig.monitored)
+
+    again = _eo(rig, kafka).drain_lease(lease_id, max_documents=1, follow=Follow(0.01), max_seconds=5)
+
+    assert again.error is None, again.error
+    assert (again.recovered_pages, again.published) == (1, 0), "recovered while following, nothing republished"
+    every = [*first_docs, *later, *more, *stalled]
+    assert all(rig.current(d)["status"] == "delivered" for d in every)
+    assert _seen(kafka, rig) == Counter({d[MESSAGE_ID_FIELD]: 1 for d in every})
