@@ -215,7 +215,6 @@ def test_provision_creates_the_checkpoint_topic_compacted_once_and_refuses_a_del
     assert refused.value.option == "checkpoint_topic"
 
 
-
 def test_a_message_the_broker_refuses_commits_nothing_of_its_page(
     kafka_bootstrap: str, kafka_topic: str, checkpoint_topic: str
 ) -> None:
