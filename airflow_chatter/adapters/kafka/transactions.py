@@ -52,9 +52,8 @@ TRANSACTION_TIMEOUT_MS = 30_000
 _SETTLE_SLACK_S = 5.0
 #: The transactional producer's ``retry_backoff_ms`` at most. kafka-python's sender waits this long between the
 #: coordinator requests of ``init_transactions`` even when none failed (after queueing FindCoordinator, and again
-#: until the coordinator's connection is up): two waits of the default 100 ms were most of opening a lease's
-#: producer (measured: 0.26 s at 100 ms, 0.07 s at 10 ms). Retries of a failing broker stay bounded by
-#: ``max_block_ms`` and ``delivery_timeout_ms``.
+#: until the coordinator's connection is up), so the default 100 ms made most of the time opening a lease's producer
+#: took (its debug log). Retries of a failing broker stay bounded by ``max_block_ms`` and ``delivery_timeout_ms``.
 _TRANSACTIONAL_RETRY_BACKOFF_MS = 10
 
 
