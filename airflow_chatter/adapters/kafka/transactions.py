@@ -177,7 +177,7 @@ class KafkaLeaseTransactions(KafkaPublisher, LeaseTransactions):
         with ConnectionFailures.listening(self._settings) as failures:
             sent = self._send_each(self._ensure_producer(), messages, failures)
         self._held.append(sent)
-        outcomes = [_held(item) for item in sent]
+        outcomes = [_held_outcome(item) for item in sent]
         self._needs_rebuild = any(_producer_wide(outcome.error) for outcome in outcomes)
         return outcomes
 
@@ -197,12 +197,7 @@ class KafkaLeaseTransactions(KafkaPublisher, LeaseTransactions):
             if failed:
                 self._abort()
                 return [_not_committed(o, failed[0].error) for o in outcomes]
-            try:
-                self._call("commit_transaction")
-            except ProducerFenced:
-                raise
-            except Exception as exc:  # noqa: BLE001 - translated here, once: the caller aborts
-                raise KafkaPublishError(f"transaction not committed: {describe(exc)}") from exc
+            self._call("commit_transaction")
             self._in_transaction = False
             return outcomes
         except ProducerFenced:
@@ -290,7 +285,7 @@ class KafkaLeaseTransactions(KafkaPublisher, LeaseTransactions):
         return read_checkpoint(self._settings, self._checkpoint_topic, transactional_id or self.transactional_id)
 
 
-def _held(item: _Sent) -> PublishOutcome:
+def _held_outcome(item: _Sent) -> PublishOutcome:
     """A message handed to the open transaction: held (offset not known before the commit), or refused at once."""
     if item.error is not None:
         return PublishOutcome(message=item.message, error=item.error)
