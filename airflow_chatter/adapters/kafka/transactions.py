@@ -104,6 +104,9 @@ class KafkaLeaseTransactions(KafkaPublisher, LeaseTransactions):
         )
         producer = KafkaProducer(**config)
         try:
+            # NOTE: asked for before anything else, the checkpoint topic's metadata comes with the producer's
+            # bootstrap; asked for at the first commit, kafka-python waits a fixed 100 ms to refresh its metadata.
+            producer.partitions_for(self._checkpoint_topic)
             producer.init_transactions()
         except Exception as exc:  # noqa: BLE001 - translated into the one refusal below
             connected = _bootstrapped(producer)
