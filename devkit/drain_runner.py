@@ -38,7 +38,7 @@ from airflow_chatter.drain.leases import LeaseHeldError
 from airflow_chatter.drain.options import DEFAULT_CHECKPOINT_TOPIC, SourceOptions
 from airflow_chatter.drain.summary import DrainSummary
 from airflow_chatter.operations.backfill import BACKFILL_HOLD_MARGIN_SECONDS, exclusive_with
-from airflow_chatter.ports import CheckpointRecord
+from airflow_chatter.ports import CheckpointRecord, PublishOutcome
 
 
 def offset_clock(seconds: float) -> Clock:
@@ -93,10 +93,11 @@ def _die_after_commit(probability: float, rng: random.Random) -> None:
 
     commit = KafkaLeaseTransactions.commit
 
-    def commit_then_maybe_die(self: KafkaLeaseTransactions, record: CheckpointRecord) -> None:
-        commit(self, record)
+    def commit_then_maybe_die(self: KafkaLeaseTransactions, record: CheckpointRecord) -> list[PublishOutcome]:
+        outcomes = commit(self, record)
         if rng.random() < probability:
             os.kill(os.getpid(), signal.SIGKILL)
+        return outcomes
 
     KafkaLeaseTransactions.commit = commit_then_maybe_die  # type: ignore[method-assign]
 

@@ -10,10 +10,12 @@ between the two republishes up to a page.
   :func:`transactional_id` (the Source Identity and the lease id): that fences any earlier owner still alive, whose
   next send or commit raises ``ProducerFenced``; the fenced drain stops at once and stamps nothing more.
 * **One transaction per page.** The page's messages go into one transaction; nothing is stamped while it is open.
-  An unconfirmed message aborts it (nothing of the page is visible to ``read_committed`` consumers, nothing is
-  stamped, the page is offered again). Otherwise it commits together with a :class:`CheckpointRecord` of the lease
-  (the continuation before and after the page, and each document's id, partition key and stamp). Then the page's
-  stamps are written as run_stamps.py writes them, then the engine checkpoints the lease (F-04), as before.
+  They are handed to the producer without waiting; the page's :class:`CheckpointRecord` (the continuation before
+  and after the page, and each document's id, partition key and stamp) follows them, and the commit waits for all
+  of them in one flush, so a page costs one produce round trip as at least once does, plus the transaction's own
+  requests. A message refused or not acknowledged aborts it (nothing of the page is visible to ``read_committed``
+  consumers, nothing is stamped, the page is offered again). Once committed, the page's stamps are written as
+  run_stamps.py writes them, from the commit's final outcomes, then the engine checkpoints the lease (F-04).
   Documents that are only stamped (undeliverable, resolver drops) never enter the transaction; a page with nothing
   to send commits none.
 * **Recovery when the lease is taken.** The lease's last committed record is read ``read_committed``. When it was
@@ -242,15 +244,19 @@ class ExactlyOnce(PageDelivery):
         """Commit the page with its checkpoint record, then write its stamps (run_stamps.py) in feed order."""
         page = self._page
         assert page is not None
+        held = page.held
         if page.begun:
+            # The record rides the page's own flush: one produce round trip per page, then the commit (a message
+            # the broker does not acknowledge raises here, and the page's transaction is aborted).
             record = CheckpointRecord(page.lease.id, page.lease.continuation, page.after, self._stamps_of(page))
-            self._lease_transactions().commit(record)
+            final = iter(self._lease_transactions().commit(record))
             page.committed = True
             tally.transactions_committed += 1
             self._telemetry.record_transaction(TRANSACTION_COMMITTED, self._identity, page.lease.token)
+            held = [(run, [(subject, next(final), span) for subject, _, span in sent]) for run, sent in held]
         # A stamp failing from here on is a Confirmation Failure as before, but the page is not republished: the
         # next drain of the lease finds it committed and finishes its stamps (``open``).
-        for run, sent in page.held:
+        for run, sent in held:
             receipt = self._run_stamps.write(run, sent, tally) or receipt
         return receipt
 

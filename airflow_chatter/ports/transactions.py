@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_chatter.ports.container import PartitionKey
-from airflow_chatter.ports.messaging import Publisher, PublishError
+from airflow_chatter.ports.messaging import Publisher, PublishError, PublishOutcome
 
 
 class ProducerFenced(PublishError):
@@ -65,8 +65,11 @@ class LeaseTransactions(Publisher):
     """One lease's transactional producer.
 
     ``send_batch`` outside a transaction commits each batch on its own (a plain publisher: confirmed means
-    committed); between :meth:`begin` and :meth:`commit` its outcomes say only that the broker holds the message in
-    the open transaction. Any method raises :class:`ProducerFenced` once another producer took the transactional id.
+    committed). Between :meth:`begin` and :meth:`commit` it only hands the messages to the open transaction and does
+    not wait for the broker: a confirmed outcome says the message is held in the transaction (its partition and
+    offset are not known yet, ``-1``), an error that it was refused at once. :meth:`commit` then sends the checkpoint
+    record with them, waits for all of them together and returns their final outcomes. Any method raises
+    :class:`ProducerFenced` once another producer took the transactional id.
     """
 
     transactional_id: str
@@ -76,8 +79,13 @@ class LeaseTransactions(Publisher):
         """Open a transaction."""
 
     @abc.abstractmethod
-    def commit(self, record: CheckpointRecord) -> None:
-        """Add ``record`` to the open transaction and commit it; raise if it did not commit."""
+    def commit(self, record: CheckpointRecord) -> list[PublishOutcome]:
+        """Add ``record`` to the open transaction and commit it; return the final outcome of each message sent in the
+        transaction, in send order (refused ones keep their error).
+
+        Raises, committing nothing, when the record or a message that was not refused at once is not acknowledged:
+        the first such message's error, or ``PublishError`` for the record. The caller then aborts.
+        """
 
     @abc.abstractmethod
     def abort(self) -> None:

@@ -21,6 +21,7 @@ from airflow_chatter.ports import (
     OutgoingMessage,
     ProducerFenced,
     Publisher,
+    PublishError,
 )
 from airflow_chatter.testing.contracts.publisher import PublisherContract
 from tests.fixtures.kafka import OnTheBroker, consume_records
@@ -212,3 +213,33 @@ def test_provision_creates_the_checkpoint_topic_compacted_once_and_refuses_a_del
     with pytest.raises(ConfigurationError, match="cleanup.policy=delete") as refused:
         checkpoint_topic(deleting, settings)
     assert refused.value.option == "checkpoint_topic"
+
+
+def test_a_message_the_broker_refuses_commits_nothing_of_its_page(
+    kafka_bootstrap: str, kafka_topic: str, checkpoint_topic: str
+) -> None:
+    """F-16 (confirmed means committed): the page's messages are only handed to the transaction, and the commit
+    waits for them and the checkpoint record in one flush. A message the broker refuses (larger than its topic
+    takes, which the producer cannot know) makes the commit raise that message's error before anything commits; the
+    page's other message and its checkpoint record are never read by a read_committed consumer, as the committed
+    barrier after them proves."""
+    small = f"chatter-test.small-messages.{uuid.uuid4().hex[:8]}"
+    ensure_topics(_settings(kafka_bootstrap), [small], partitions=1, configs={"max.message.bytes": "1000"})
+    transactions = KafkaPublisher(_settings(kafka_bootstrap)).lease_transactions(
+        f"lease-{uuid.uuid4().hex}", checkpoint_topic
+    )
+    transactions.begin()
+    too_large = OutgoingMessage(small, b"x" * 5_000, b"k", (("message-id", b"page-2"),))
+    held = transactions.send_batch([_message(kafka_topic, "page-1"), too_large])
+    assert all(o.confirmed for o in held), "held by the transaction: the broker has not answered yet"
+
+    with pytest.raises(PublishError, match="message 2 of 2"):
+        transactions.commit(_record("lease-d", "c1", "c2", "page-1", "page-2"))
+    transactions.abort()
+    transactions.begin()
+    transactions.send_batch([_message(kafka_topic, "barrier")])
+    transactions.commit(_record("lease-d", "c1", "c2", "barrier"))
+
+    assert _committed_values(kafka_bootstrap, kafka_topic, 1) == [b"barrier"], "nothing of the refused page shows"
+    assert transactions.last_checkpoint() == _record("lease-d", "c1", "c2", "barrier"), "nor its record"
+    transactions.close()

@@ -27,8 +27,9 @@ from typing import Any
 
 from typing_extensions import override
 
+from airflow_chatter.adapters.kafka.diagnosis import ConnectionFailures
 from airflow_chatter.adapters.kafka.errors import KafkaPublishError, describe
-from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisher, _producer_wide, _Sent
 from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.errors import ConfigurationError
 from airflow_chatter.ports import (
@@ -37,6 +38,7 @@ from airflow_chatter.ports import (
     MessageRejected,
     OutgoingMessage,
     ProducerFenced,
+    PublishConfirmation,
     PublishError,
     PublishOutcome,
 )
@@ -48,6 +50,11 @@ log = logging.getLogger(__name__)
 TRANSACTION_TIMEOUT_MS = 30_000
 #: How long reading a checkpoint record waits for the partition to settle (past the transaction timeout).
 _SETTLE_SLACK_S = 5.0
+#: The transactional producer's ``retry_backoff_ms`` at most. kafka-python's sender waits this long between the
+#: coordinator requests of ``init_transactions`` even when none failed (after queueing FindCoordinator, and again
+#: until the coordinator's connection is up), so the default 100 ms made most of the time opening a lease's producer
+#: took (its debug log). Retries of a failing broker stay bounded by ``max_block_ms`` and ``delivery_timeout_ms``.
+_TRANSACTIONAL_RETRY_BACKOFF_MS = 10
 
 
 def _is_fenced(error: BaseException | None) -> bool:
@@ -73,6 +80,7 @@ class KafkaLeaseTransactions(KafkaPublisher, LeaseTransactions):
         self._opened = False
         self._in_transaction = False
         self._fenced: ProducerFenced | None = None
+        self._held: list[list[_Sent]] = []  # the open transaction's batches, not waited for yet
 
     def __repr__(self) -> str:
         return f"KafkaLeaseTransactions({self.transactional_id!r}, {self._settings!r})"
@@ -89,9 +97,16 @@ class KafkaLeaseTransactions(KafkaPublisher, LeaseTransactions):
         from kafka import KafkaProducer
 
         config = self._settings.producer_config()
-        config.update(transactional_id=self.transactional_id, transaction_timeout_ms=TRANSACTION_TIMEOUT_MS)
+        config.update(
+            transactional_id=self.transactional_id,
+            transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
+            retry_backoff_ms=min(config["retry_backoff_ms"], _TRANSACTIONAL_RETRY_BACKOFF_MS),
+        )
         producer = KafkaProducer(**config)
         try:
+            # NOTE: asked for before anything else, the checkpoint topic's metadata comes with the producer's
+            # bootstrap; asked for at the first commit, kafka-python waits a fixed 100 ms to refresh its metadata.
+            producer.partitions_for(self._checkpoint_topic)
             producer.init_transactions()
         except Exception as exc:  # noqa: BLE001 - translated into the one refusal below
             connected = _bootstrapped(producer)
@@ -152,10 +167,22 @@ class KafkaLeaseTransactions(KafkaPublisher, LeaseTransactions):
             if self._closed:
                 raise PublishError("KafkaLeaseTransactions is closed")
             if self._in_transaction:
-                return self._checked(self._send_batch(messages))
+                return self._checked(self._hold(messages))
             if not messages:
                 return []
             return self._send_committed(messages)
+
+    def _hold(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
+        """Hand a batch to the open transaction without waiting: ``commit`` waits for it, with the checkpoint record,
+        in one flush. Held means sent, offset unknown; a message the producer refused at once carries its error."""
+        if not messages:
+            return []
+        with ConnectionFailures.listening(self._settings) as failures:
+            sent = self._send_each(self._ensure_producer(), messages, failures)
+        self._held.append(sent)
+        outcomes = [_held_outcome(item) for item in sent]
+        self._needs_rebuild = any(_producer_wide(outcome.error) for outcome in outcomes)
+        return outcomes
 
     def _checked(self, outcomes: list[PublishOutcome]) -> list[PublishOutcome]:
         fenced = next((o.error for o in outcomes if _is_fenced(o.error)), None)
@@ -190,21 +217,61 @@ class KafkaLeaseTransactions(KafkaPublisher, LeaseTransactions):
         with self._lock:
             self._call("begin_transaction")
             self._in_transaction = True
+            self._held = []
 
-    def commit(self, record: CheckpointRecord) -> None:
+    def commit(self, record: CheckpointRecord) -> list[PublishOutcome]:
+        """Send ``record`` behind the held messages, flush them together (the page's one produce round trip), and
+        commit only once every one of them is acknowledged.
+
+        INVARIANT: ``commit_transaction`` runs only after every held future succeeded: kafka-python would commit a
+        transaction whose batch expired (``classify_batch_error`` leaves a retriable failure committable), and its
+        documents would be stamped for messages no consumer ever reads. A refused message raises its own error
+        before the commit: ``test_a_message_the_broker_refuses_commits_nothing_of_its_page`` in
+        tests/integration/test_kafka_transactions.py (raising something else, or committing first, fails it).
+        """
         with self._lock:
             key = self.transactional_id.encode("utf-8")
-            future = self._call("send", self._checkpoint_topic, record.to_bytes(), key)
-            self._call("commit_transaction")
+            future: Any = None
+            try:
+                future = self._call("send", self._checkpoint_topic, record.to_bytes(), key)
+            except ProducerFenced:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a held message failed first (its error is raised below)
+                record_error: BaseException | None = exc
+            else:
+                record_error = None
+            batches, self._held = self._held, []
+            with ConnectionFailures.listening(self._settings) as failures:
+                flush_error = self._flush(self._ensure_producer())
+                outcomes = [
+                    self._outcome(item, len(batch), flush_error, failures) for batch in batches for item in batch
+                ]
+            self._needs_rebuild = any(_producer_wide(outcome.error) for outcome in outcomes)
+            self._checked(outcomes)
+            failed = next((o.error for o in outcomes if o.error and not isinstance(o.error, MessageRejected)), None)
+            if failed is not None:
+                self._report(outcomes)
+                raise failed
+            if future is None or not future.is_done or future.failed():
+                error = record_error or (future.exception if future.is_done else flush_error)
+                if error is not None and _is_fenced(error):
+                    raise self._fence(error)
+                raise KafkaPublishError(f"checkpoint record not written: {describe(error) if error else 'no ack'}")
+            try:
+                self._call("commit_transaction")
+            except ProducerFenced:
+                raise
+            except Exception as exc:  # noqa: BLE001 - translated here, once: the caller aborts
+                raise KafkaPublishError(f"transaction not committed: {describe(exc)}") from exc
             self._in_transaction = False
-            if future.failed():  # commit_transaction flushed it; a failed record would have failed the commit
-                raise KafkaPublishError(f"checkpoint record not written: {describe(future.exception)}")
+            return outcomes
 
     def abort(self) -> None:
         with self._lock:
             self._abort()
 
     def _abort(self) -> None:
+        self._held = []
         if not self._in_transaction or self._fenced is not None:
             self._in_transaction = False
             return
@@ -219,6 +286,13 @@ class KafkaLeaseTransactions(KafkaPublisher, LeaseTransactions):
 
     def last_checkpoint(self, transactional_id: str | None = None) -> CheckpointRecord | None:
         return read_checkpoint(self._settings, self._checkpoint_topic, transactional_id or self.transactional_id)
+
+
+def _held_outcome(item: _Sent) -> PublishOutcome:
+    """A message handed to the open transaction: held (offset not known before the commit), or refused at once."""
+    if item.error is not None:
+        return PublishOutcome(message=item.message, error=item.error)
+    return PublishOutcome(message=item.message, confirmation=PublishConfirmation(item.message.topic, -1, -1))
 
 
 def _not_committed(outcome: PublishOutcome, error: BaseException | None) -> PublishOutcome:
@@ -247,15 +321,18 @@ def read_checkpoint(settings: KafkaSettings, topic: str, transactional_id: str) 
     config = settings.client_config()
     config.update(enable_auto_commit=False, auto_offset_reset="earliest")
     deadline = time.monotonic() + TRANSACTION_TIMEOUT_MS / 1000 + _SETTLE_SLACK_S
-    committed = KafkaConsumer(isolation_level="read_committed", **config)
+    # NOTE: each consumer is built just before its first call, which names the topic: a kafka-python consumer that
+    # bootstrapped without the topic waits a fixed 100 ms before it may fetch its metadata again.
     uncommitted = KafkaConsumer(isolation_level="read_uncommitted", **config)
+    committed: Any = None
     try:
-        partitions = committed.partitions_for_topic(topic)
+        partitions = uncommitted.partitions_for_topic(topic)
         if not partitions:
             raise ConfigurationError("checkpoint_topic", topic, f"does not exist on Kafka at {settings.servers}")
         count = len(partitions)
         tp = TopicPartition(topic, (murmur2(key) & 0x7FFFFFFF) % count)
         high = uncommitted.end_offsets([tp])[tp]
+        committed = KafkaConsumer(isolation_level="read_committed", **config)
         while committed.end_offsets([tp])[tp] < high:  # the last stable offset, behind an open transaction
             if time.monotonic() > deadline:
                 raise KafkaPublishError(f"checkpoint topic {topic!r} partition {tp.partition} did not settle in time")
@@ -270,7 +347,8 @@ def read_checkpoint(settings: KafkaSettings, topic: str, transactional_id: str) 
                 last = next((r.value or b"" for r in reversed(records) if r.key == key), last)
         return CheckpointRecord.from_bytes(last) if last else None  # b"": a tombstone
     finally:
-        committed.close()
+        if committed is not None:
+            committed.close()
         uncommitted.close()
 
 

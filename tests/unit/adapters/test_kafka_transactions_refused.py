@@ -36,6 +36,9 @@ def _producer(error: BaseException, *, connected: bool = True) -> Any:
             self._metadata = _Metadata(connected)
             built.append(self)
 
+        def partitions_for(self, topic: str) -> set[int]:
+            return {0}
+
         def init_transactions(self) -> None:
             raise error
 
