@@ -8,7 +8,7 @@ Starts ``scripts/airflow-live.sh`` (LocalExecutor, parallelism 4) with the OpenL
 against the project broker and the Cosmos emulator serving 4 partition key ranges per container, for three sources:
 ``lina`` and ``linb`` (drained and backfilled: 4 leases, so 4 mapped drains per run) and ``orders`` (received by
 ``chatter_consume_orders``, dags/example_chatter_consume_orders.py). The connections are stored in the metadata DB,
-as in a deployment, so every read reaches the api-server (``devkit.lineage``). It writes ``--documents`` outbox
+as in a deployment, so every read reaches the api-server (``devkit.live_tasks``). It writes ``--documents`` outbox
 documents per drained source and as many ``OrderPlaced`` messages to the orders topic, triggers every run at once
 (each DAG runs one at a time), waits for all of them, and prints per task id: instances, tries, START / COMPLETE /
 FAIL events, and min/mean/max reads per instance of each connection (target: 1 each for the connections a task
@@ -36,8 +36,8 @@ from airflow_chatter.adapters.kafka.admin import ensure_topics
 from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
 from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.outbox.document import OutboxMessage
-from devkit.lineage import connection_reads, lineage_events, store_connections, tally, task_instances
 from devkit.live_airflow import DESTINATION, PK_PATH, LiveAirflow, LiveSource, order_placed, stack_for, wait_until
+from devkit.live_tasks import connection_reads, lineage_events, store_connections, tally, task_instances
 from devkit.services import services
 
 COSMOS_CONN, KAFKA_CONN = "chatter_cosmos_stored", "chatter_kafka_stored"

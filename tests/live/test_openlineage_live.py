@@ -2,7 +2,7 @@
 (``AIRFLOW__OPENLINEAGE__TRANSPORT``), runs drain DAGs; the events its worker emitted for the drain task name the
 emulator's container in and the broker's topic out, per the OpenLineage naming spec, and a drain that fails emits
 FAIL with its error (``errorMessage``). Source ``lineage`` reads connections stored in the metadata DB, as a
-deployment's are, so the api-server's access log shows every read (``devkit.lineage``): its drain task reads each of
+deployment's are, so the api-server's access log shows every read (``devkit.live_tasks``): its drain task reads each of
 its two connections once (the bounded run of many tasks under load: ``benchmarks/openlineage_live.py``). The fault
 is a failing hold of the emulator on the stamps of one source's container (docs/emulator.md): ``list_leases``
 succeeds, the drain publishes, then its stamps are refused.
@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from airflow_chatter.airflow.operators.lineage import cosmos_namespace
-from devkit.lineage import connection_reads, lineage_events, store_connections, tally, task_instances
+from devkit.live_tasks import connection_reads, lineage_events, store_connections, tally, task_instances
 from tests.fixtures.cosmos import CosmosEndpoint, emulator_hold
 from tests.fixtures.live_airflow import LiveAirflow, running_stack, wait_until
 from tests.live.test_live_airflow import _assert_delivered, _trigger, _write_orders
