@@ -1,6 +1,11 @@
 """The documented SASL path, run: ``scripts/kafka.sh`` starts a broker with a SASL_PLAINTEXT/PLAIN listener
 (``KAFKA_SASL_PORT``), and the project's Kafka hook connects to it with a connection's login and password and
-publishes; a wrong password is refused and never echoed."""
+publishes; a wrong password is refused and never echoed.
+
+The broker also runs an authorizer (``KAFKA_SASL_LIMITED_USER``: StandardAuthorizer, the SASL user a super user) with
+a second user that may do only what its ACLs grant: Write and Describe on the drain's topic, no TransactionalId
+rights. An exactly-once drain as that principal is refused at start naming ``guarantee`` and the cause, publishing
+nothing; an at-least-once drain as the same principal delivers."""
 
 from __future__ import annotations
 
@@ -10,20 +15,32 @@ from collections.abc import Iterator
 
 import pytest
 
+from airflow_chatter.adapters.kafka.admin import CHECKPOINT_TOPIC_CONFIGS, ensure_topics
+from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
+from airflow_chatter.adapters.kafka.settings import KafkaSettings
+from airflow_chatter.outbox.document import MESSAGE_ID_FIELD
 from airflow_chatter.ports import OutgoingMessage
 from devkit.services import KAFKA_START_TIMEOUT_S, KAFKA_STOP_TIMEOUT_S, kafka_script, port_refuses
-from tests.fixtures.kafka import consume_records
+from tests.fixtures.kafka import consume_records, topic_record_count
+from tests.unit.drain._drain_support import Rig, outbox_doc
 
 #: A port pair (plain, controller) and a SASL port of this test's own, clear of the shared and private brokers.
 PORT, SASL_PORT = 29192, 29194
 USER, PASSWORD = "chatter", "sasl-" + uuid.uuid4().hex[:8]
+#: The principal of the drain under ACLs: what the authorizer grants it and nothing more.
+LIMITED, LIMITED_PASSWORD = "drain", "drain-" + uuid.uuid4().hex[:8]
 
 
 @pytest.fixture(scope="module")
 def sasl_broker() -> Iterator[str]:
     if not all(port_refuses(p) for p in (PORT, PORT + 1, SASL_PORT)):
         pytest.fail(f"ports {PORT}, {PORT + 1} or {SASL_PORT} are taken", pytrace=False)
-    env = {"KAFKA_SASL_PORT": str(SASL_PORT), "KAFKA_SASL_USERNAME": USER, "KAFKA_SASL_PASSWORD": PASSWORD}
+    env = {
+        "KAFKA_SASL_PORT": str(SASL_PORT),
+        "KAFKA_SASL_USERNAME": USER,
+        "KAFKA_SASL_PASSWORD": PASSWORD,
+        "KAFKA_SASL_LIMITED_USER": f"{LIMITED}:{LIMITED_PASSWORD}",
+    }
     result = kafka_script("start", PORT, KAFKA_START_TIMEOUT_S, env)
     assert result.returncode == 0, result.stderr[-4000:]
     try:
@@ -93,3 +110,95 @@ def test_a_wrong_sasl_password_is_refused_and_not_echoed(sasl_broker: str, monke
     assert not confirmed, "a wrong password must not publish"
     assert said, "the refusal is reported"
     assert not [text for text in said if wrong in text], "the password is not echoed"
+
+
+@pytest.fixture
+def limited_topics(sasl_broker: str) -> dict[str, str]:
+    """A topic and a compacted checkpoint topic, made by the super user, on which the limited principal has exactly
+    what a drain without TransactionalId rights has: Write and Describe on the topic; Read, Write, Describe and
+    DescribeConfigs on the checkpoint topic (so the drain gets as far as opening its transactions)."""
+    from kafka.admin import (
+        ACL,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        KafkaAdminClient,
+        ResourcePattern,
+        ResourceType,
+    )
+
+    run = uuid.uuid4().hex[:8]
+    topic, checkpoints = f"sasl-acl-{run}", f"sasl-acl-checkpoints-{run}"
+    admin_settings = KafkaSettings(bootstrap_servers=f"127.0.0.1:{PORT}")  # PLAINTEXT: a super user
+    ensure_topics(admin_settings, [topic], partitions=1)
+    ensure_topics(admin_settings, [checkpoints], partitions=1, configs=CHECKPOINT_TOPIC_CONFIGS)
+    grants = {
+        topic: (ACLOperation.WRITE, ACLOperation.DESCRIBE),
+        checkpoints: (ACLOperation.READ, ACLOperation.WRITE, ACLOperation.DESCRIBE, ACLOperation.DESCRIBE_CONFIGS),
+    }
+    acls = [
+        ACL(
+            f"User:{LIMITED}",
+            "*",
+            operation,
+            ACLPermissionType.ALLOW,
+            ResourcePattern(ResourceType.TOPIC, name, ACLResourcePatternType.LITERAL),
+        )
+        for name, operations in grants.items()
+        for operation in operations
+    ]
+    admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{PORT}")
+    try:
+        created = admin.create_acls(acls)
+    finally:
+        admin.close()
+    assert not created["failed"], created
+    return {"topic": topic, "checkpoints": checkpoints}
+
+
+def _limited_publisher(sasl_broker: str) -> KafkaPublisher:
+    return KafkaPublisher(
+        KafkaSettings(
+            bootstrap_servers=sasl_broker,
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="PLAIN",
+            sasl_username=LIMITED,
+            sasl_password=LIMITED_PASSWORD,
+            max_block_ms=5000,
+        )
+    )
+
+
+def test_an_exactly_once_drain_without_transactional_id_rights_is_refused_and_at_least_once_still_delivers(
+    sasl_broker: str, limited_topics: dict[str, str]
+) -> None:
+    """A principal whose ACLs lack TransactionalId rights cannot keep ``guarantee: exactly_once``: the drain start
+    is refused with one ConfigurationError naming ``guarantee`` and the broker's cause, before a page is read or
+    anything sent. The same principal drains ``at_least_once``; its messages, each on the topic once even to a
+    read_uncommitted reader, are the barrier proving the refused drain put nothing there."""
+    rig = Rig()
+    rig.publisher = publisher = _limited_publisher(sasl_broker)
+    docs = rig.seed(*(outbox_doc(f"acl-{i}", f"t{i % 3}", destination=limited_topics["topic"]) for i in range(5)))
+    try:
+        refused = rig.drain(rig.engine(guarantee="exactly_once", checkpoint_topic=limited_topics["checkpoints"]))
+
+        assert refused.error_type == "ConfigurationError", refused.log_line()
+        message = refused.error_message or ""
+        assert message.startswith("guarantee"), f"the error names the field whose promise cannot be kept: {message}"
+        assert "TransactionalIdAuthorizationFailed" in message, f"and the broker's cause: {message}"
+        assert "within 5000 ms" in message, f"and the wait that bounds it (max_block_ms): {message}"
+        assert (refused.pages, refused.published) == (0, 0), "refused at start: no page read, nothing published"
+        assert all(rig.current(d)["status"] == "pending" for d in docs), "nothing stamped"
+
+        delivered = rig.drain(rig.engine(guarantee="at_least_once"))
+    finally:
+        publisher.close()
+
+    assert delivered.error is None and delivered.published == len(docs), delivered.log_line()
+    assert all(rig.current(d)["status"] == "delivered" for d in docs)
+    admin = f"127.0.0.1:{PORT}"
+    assert topic_record_count(admin, limited_topics["topic"]) == len(docs), "the refused drain sent nothing"
+    assert topic_record_count(admin, limited_topics["checkpoints"]) == 0, "nor any checkpoint record"
+    records = consume_records(admin, limited_topics["topic"], len(docs), timeout_s=30)
+    ids = sorted(dict(r.headers)["message-id"].decode() for r in records)
+    assert ids == sorted(d[MESSAGE_ID_FIELD] for d in docs), "each message once, from the at-least-once drain"
