@@ -206,8 +206,8 @@ def run_guarantee(
         env.admin("POST", "config", {"latency_ms": LATENCY_MS})
         try:
             for k in range(kills):
-                if ledger.pending() < PAGE * 2:
-                    ledger.add(PAGE * 4)  # the writer keeps the ledger growing
+                if ledger.pending() < PAGE * 6:
+                    ledger.add(PAGE * 6)  # the writer keeps the ledger growing, so that a kill lands mid-drain
                 if k == restart_at and broker is not None:
                     results.append(broker_restart(ledger, broker, base, notes))
                     made["broker restart"] += 1
