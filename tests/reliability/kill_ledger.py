@@ -188,7 +188,9 @@ def run_guarantee(
     checkpoints: str,
     bootstrap: str,
     broker: KafkaBroker | None,
+    refill: tuple[int, int],
 ) -> dict[str, Any]:
+    """One guarantee's run; ``refill``: (fewer pending than this before a fault, so many are written)."""
     ledger = Ledger(env, f"kl-{guarantee.split('_')[0]}", n, bootstrap=bootstrap)
     base = {
         "guarantee": guarantee,
@@ -206,8 +208,8 @@ def run_guarantee(
         env.admin("POST", "config", {"latency_ms": LATENCY_MS})
         try:
             for k in range(kills):
-                if ledger.pending() < PAGE * 6:
-                    ledger.add(PAGE * 6)  # the writer keeps the ledger growing, so that a kill lands mid-drain
+                if ledger.pending() < refill[0]:
+                    ledger.add(refill[1])  # the writer keeps the ledger growing, so that a kill lands mid-drain
                 if k == restart_at and broker is not None:
                     results.append(broker_restart(ledger, broker, base, notes))
                     made["broker restart"] += 1
@@ -275,8 +277,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--short", action="store_true", help="8 faults and 200 documents per guarantee")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
+    # Pending documents kept before each fault: six pages in the full run, so that a random kill lands mid-drain;
+    # fewer in --short, whose duration is the suite's.
+    refill = (PAGE * 6, PAGE * 6)
     if args.short:
-        args.kills, args.n = 8, 200
+        args.kills, args.n, refill = 8, 200, (PAGE * 2, PAGE * 4)
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     print(f"machine: {machine()}")
     print(f"command: {' '.join(['python -m tests.reliability.kill_ledger', *(argv or sys.argv[1:])])}")
@@ -287,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         checkpoints = f"chatter-faults.checkpoints.{uuid.uuid4().hex[:8]}"
         ensure_topics(KafkaSettings(bootstrap_servers=bootstrap), [checkpoints], configs=CHECKPOINT_TOPIC_CONFIGS)
         for guarantee in ("exactly_once", "at_least_once"):
-            rows.append(run_guarantee(env, guarantee, args.kills, args.n, rng, checkpoints, bootstrap, broker))
+            rows.append(run_guarantee(env, guarantee, args.kills, args.n, rng, checkpoints, bootstrap, broker, refill))
     print(f"wall time: {time.monotonic() - started:.0f} s; load average at the end: {os.getloadavg()}")
     print(
         "| guarantee | faults | documents | lost | duplicates seen by read_committed | max copies | delivered "
