@@ -22,6 +22,9 @@
 # KAFKA_SASL_PORT (unset: none) adds a SASL_PLAINTEXT listener with the PLAIN mechanism on
 # 127.0.0.1:$KAFKA_SASL_PORT beside the PLAINTEXT one (KRaft, JAAS config inline in server.properties),
 # for the user KAFKA_SASL_USERNAME (chatter) with the password KAFKA_SASL_PASSWORD (chatter-secret).
+# KAFKA_SASL_LIMITED_USER=<name>:<password> (with KAFKA_SASL_PORT) adds a second PLAIN user that may do only what
+# ACLs grant it: the broker then runs KRaft's StandardAuthorizer, with the SASL user and User:ANONYMOUS (the
+# PLAINTEXT and controller listeners: the broker itself, the readiness probe) as super users.
 #
 # Processes are only ever signalled by the pid in this port's pid file, after checking that the
 # pid still is this port's broker. Nothing is killed by name.
@@ -46,6 +49,12 @@ case "$SASL_PORT" in *[!0-9]*) echo "kafka.sh: KAFKA_SASL_PORT must be a number,
 SASL_USERNAME="${KAFKA_SASL_USERNAME:-chatter}"
 SASL_PASSWORD="${KAFKA_SASL_PASSWORD:-chatter-secret}"
 case "$SASL_USERNAME$SASL_PASSWORD" in *[\"\\\;\ ]*) echo "kafka.sh: KAFKA_SASL_USERNAME/PASSWORD must not contain quotes, backslashes, spaces or ';'" >&2; exit 2 ;; esac
+LIMITED_USER="${KAFKA_SASL_LIMITED_USER:-}"
+if [ -n "$LIMITED_USER" ]; then
+  [ -n "$SASL_PORT" ] || { echo "kafka.sh: KAFKA_SASL_LIMITED_USER needs KAFKA_SASL_PORT" >&2; exit 2; }
+  case "$LIMITED_USER" in ?*:?*) ;; *) echo "kafka.sh: KAFKA_SASL_LIMITED_USER must be <name>:<password>" >&2; exit 2 ;; esac
+  case "$LIMITED_USER" in *[\"\\\;\ ]*) echo "kafka.sh: KAFKA_SASL_LIMITED_USER must not contain quotes, backslashes, spaces or ';'" >&2; exit 2 ;; esac
+fi
 STATE_ROOT="${CHATTER_STATE_DIR:-$here/.cache/services}"
 STATE_DIR="$STATE_ROOT/kafka-$PORT"
 PID_FILE="$STATE_DIR/kafka.pid"
@@ -291,10 +300,19 @@ log.cleaner.threads=1
 log.retention.check.interval.ms=3600000
 PROPS
   if [ -n "$SASL_PORT" ]; then
+    local limited_jaas=""
+    [ -z "$LIMITED_USER" ] || limited_jaas=" user_${LIMITED_USER%%:*}=\"${LIMITED_USER#*:}\""
     cat >>"$CONFIG_FILE" <<PROPS
 sasl.enabled.mechanisms=PLAIN
 listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN
-listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="$SASL_USERNAME" password="$SASL_PASSWORD" user_$SASL_USERNAME="$SASL_PASSWORD";
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="$SASL_USERNAME" password="$SASL_PASSWORD" user_$SASL_USERNAME="$SASL_PASSWORD"$limited_jaas;
+PROPS
+  fi
+  if [ -n "$LIMITED_USER" ]; then
+    cat >>"$CONFIG_FILE" <<PROPS
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS;User:$SASL_USERNAME
+allow.everyone.if.no.acl.found=false
 PROPS
   fi
   cat >"$LOG4J_FILE" <<'LOG4J'

@@ -1,9 +1,10 @@
-"""The kill ledger, short version: exactly once beside at least once under commit-kills, random SIGKILLs, takeovers
-and 429 storms on the stamps, against the real broker and the emulator (tests/reliability/kill_ledger.py).
+"""The kill ledger, short version: exactly once beside at least once under commit-kills, random SIGKILLs, takeovers,
+429 storms on the stamps and a split of the partition key range mid-run, against the real broker and the emulator
+(tests/reliability/kill_ledger.py; the broker restart is in its full run only).
 
 The script is the judge; this test runs it with ``--short`` and reads its table: the exactly-once row must show
 nothing lost, no duplicate seen by a read_committed consumer, every document delivered and no lease stuck, with its
-faults having done what they are there for (processes killed, committed pages recovered); the
+faults having done what they are there for (processes killed, committed pages recovered, the range split); the
 at-least-once row must lose nothing.
 """
 
@@ -26,5 +27,6 @@ def test_exactly_once_loses_nothing_and_duplicates_nothing_where_at_least_once_d
     killed, recovered = int(exactly[8]), int(exactly[9])
     assert (lost, duplicates, delivered, stuck) == ("0", "0", "all", "0"), f"exactly once: {exactly}\n{out}"
     assert killed > 0 and recovered > 0, f"the faults must have bitten: {exactly}\n{out}"
+    assert "1 split" in exactly[1] and "split into" in out, f"the range was split mid-run: {exactly}\n{out}"
     assert rows["at_least_once"][3] == "0", f"at least once loses nothing either: {rows['at_least_once']}"
     assert result.returncode == 0, out + result.stderr[-3000:]

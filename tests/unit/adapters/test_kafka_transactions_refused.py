@@ -14,7 +14,7 @@ from kafka import errors as ke
 from airflow_chatter.adapters.kafka.settings import KafkaSettings
 from airflow_chatter.adapters.kafka.transactions import KafkaLeaseTransactions
 from airflow_chatter.errors import ConfigurationError
-from airflow_chatter.ports import PublishError
+from airflow_chatter.ports import CheckpointRecord, PublishError
 
 
 class _Metadata:
@@ -85,3 +85,61 @@ def test_an_unreachable_broker_is_reported_unreachable_not_as_missing_transactio
 
     with pytest.raises(PublishError, match="unreachable"):
         transactions.open()
+
+
+class _Failed:
+    """The future of a record kafka-python gave up on (its batch expired while the broker was away)."""
+
+    exception = ke.KafkaTimeoutError("Expiring 1 record(s) for ckpt-0: 8001 ms has passed since batch creation")
+    is_done = True
+
+    def failed(self) -> bool:
+        return True
+
+
+def test_a_checkpoint_record_that_failed_is_never_committed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kafka-python 3.0.12 would commit a transaction whose checkpoint record expired (a retriable error leaves it
+    committable): the page's messages would be visible without the record that lets the next drain finish the page
+    instead of publishing it again. The commit is not asked for, the error names the record, and the producer is
+    dropped without an abort that would wait for the broker."""
+    calls: list[str] = []
+
+    class Producer:
+        def __init__(self, **config: Any) -> None:
+            self._metadata = _Metadata(True)
+
+        def partitions_for(self, topic: str) -> set[int]:
+            return {0}
+
+        def init_transactions(self) -> None:
+            calls.append("init")
+
+        def begin_transaction(self) -> None:
+            calls.append("begin")
+
+        def send(self, *args: Any, **kwargs: Any) -> _Failed:
+            calls.append("send")
+            return _Failed()
+
+        def flush(self, timeout: float | None = None) -> None:
+            calls.append("flush")
+
+        def commit_transaction(self) -> None:
+            calls.append("commit")
+
+        def abort_transaction(self) -> None:
+            calls.append("abort")
+
+        def close(self, timeout: float | None = None) -> None:
+            calls.append("close")
+
+    monkeypatch.setattr("kafka.KafkaProducer", Producer)
+    transactions = KafkaLeaseTransactions(KafkaSettings(bootstrap_servers="b1:9092"), "chatter.lease-1", "ckpt")
+    transactions.open()
+    transactions.begin()
+
+    with pytest.raises(PublishError, match="checkpoint record not written"):
+        transactions.commit(CheckpointRecord("lease-1", None, "after", ()))
+    transactions.abort()  # what the drain does next: nothing more is asked of the broker
+
+    assert calls == ["init", "begin", "send", "flush", "close"], "never committed, never left waiting on an abort"
