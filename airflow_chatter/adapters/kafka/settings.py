@@ -35,6 +35,8 @@ from pydantic import (
     model_validator,
 )
 
+from airflow_chatter.adapters.kafka.transport import deliver_bytes_before_close
+
 __all__ = [
     "KAFKA_DEFAULTS",
     "MIN_API_VERSION",
@@ -291,7 +293,13 @@ class KafkaSettings(BaseModel):
         return cls(**kwargs)
 
     def client_config(self) -> dict[str, Any]:
-        """The connection and security keyword arguments shared by kafka-python clients. Holds the password."""
+        """The connection and security keyword arguments shared by kafka-python clients. Holds the password.
+
+        Every kafka-python client of the project is built from this config, so kafka-python's read of a broker's
+        last answer before its close (``transport``) is installed here, before the first client, and never by an
+        import.
+        """
+        deliver_bytes_before_close()
         config: dict[str, Any] = {
             "bootstrap_servers": list(self.bootstrap_servers),
             "client_id": self.client_id,

@@ -38,7 +38,13 @@ class _Protocol:
 
 
 def _read_after_the_peer_closed(answer: bytes) -> list[tuple[str, Any]]:
+    """What the protocol sees when the answer and the close wait together, with the fix installed as every client of
+    the project has it (``KafkaSettings.client_config``)."""
     from kafka.net.transport import KafkaTCPTransport
+
+    from airflow_chatter.adapters.kafka.settings import KafkaSettings
+
+    KafkaSettings(bootstrap_servers="b1:9092").client_config()
 
     ours, peer = socket.socketpair()
     ours.setblocking(False)
@@ -67,7 +73,9 @@ def test_a_close_without_bytes_is_reported_at_once() -> None:
 def test_the_fix_is_installed_once_on_the_pinned_kafka_python() -> None:
     from kafka.net.transport import KafkaSSLTransport, KafkaTCPTransport
 
-    import airflow_chatter.adapters.kafka  # noqa: F401 - importing the adapter installs it
+    from airflow_chatter.adapters.kafka.settings import KafkaSettings
+
+    KafkaSettings(bootstrap_servers="b1:9092").client_config()  # every client's config installs it first
 
     before = (KafkaTCPTransport._sock_recv, KafkaSSLTransport._sock_recv)
     assert deliver_bytes_before_close() is True, "kafka-python's transports are where the wrapper expects them"
