@@ -66,12 +66,12 @@ trap cleanup EXIT
 # CHATTER_SKIP_LIVE_AIRFLOW=1 skips those tests (reported as skipped) for a quicker local run. tests/celery/ starts
 # the CeleryExecutor stack (scripts/celery-stack.sh: PostgreSQL, Redis, two workers); CHATTER_SKIP_CELERY=1 skips it.
 #
-# With no arguments the suite runs as two pytest sessions at once: tests/live (live Airflow stacks driven through
-# REST and Chromium: about half of the suite's time, mostly waiting on the stack) in the second session, on its own
-# broker (port $port_b_kafka), emulator (port $port_b_cosmos) and state directory, and everything else in the first,
-# so that the two halves' waiting overlaps. The second session's output follows the first's. With arguments, one
+# With no arguments the suite runs as two pytest sessions at once: tests/live and tests/celery (live Airflow stacks
+# driven through REST and Chromium: about half of the suite's time, mostly waiting on the stacks) in the second
+# session, on its own broker (port $port_b_kafka), emulator (port $port_b_cosmos) and state directory, and everything
+# else in the first, so that the two halves' waiting overlaps. The second session's output follows the first's. With arguments, one
 # session runs them. CHATTER_TEST_SESSIONS=1 runs the whole suite as one session.
-slow=(tests/live)
+slow=(tests/live tests/celery)
 set +e
 if [ $# -eq 0 ] && [ "${CHATTER_TEST_SESSIONS:-2}" = 2 ]; then
   mkdir -p "$state_b"
