@@ -7,11 +7,18 @@ it with ``--short`` and reads its table, so a scenario that loses a message, or 
 
 from __future__ import annotations
 
+import pytest
+
 from tests.fixtures.cosmos import CosmosEndpoint
 from tests.reliability.short_run import run_short, table_rows
 
 #: One row per entry of the script's SCENARIOS: its eight scenarios, with scenario 5 as two rows (429s and 503s).
 ROWS = 9
+
+
+#: The script gets 900 s (run_short below); pytest's default per-test timeout (300 s) would cut it short on
+#: a loaded machine, where the script runs longer but passes.
+pytestmark = pytest.mark.timeout(900 + 60)
 
 
 def test_every_fault_scenario_passes_with_nothing_lost(kafka_bootstrap: str, cosmos_endpoint: CosmosEndpoint) -> None:

@@ -10,8 +10,14 @@ at-least-once row must lose nothing.
 
 from __future__ import annotations
 
+import pytest
+
 from tests.fixtures.cosmos import CosmosEndpoint
 from tests.reliability.short_run import run_short, table_rows
+
+#: The script gets 1500 s (run_short below); pytest's default per-test timeout (300 s) would cut it short on
+#: a loaded machine, where the script runs longer but passes.
+pytestmark = pytest.mark.timeout(1500 + 60)
 
 
 def test_exactly_once_loses_nothing_and_duplicates_nothing_where_at_least_once_duplicates(
