@@ -10,10 +10,10 @@ close arrives is a race: a busy process (Airflow's api-server running the Test b
 
 ``deliver_bytes_before_close`` wraps ``_sock_recv`` of kafka-python's TCP and TLS transports: bytes read before a
 close are returned without the error, and the close is reported by the next read (a socket at end of stream stays
-readable and reads empty, so it is never missed). It is installed when this package is imported, once; a
-kafka-python without these transports is left alone. kafka-python is pinned (constraints.txt); the unit test
-``tests/unit/adapters/test_kafka_transport.py`` runs the real transport and fails if an upgrade changes the read
-path under the wrapper.
+readable and reads empty, so it is never missed). ``KafkaSettings.client_config`` installs it before any client is
+built (once; later calls find it installed); a kafka-python without these transports is left alone. kafka-python is
+pinned (constraints.txt); the unit test ``tests/unit/adapters/test_kafka_transport.py`` runs the real transport and
+fails if an upgrade changes the read path under the wrapper.
 """
 
 from __future__ import annotations
