@@ -15,16 +15,17 @@ import pytest
 from tests.fixtures.cosmos import CosmosEndpoint
 from tests.reliability.short_run import run_short, table_rows
 
-#: The script gets 1500 s (run_short below); pytest's default per-test timeout (300 s) would cut it short on
-#: a loaded machine, where the script runs longer but passes.
-pytestmark = pytest.mark.timeout(1500 + 60)
+#: Seconds the script is given; the test gets a minute more, as pytest's default per-test timeout (300 s) would cut
+#: it short on a loaded machine, where the script runs longer but passes.
+SCRIPT_TIMEOUT_S = 1500
+pytestmark = pytest.mark.timeout(SCRIPT_TIMEOUT_S + 60)
 
 
 def test_exactly_once_loses_nothing_and_duplicates_nothing_where_at_least_once_duplicates(
     kafka_bootstrap: str, cosmos_endpoint: CosmosEndpoint
 ) -> None:
     assert cosmos_endpoint.is_emulator, "the ledger drives the project emulator's switches and its certificate"
-    result = run_short("tests.reliability.kill_ledger", timeout=1500)
+    result = run_short("tests.reliability.kill_ledger", timeout=SCRIPT_TIMEOUT_S)
     out = result.stdout
     rows = {cells[0]: cells for cells in table_rows(out, "guarantee")}
     assert set(rows) == {"exactly_once", "at_least_once"}, out + result.stderr[-3000:]
