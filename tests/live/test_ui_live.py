@@ -618,16 +618,59 @@ def test_ui_the_home_page_tile_lists_the_sources_by_severity_with_the_suspended_
     )
 
 
+def test_ui_a_panel_whose_update_fails_keeps_its_last_view_and_what_was_typed(
+    scenario: dict[str, Any], live_airflow: LiveAirflow, admin_page: Browser
+) -> None:
+    """A refresh of a source's panel that fails (injected: the page's fetch of the source's view answers 503) says
+    so above the panel's last view, which stays drawn with the backfill form as the user left it; the next refresh
+    that succeeds clears the message."""
+    panel = f"document.querySelector('[data-testid=source-{SOURCE}]')"
+    refresh = f"[...{panel}.querySelectorAll('button')].find(b => b.innerText.trim() === 'Refresh')"
+    point = f"{panel}.querySelector('input[placeholder^=\"point in time\"]')"
+    admin_page.wait_for(f"!!{point}", what="the backfill form")
+    admin_page.evaluate(f"{point}.setAttribute('data-chatter-typed', 'yes')")
+    admin_page.type_into(f"[data-testid=source-{SOURCE}] [data-chatter-typed=yes]", "2026-01-01T00:00:00Z")
+    view = f"{API}/sources/{SOURCE}"
+    admin_page.evaluate(
+        "(() => { window.__chatterFetch = window.fetch; window.fetch = (url, options) => String(url).endsWith("
+        f'{json.dumps(view)}) ? Promise.resolve(new Response(\'{{"detail": "injected"}}\', {{status: 503}}))'
+        " : window.__chatterFetch(url, options); })()"
+    )
+    try:
+        admin_page.click(refresh, what="the panel's Refresh (its fetch failing)")
+        failed = admin_page.wait_for(
+            f"({panel} && ({panel}.querySelector('[data-testid=panel-error]') || {{}}).innerText)",
+            what="the panel's failed update",
+        )
+        kept = admin_page.evaluate(
+            f"[!!{panel}.querySelector('[data-testid=suspended-count]'), {point}.value,"
+            f" {panel}.querySelectorAll('[data-testid=undeliverable-row]').length > 0]"
+        )
+    finally:
+        admin_page.evaluate("window.fetch = window.__chatterFetch || window.fetch")
+    assert "injected" in failed and failed.startswith("Last update failed"), failed
+    assert kept == [True, "2026-01-01T00:00:00Z", True], "the last view and the form stay as they were"
+    admin_page.click(refresh, what="the panel's Refresh")
+    admin_page.wait_for(f"!{panel}.querySelector('[data-testid=panel-error]')", what="the message gone")
+    # The next test triggers the form's defaults: a fresh page.
+    admin_page.open(f"{live_airflow.url}/plugin/chatter")
+    admin_page.wait_for(f"!!{panel}", what="the page again")
+
+
 def test_ui_a_backfill_triggered_from_the_page_is_listed_with_its_source_s_runs(
     scenario: dict[str, Any], live_airflow: LiveAirflow, admin: httpx.Client, admin_page: Browser
 ) -> None:
     panel = f"document.querySelector('[data-testid=source-{SOURCE}]')"
     button = f"[...{panel}.querySelectorAll('button')].find(b => b.innerText.trim() === 'Trigger backfill')"
-    admin_page.click(button, what="Trigger backfill (a dry run, the form's default)")
-    result = admin_page.wait_for(
-        f"({panel}.querySelector('[data-testid=backfill-result]') || {{}}).innerText",
-        what="the triggered backfill run's id",
+    answer = (
+        f"({panel}.querySelector('[data-testid=backfill-result]') || "
+        f"{panel}.querySelector('[data-testid=backfill-error]') || {{}}).innerText"
     )
+    # The page polls every 15 s and may lay itself out again between finding the button and the click; a click
+    # while the request is in flight lands on a button that is loading (disabled), so it triggers nothing twice.
+    _click_until(admin_page, button, f"!!{answer}", what="Trigger backfill (a dry run, the form's default)")
+    result = admin_page.wait_for(answer, what="the triggered backfill run's id")
+    assert result.startswith("Triggered "), f"the form answered {result!r}"
     run_id = result.removeprefix("Triggered ").removesuffix(".")
     try:
         refresh = f"[...{panel}.querySelectorAll('button')].find(b => b.innerText.trim() === 'Refresh')"

@@ -429,7 +429,7 @@ function Backfill({ source, backfillDag }) {
       h("label", null, h("input", { type: "checkbox", checked: form.dry_run, onChange: set("dry_run") }), " dry run"),
       h(C.Button, { size: "sm", variant: "outline", loading: state.busy, onClick: () => trigger(body) }, "Trigger backfill"),
     ),
-    state.error ? h(C.Text, { color: "fg.error", fontSize: "sm" }, state.error) : null,
+    state.error ? h(C.Text, { color: "fg.error", fontSize: "sm", "data-testid": "backfill-error" }, state.error) : null,
     state.result ? h(C.Text, { fontSize: "sm", "data-testid": "backfill-result" }, `Triggered ${state.result.run_id}.`) : null,
   );
 }
@@ -530,8 +530,9 @@ function OpenPanel({ source, backfillDag, runId, tick, refresh }) {
   useEffect(() => {
     if (runId) call(`/sources/${source}/runs/${encodeURIComponent(runId)}`).then((r) => setRun(r.point), () => setRun(null));
   }, [source, runId]);
-  if (error) return h(C.Text, { color: "fg.error" }, error);
-  if (!view) return h(C.Spinner, { size: "sm" });
+  // A refresh that fails keeps the panel drawn with its last view (and what the user typed in its forms), saying
+  // the update failed; only a panel that never loaded shows the error alone.
+  if (!view) return error ? h(C.Text, { color: "fg.error" }, error) : h(C.Spinner, { size: "sm" });
   const can = view.permissions || { edit: false, backfill: false };
   const section = (name, child) => h(C.Box, { id: `chatter-${source}-${name}`, style: { scrollMarginTop: `${HEADER_PX + 8}px` } }, child);
   const age = view.pending_age || {};
@@ -548,6 +549,7 @@ function OpenPanel({ source, backfillDag, runId, tick, refresh }) {
       h(C.Badge, { colorPalette: age.verdict === "over" ? "red" : "gray", "data-testid": "pending-age" }, `oldest pending ${age.seconds === 0 ? "none (caught up)" : age.seconds === null || age.seconds === undefined ? "unknown" : seconds(age.seconds)}${age.limit_seconds ? ` / limit ${seconds(age.limit_seconds)}` : ""}`),
       h(C.Button, { size: "xs", variant: "ghost", onClick: refresh }, "Refresh"),
     ),
+    error ? h(C.Text, { mt: 1, fontSize: "sm", color: "fg.error", "data-testid": "panel-error" }, `Last update failed: ${error}`) : null,
     can.edit && view.idempotency && view.idempotency.warning ? h(C.Text, { mt: 1, fontSize: "xs", color: "fg.warning", "data-testid": "idempotency-warning" }, `Actions: ${view.idempotency.warning}.`) : null,
     run ? h(C.Text, { mt: 2, fontSize: "sm", "data-testid": "this-run" }, `This run: published ${run.published}, delivered ${run.delivered}, undeliverable ${run.undeliverable}, refused batches ${run.refused_batches}.`) : null,
     section("suspensions", h(Suspensions, { view })),
