@@ -1,6 +1,6 @@
 """Exactly once ÷ at least once: drain throughput, and follow-mode latency, side by side in one run.
 
-    .venv/bin/python -m benchmarks.exactly_once [--n 2000] [--rounds 3] [--writes 200] [--rate 20] [--quick]
+    .venv/bin/python -m benchmarks.exactly_once [--n 10000] [--rounds 3] [--writes 100] [--rate 20] [--quick]
 
 Real broker and the project emulator (its switches: docs/emulator.md). The same N pending 1 KB documents on 64
 partition keys, ``max_batch_size`` 100, drained once with ``guarantee: at_least_once`` and once with
@@ -151,9 +151,9 @@ def follow_latency(emu: Emulator, bootstrap: str, writes: int, rate: float, chec
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--n", type=int, default=2000, help="documents per drain")
+    parser.add_argument("--n", type=int, default=10000, help="documents per drain (the claim's N)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per ratio")
-    parser.add_argument("--writes", type=int, default=200, help="documents written for the follow latency")
+    parser.add_argument("--writes", type=int, default=100, help="documents written for the follow latency")
     parser.add_argument("--rate", type=float, default=20.0, help="writes per second for the follow latency")
     parser.add_argument("--quick", action="store_true", help="N=400, 1 round, 40 writes (a smoke run)")
     args = parser.parse_args()
