@@ -16,8 +16,9 @@ processed, not acknowledged). See docs/inbox.md.
 is scheduled on the topic's ``kafka://<bootstrap server>/<topic>`` asset (``topic_backlog_asset``), whose
 ``AssetWatcher`` runs ``ChatterTopicBacklogTrigger`` in the triggerer and fires when the consumer group has records
 past its committed offsets; a drain's asset event for the topic starts it too. Its topic and group are fixed when
-this file is parsed (the trigger watches them); the bootstrap server is read from the Kafka connection then. Unpause
-one of the two DAGs, not both: they share the consumer group, and ``max_active_runs`` holds per DAG only.
+this file is parsed (the trigger watches them); the bootstrap server is read from the Kafka connection then (in a
+task's process, that read is the task's one read of it: docs/decisions.md D-15). Unpause one of the two DAGs, not
+both: they share the consumer group, and ``max_active_runs`` holds per DAG only.
 """
 
 from __future__ import annotations

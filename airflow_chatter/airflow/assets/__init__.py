@@ -95,7 +95,7 @@ def topic_backlog_asset(
     and also on each asset event a drain (or a Kafka-provider producer) emits for the topic.
 
     ``server``: the first bootstrap server; default read from ``kafka_conn_id`` (a connection read while the DAG
-    file is parsed, no network I/O).
+    file is parsed, no network I/O; in a task's process the task's hooks share it: ``ReadOnceHook``).
     """
     from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
     from airflow_chatter.airflow.triggers.topic_backlog import ChatterTopicBacklogTrigger

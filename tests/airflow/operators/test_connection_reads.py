@@ -3,13 +3,16 @@
 A connection lookup in a task is a request to Airflow's API server (or a secrets backend): a task that read its
 connections many times loaded the API server, and a START whose facets read them ran past the listener's few seconds
 and was lost. Each task below runs as Airflow runs it, START facets, ``execute``, then COMPLETE (or FAIL) facets,
-while ``BaseHook.get_connection`` counts the reads per connection id.
+while ``BaseHook.get_connection`` counts the reads per connection id. A task process parses the task's DAG file
+first, and a file that reads a connection while parsed (the example receiver's, to name its topic's asset) shares
+that read with the task; the DAG processor, the triggerer and the API server read afresh for every hook.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +26,7 @@ from tests.airflow._support import install_world, source
 from tests.airflow.operators.test_lineage import _order, _receive
 
 COSMOS, KAFKA = "chatter_cosmos_default", "chatter_kafka_default"
+CONSUME_ORDERS = Path(__file__).resolve().parents[3] / "dags" / "example_chatter_consume_orders.py"
 
 
 @pytest.fixture
@@ -99,3 +103,65 @@ def test_a_receive_task_reads_each_connection_once_and_its_start_reads_none(
     at_start, in_all = run_task(_receive(), reads, fails=fails)
     assert at_start == Counter(), "START does no I/O: no connection read"
     assert in_all == Counter({COSMOS: 1, KAFKA: 1}), "one read per connection per task, COMPLETE or FAIL included"
+
+
+@pytest.fixture
+def task_process(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Path, str, str], Any]]:
+    """Parse a DAG file as Airflow's task runner does before it runs a task (``startup``: the file is imported under
+    the parsing context that names the task, which stays set while the task runs); returns that task."""
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.sdk.definitions._internal.dag_parsing_context import _airflow_parsing_context_manager
+    from airflow.sdk.definitions.context import _AIRFLOW_PARSING_CONTEXT_DAG_ID, _AIRFLOW_PARSING_CONTEXT_TASK_ID
+
+    from airflow_chatter.airflow.hooks import _connection
+
+    for name in (_AIRFLOW_PARSING_CONTEXT_DAG_ID, _AIRFLOW_PARSING_CONTEXT_TASK_ID):
+        monkeypatch.delenv(name, raising=False)  # and removed again at teardown, whatever the parse left
+    monkeypatch.setattr(_connection, "_TASK_READS", {})  # this process is the task's for this test only
+
+    def parse(path: Path, dag_id: str, task_id: str) -> Any:
+        with _airflow_parsing_context_manager(dag_id=dag_id, task_id=task_id):
+            bag = DagBag(dag_folder=str(path))
+        assert bag.import_errors == {}, bag.import_errors
+        return bag.dags[dag_id].get_task(task_id)
+
+    yield parse
+
+
+@pytest.mark.parametrize("dag_id", ["chatter_consume_orders", "chatter_consume_orders_on_arrival"])
+def test_a_receive_task_reads_each_connection_once_with_its_dag_files_parse(
+    receiving: Any, reads: Counter[str], sources_file: Any, task_process: Any, dag_id: str
+) -> None:
+    """The example receiver's file reads the Kafka connection while it is parsed, to name the topic's ``kafka://``
+    asset; a task process parses that file before its task runs, and the parse's read is the task's one read."""
+    messages, container = receiving
+    topics = {"chatter-demo.orders": "orders.events"}
+    orders = {"name": "orders", "database": "shop", "monitored_container": "app", "lease_container": "leases"}
+    sources_file({"sources": [{**orders, "partition_key_paths": "/customerId", "topics": topics}]})
+    _order(messages, 1)
+    reads.clear()
+    receive = task_process(CONSUME_ORDERS, dag_id, "receive")
+    at_parse = Counter(reads)
+    params = {"topic": "orders.events", "group_id": "chatter-example-consume-orders", "max_messages": 10}
+    receive.render_template_fields({"params": {**params, "max_seconds": 5}})
+    at_start, in_task = run_task(receive, reads)
+    assert at_parse == Counter({KAFKA: 1}), "the parse names the topic's asset from the Kafka connection"
+    assert at_start == Counter(), "START does no I/O: no connection read"
+    assert at_parse + in_task == Counter({COSMOS: 1, KAFKA: 1}), "one read per connection in the task's process"
+    assert len(list(container.query("SELECT * FROM c WHERE c.type = 'order-receipt'"))) == 1, "it received"
+
+
+def test_outside_a_task_process_each_hook_reads_its_connection_afresh(
+    monkeypatch: pytest.MonkeyPatch, reads: Counter[str]
+) -> None:
+    """The DAG processor, the triggerer and the API server have no parsing context: a connection changed meanwhile
+    reaches their next parse, trigger or connection test, so nothing is kept past one hook there."""
+    from airflow_chatter.airflow.hooks.kafka import ChatterKafkaHook
+
+    monkeypatch.delenv("_AIRFLOW_PARSING_CONTEXT_DAG_ID", raising=False)
+    monkeypatch.delenv("_AIRFLOW_PARSING_CONTEXT_TASK_ID", raising=False)
+    monkeypatch.setenv("AIRFLOW_CONN_CHATTER_KAFKA_DEFAULT", '{"conn_type": "chatterkafka", "host": "old-broker:9092"}')
+    assert ChatterKafkaHook(KAFKA).bootstrap_server() == "old-broker:9092"
+    monkeypatch.setenv("AIRFLOW_CONN_CHATTER_KAFKA_DEFAULT", '{"conn_type": "chatterkafka", "host": "new-broker:9092"}')
+    assert ChatterKafkaHook(KAFKA).bootstrap_server() == "new-broker:9092", "the next hook sees the change"
+    assert reads == Counter({KAFKA: 2})
