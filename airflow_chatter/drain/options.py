@@ -233,10 +233,12 @@ class SourceOptions(SourceFields, _Value):
     Throughput (F-10, F-11): ``stamp_mode`` ``batched`` (default: a page's stamps grouped per partition key in
     transactional batches) or ``sequential`` (one patch after another, in feed order); ``stamp_concurrency``
     (default 8, 1..64) batches in flight; ``max_request_units_per_second`` (default ``None``: no cap) paces the
-    drain under that many RU/s of measured charges; a 429 is retried after its retry-after at most
-    ``max_throttle_retries`` times per request and ``max_throttle_wait_seconds`` in all per drain, then the drain
-    stops at that page with nothing lost. ``None`` (the default) for either takes the Cosmos connection's extra of
-    the same name, else 9 retries and 30 s (``DrainEngine.open(throttle_limits=...)``): a source's value wins.
+    drain under that many RU/s of measured charges; a 429 is retried after its retry-after while the drain has
+    waited less than ``max_throttle_wait_seconds`` of wall clock since the container last served it (and, where
+    set, a request met at most ``max_throttle_retries`` 429s meanwhile), then the drain stops at that page with
+    nothing lost. ``None`` (the default) for either takes the Cosmos connection's extra of the same name, else 30 s
+    and no retry count: a drain's default bound is time alone (``DrainEngine.open(throttle_limits=...)``); a
+    source's value wins.
     ``request_priority`` (``low`` or ``high``) is the Cosmos priority of every request of the drain (feed reads,
     stamps, lease writes); ``None`` (the default) takes the Cosmos connection's extra of the same name, else
     ``low``: the container's provisioned throughput goes to the services' own (high) writes first.

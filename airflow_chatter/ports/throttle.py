@@ -11,13 +11,17 @@ What the retries spend is a :class:`ThrottleBudget`, injected:
 * **time, not a sum.** The budget counts the wall-clock time its requests spent waiting: while any of them waits,
   the clock runs once, however many wait at once (the up to 8 stamp batches of a drain in flight together);
 * **progress restarts it.** A request the container served restarts the window (:meth:`ThrottleBudget.served`):
-  ``max_throttle_wait_seconds`` bounds the waiting *since the container last served one of the budget's requests*,
-  and ``max_throttle_retries`` the 429s one request meets in that window. A drain shares one budget across its
-  requests, so a drain that progresses, however slowly, never runs out; only a container that serves nothing for
-  the whole ``max_throttle_wait_seconds`` ends it with :class:`ThrottleLimitExceeded`, whose message names the
-  setting to change. Any other caller gets a fresh budget per request (what the SDK's own retry did, per request).
+  ``max_throttle_wait_seconds`` bounds the waiting *since the container last served one of the budget's requests*.
+  A drain shares one budget across its requests, so a drain that progresses, however slowly, never runs out; only a
+  container that serves nothing for the whole ``max_throttle_wait_seconds`` ends it with
+  :class:`ThrottleLimitExceeded`, whose message names the setting to change and the bound that ran out;
+* **a drain's bound is time alone.** Where neither the source nor its Cosmos connection sets
+  ``max_throttle_retries``, a drain's budget counts no retries: with retry-afters of about 1 s, 9 retries would end a
+  drain after ~10 s of a container serving nothing, well before its 30 s of wait. A ``max_throttle_retries`` set
+  explicitly still bounds the 429s one request meets in that window.
 
-The defaults, where neither the source nor its Cosmos connection sets a limit, are 9 retries and 30 s.
+Any other caller gets a fresh budget per request (:meth:`ThrottleLimits.per_request`): what the SDK's own retry did,
+per request, 9 retries and 30 s where the connection sets neither.
 
 Nothing here imports an SDK or Airflow.
 """
@@ -38,29 +42,35 @@ from airflow_chatter.ports.delegating import DelegatingContainer
 
 #: Back-off for a 429 that names no retry-after.
 DEFAULT_RETRY_AFTER_SECONDS = 0.1
-#: The 429 limits where neither the source nor its Cosmos connection sets one.
+#: The shortest wait for a 429: a drain counts no retries by default, so a retry-after of 0 must still spend time,
+#: or a container that serves nothing would never run the wait budget out.
+MIN_RETRY_AFTER_SECONDS = 0.001
+#: 429s one request may meet, per request, for a caller that is not a drain, where its connection sets no limit
+#: (a drain's default bound is time alone: :class:`ThrottleLimits`).
 DEFAULT_MAX_THROTTLE_RETRIES = 9
+#: Seconds of 429 waits without service, where neither the source nor its Cosmos connection sets a limit.
 DEFAULT_MAX_THROTTLE_WAIT_SECONDS = 30.0
 
 _T = TypeVar("_T")
 
 
 class ThrottleLimitExceeded(Throttled):
-    """The container served none of a budget's requests for the whole wait budget (or one request met more 429s
-    than ``max_throttle_retries`` meanwhile): a drain stops at the page it hit, nothing lost; any other caller fails
-    with it."""
+    """The container served none of a budget's requests for the whole wait budget (or, where ``max_throttle_retries``
+    is set, one request met more 429s meanwhile): a drain stops at the page it hit, nothing lost; any other caller
+    fails with it."""
 
 
 @dataclass(frozen=True)
 class ThrottleLimits:
-    """``max_retries``: 429s one request may meet since the container last served the budget (0: none);
-    ``max_wait_seconds``: wall-clock seconds the budget may spend waiting on 429s since then.
+    """``max_retries``: 429s one request may meet since the container last served the budget (0: none; ``None``:
+    not set, no count); ``max_wait_seconds``: wall-clock seconds the budget may spend waiting on 429s since then.
 
     Set on the Cosmos connection (extras of the same names, the hook builds these) and on the source; the source's
-    own values win (:meth:`overridden`), and what neither sets is the default, 9 retries and 30 s.
+    own values win (:meth:`overridden`). What neither sets: 30 s, and no retry count for a drain (its bound is time
+    alone); a caller that is not a drain takes :meth:`per_request`, 9 retries per request.
     """
 
-    max_retries: int = DEFAULT_MAX_THROTTLE_RETRIES
+    max_retries: int | None = None
     max_wait_seconds: float = DEFAULT_MAX_THROTTLE_WAIT_SECONDS
 
     def overridden(self, max_retries: int | None, max_wait_seconds: float | None) -> ThrottleLimits:
@@ -69,6 +79,11 @@ class ThrottleLimits:
             self.max_retries if max_retries is None else max_retries,
             self.max_wait_seconds if max_wait_seconds is None else max_wait_seconds,
         )
+
+    def per_request(self) -> ThrottleLimits:
+        """These limits for a budget of one request (a caller that is not a drain): an unset ``max_retries`` is
+        :data:`DEFAULT_MAX_THROTTLE_RETRIES`, what the SDK's own retry allowed a request."""
+        return self.overridden(DEFAULT_MAX_THROTTLE_RETRIES, None) if self.max_retries is None else self
 
 
 class ThrottleBudget:
@@ -136,9 +151,8 @@ class ThrottleBudget:
         """Count a 429; whether its request may wait ``delay`` and retry, having been retried ``retries`` times."""
         with self._lock:
             self.throttled += 1
-            admitted = retries < self.limits.max_retries and self._window + self._open() + delay <= (
-                self.limits.max_wait_seconds
-            )
+            counted = self.limits.max_retries is None or retries < self.limits.max_retries
+            admitted = counted and self._window + self._open() + delay <= self.limits.max_wait_seconds
             if not admitted:
                 self.limit_reached = True
         if self._on_throttle is not None:
@@ -170,12 +184,12 @@ def _delay(state: RetryCallState) -> float:
     """The retry-after of the 429 the last attempt got, in seconds."""
     error = state.outcome.exception() if state.outcome is not None else None
     after = error.retry_after_ms if isinstance(error, Throttled) else None
-    return after / 1000.0 if after is not None else DEFAULT_RETRY_AFTER_SECONDS
+    return max(after / 1000.0, MIN_RETRY_AFTER_SECONDS) if after is not None else DEFAULT_RETRY_AFTER_SECONDS
 
 
 def _exceeded(operation: str, limits: ThrottleLimits, retries: int, budget: ThrottleBudget) -> str:
     """Why a 429 was not retried, naming the setting to change."""
-    if retries >= limits.max_retries:
+    if limits.max_retries is not None and retries >= limits.max_retries:
         why = (
             f"{operation} met {retries + 1} 429s in a row while the container served nothing else "
             f"(max_throttle_retries={limits.max_retries}): raise max_throttle_retries"
@@ -193,7 +207,8 @@ def _exceeded(operation: str, limits: ThrottleLimits, retries: int, budget: Thro
 
 
 class ThrottleRetrying(DelegatingContainer):
-    """Every request to ``inner`` retried on 429 within ``budget`` (shared), or within ``limits`` per request.
+    """Every request to ``inner`` retried on 429 within ``budget`` (shared), or within ``limits`` per request
+    (:meth:`ThrottleLimits.per_request`: an unset retry limit is 9).
 
     ``sleep`` and ``clock`` serve the per-request budgets; a shared budget carries its own.
     """
@@ -208,7 +223,7 @@ class ThrottleRetrying(DelegatingContainer):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(inner)
-        self.limits = budget.limits if budget is not None else limits or ThrottleLimits()
+        self.limits = budget.limits if budget is not None else (limits or ThrottleLimits()).per_request()
         self.budget = budget
         self._sleep = sleep
         self._clock = clock
@@ -243,6 +258,7 @@ __all__ = [
     "DEFAULT_MAX_THROTTLE_RETRIES",
     "DEFAULT_MAX_THROTTLE_WAIT_SECONDS",
     "DEFAULT_RETRY_AFTER_SECONDS",
+    "MIN_RETRY_AFTER_SECONDS",
     "ThrottleBudget",
     "ThrottleLimitExceeded",
     "ThrottleLimits",

@@ -77,6 +77,33 @@ def test_f11_a_callers_that_is_not_a_drain_gets_a_fresh_budget_per_request() -> 
     assert time.slept == [0.6, 0.6], "1.2 s in all, but 0.6 s per request"
 
 
+def test_f11_a_caller_that_is_not_a_drain_stops_at_9_retries_per_request_where_no_limit_is_set() -> None:
+    """A per-request budget keeps the SDK's default where the connection sets no ``max_throttle_retries``: the tenth
+    429 of a request ends it, ~9 s of 1 s retry-afters, well inside 30 s; the next request starts again."""
+    inner = _container(Throttled("429", retry_after_ms=1000))
+    time = Time()
+    container = ThrottleRetrying(inner, ThrottleLimits(), sleep=time.sleep, clock=time.clock)
+    for n in range(2):
+        with pytest.raises(ThrottleLimitExceeded, match=r"met 10 429s in a row .*\(max_throttle_retries=9\)"):
+            container.create({"id": f"d{n}", "pk": "p"}, "p")
+    assert time.slept == [1.0] * 18 and inner.calls["create"] == 20
+
+
+@pytest.mark.parametrize(("retry_after_ms", "wait", "limit"), [(250, 0.25, 30.0), (0, 0.001, 0.5)])
+def test_f11_a_shared_budget_with_no_retry_limit_set_is_bounded_by_time_alone(
+    retry_after_ms: int, wait: float, limit: float
+) -> None:
+    """A drain's budget (shared) where ``max_throttle_retries`` is unset counts no retries: one request waits out
+    120 retry-afters of 0.25 s before the default 30 s run out; a retry-after of 0 still spends 1 ms, so it ends."""
+    time = Time()
+    budget = ThrottleBudget(ThrottleLimits().overridden(None, limit), clock=time.clock, sleep=time.sleep)
+    inner = _container(Throttled("429", retry_after_ms=retry_after_ms))
+    with pytest.raises(ThrottleLimitExceeded, match=rf"\(max_throttle_wait_seconds={limit}\): raise max_throttle_wait"):
+        ThrottleRetrying(inner, budget=budget).create({"id": "a", "pk": "p"}, "p")
+    assert set(time.slept) == {wait} and budget.throttled == len(time.slept) + 1 > 100
+    assert budget.waited_seconds == pytest.approx(limit, abs=wait)
+
+
 def test_f11_overlapping_waits_count_once_in_the_budget_a_shared_budget_is_wall_clock_time() -> None:
     """Eight requests throttled together, each waiting 1 s at the same time, spend 1 s of the budget, not 8."""
     now = [0.0]

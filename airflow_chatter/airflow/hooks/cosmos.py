@@ -38,8 +38,9 @@ class ChatterCosmosHook(ReadOnceHook, AzureCosmosDBHook):
     extra ``resource_group_name`` is set, fetches the key through the management plane as the azure
     provider does. Extras: ``database_name`` (the default database), ``connection_verify`` (default
     true), ``ca_cert_path`` (a PEM file to verify a local emulator), ``connection_timeout`` (seconds,
-    default 10), ``max_throttle_retries`` / ``max_throttle_wait_seconds`` (the 429 limits of every drain through
-    this connection, F-11; a source's own values win; default 9 and 30 s), and the azure provider's
+    default 10), ``max_throttle_retries`` / ``max_throttle_wait_seconds`` (the 429 limits of every drain and other
+    caller through this connection, F-11; a source's own values win; default 30 s, and no retry count for a drain,
+    9 per request for any other caller), and the azure provider's
     ``subscription_id``, ``resource_group_name``, ``managed_identity_client_id`` and ``workload_identity_tenant_id``:
     the fields of ``CosmosConnectionSettings``, which validates them once and generates the connection form.
 
@@ -95,13 +96,14 @@ class ChatterCosmosHook(ReadOnceHook, AzureCosmosDBHook):
     def throttle_limits(self) -> ThrottleLimits:
         """The connection's 429 limits (F-11), from its extras ``max_throttle_retries`` (an integer >= 0: retries per
         request after the server's retry-after) and ``max_throttle_wait_seconds`` (a finite number >= 0: seconds of
-        429 waits per drain); unset: 9 and 30. No network I/O. A source's own limits override these."""
+        429 waits without service); unset: no retry count (``None``; 9 per request for the callers that are not a
+        drain, :meth:`retrying`) and 30. No network I/O. A source's own limits override these."""
         return self.settings().throttle_limits()
 
     def retrying(self, container: DocumentContainer) -> DocumentContainer:
-        """``container`` with its 429s retried within :meth:`throttle_limits` per request, for the callers that are
-        not a drain (``airflow_chatter.ports.throttle``): the receiver, the idempotent HTTP hook's store, the
-        deferrable sensor's trigger. A drain meters, limits and counts its 429s itself (F-11)."""
+        """``container`` with its 429s retried within :meth:`throttle_limits` per request (an unset retry limit: 9),
+        for the callers that are not a drain (``airflow_chatter.ports.throttle``): the receiver, the idempotent HTTP
+        hook's store, the deferrable sensor's trigger. A drain meters, limits and counts its 429s itself (F-11)."""
         from airflow_chatter.ports.throttle import ThrottleRetrying
 
         return ThrottleRetrying(container, self.throttle_limits())

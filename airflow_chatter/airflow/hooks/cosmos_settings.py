@@ -58,8 +58,9 @@ class CosmosConnectionSettings(BaseModel):
         ge=0,
         title="429 retries per request",
         description=(
-            "A throttled (429) Cosmos request of a drain is retried after the server's retry-after at most this "
-            "many times (default 9). A source's own max_throttle_retries wins."
+            "A throttled (429) Cosmos request is retried after the server's retry-after at most this many times "
+            "while the container serves nothing else. Unset: a drain counts no retries (its bound is the 429 wait), "
+            "any other caller 9 per request. A source's own max_throttle_retries wins."
         ),
     )
     max_throttle_wait_seconds: float | None = Field(
@@ -107,7 +108,7 @@ class CosmosConnectionSettings(BaseModel):
         raise refused  # outside the except block: not even __context__ keeps pydantic's error
 
     def throttle_limits(self) -> ThrottleLimits:
-        """The connection's 429 limits (F-11); what it leaves unset is the default (9 retries, 30 s)."""
+        """The connection's 429 limits (F-11); what it leaves unset is the default (30 s; no retry count, ``None``)."""
         from airflow_chatter.ports.throttle import ThrottleLimits
 
         return ThrottleLimits().overridden(self.max_throttle_retries, self.max_throttle_wait_seconds)

@@ -95,7 +95,7 @@ def test_f11_the_cosmos_connection_s_429_limits_are_read_from_its_extras(monkeyp
     zero = _cosmos_connection(monkeypatch, "cosmos_zero", max_throttle_retries=0, max_throttle_wait_seconds=0)
     assert ChatterCosmosHook(zero).throttle_limits() == ThrottleLimits(0, 0.0), "0: no retry, no wait"
     unset = _cosmos_connection(monkeypatch, "cosmos_unset", max_throttle_retries="")
-    assert ChatterCosmosHook(unset).throttle_limits() == ThrottleLimits(9, 30.0), "unset: the defaults"
+    assert ChatterCosmosHook(unset).throttle_limits() == ThrottleLimits(None, 30.0), "unset: 30 s, no retry count"
 
 
 @pytest.mark.parametrize(

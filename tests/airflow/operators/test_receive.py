@@ -106,6 +106,21 @@ def test_inb_06_a_throttled_marker_is_retried_and_the_handler_runs_once_after_th
     assert inbox.read(marker_id("m-1", "billing"), "m-1")["Completed"] is True
 
 
+def test_inb_06_a_receiver_on_a_connection_that_sets_no_limit_stops_a_throttled_marker_at_9_retries(
+    cosmos_conn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The receiver is no drain: its budget is per request, and keeps the SDK's 9 retries where the connection sets
+    no ``max_throttle_retries`` (a drain's default bound is time alone)."""
+    inbox = _throttled_inbox(monkeypatch)
+    runs: list[str] = []
+    receiver = ChatterInboxHook(cosmos_conn, database_name="shop").get_receiver(
+        lambda delivery: runs.append(delivery.identity), name="billing", container_name="inbox", tier="standalone"
+    )
+    with pytest.raises(Throttled, match=r"met 10 429s in a row .*\(max_throttle_retries=9\): raise max_throttle"):
+        receiver.handle_delivery(_delivery())
+    assert runs == [] and inbox.calls["create"] == 10, "the claim was never written: the handler did not run"
+
+
 def test_inb_06_a_marker_throttled_past_the_connections_limits_raises_and_the_handler_does_not_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

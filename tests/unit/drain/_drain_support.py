@@ -234,10 +234,11 @@ class Rig:
         )
 
     def engine_with(
-        self, *, throttle_limits: Any = None, connection_priority: Any = None, **source_kwargs: Any
+        self, *, throttle_limits: Any = None, connection_priority: Any = None, timing: Any = None, **source_kwargs: Any
     ) -> DrainEngine:
         """An engine given the Cosmos connection's 429 limits and request priority (what the Airflow layer reads
-        from the hook)."""
+        from the hook); ``timing`` as for :meth:`engine`."""
+        opening: dict[str, Any] = {} if timing is None else {"monotonic": timing[0], "sleep": timing[1]}
         return DrainEngine.open(
             self.source(**source_kwargs),
             self.monitored,
@@ -248,6 +249,7 @@ class Rig:
             owner="drain-a",
             throttle_limits=throttle_limits,
             request_priority=connection_priority,
+            **opening,
         )
 
     def seed(self, *documents: Document) -> list[Document]:

@@ -1,6 +1,7 @@
 """F-11: a drain on a busy container. Its 429 budget is wall-clock time (overlapping waits once), a drain that
 progresses never fails on 429s, and only a container that serves nothing for the whole ``max_throttle_wait_seconds``
-stops it, naming the setting. Time is injected: it moves only when the drain sleeps."""
+stops it, naming the setting: time alone, unless the user sets ``max_throttle_retries``. Time is injected: it moves
+only when the drain sleeps."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from airflow_chatter.adapters.memory.faults import OperationCall, fail
 from airflow_chatter.drain.telemetry import ATTR_SOURCE_IDENTITY, PACED_RATE, THROTTLE_WAIT, THROTTLED
 from airflow_chatter.ports import BatchOperationResult, ChangeFeedPage, FeedRange, PartitionKey, Throttled
 from airflow_chatter.ports.request_charges import report
-from airflow_chatter.ports.throttle import ThrottleLimitExceeded
+from airflow_chatter.ports.throttle import ThrottleLimitExceeded, ThrottleLimits
 from airflow_chatter.testing.handlers import first_of
 
 from ._drain_support import Rig, outbox_doc
@@ -116,6 +117,52 @@ def test_f11_a_container_that_serves_nothing_for_the_whole_wait_budget_stops_the
     assert summary.throttle_limit_reached and summary.throttled == 4, "three 0.3 s waits, the fourth would pass 1 s"
     assert summary.throttle_waited_seconds == pytest.approx(0.9)
     assert summary.published == 0 and rig.lease(engine).continuation is None, "nothing read, nothing lost"
+
+
+def _serving_nothing(rig: Rig, retry_after_ms: int) -> None:
+    """The monitored container answers every request 429: it serves the drain nothing at all."""
+    rig.monitored.handler = lambda call: None if call.applied else Throttled("busy", retry_after_ms=retry_after_ms)
+
+
+def test_f11_a_drain_whose_container_serves_nothing_ends_after_its_wait_budget_of_time_however_many_429s() -> None:
+    """Neither the source nor the connection sets ``max_throttle_retries``: a drain's bound is time alone. With
+    Cosmos's retry-afters of ~1 s the drain meets 31 429s, 30 s of waiting, before it ends, not the 10 (9 retries,
+    ~10 s) a count per request would allow; the error names the bound that ran out and the setting to change."""
+    rig = Rig()
+    _seed(rig, 4, tenants=1)
+    time = Time()
+    engine = rig.engine(timing=(time.clock, time.sleep))
+    (lease,) = engine.ensure_leases()
+    _serving_nothing(rig, 1000)
+    summary = engine.drain_lease(lease.id)
+    with pytest.raises(
+        ThrottleLimitExceeded,
+        match=r"served none of the requests for 30.0s .*\(max_throttle_wait_seconds=30.0\): raise max_throttle_wait",
+    ):
+        summary.raise_for_error()
+    assert summary.throttle_limit_reached and summary.throttled == 31, "thirty 1 s waits, the 31st would pass 30 s"
+    assert summary.throttle_waited_seconds == pytest.approx(30.0)
+    assert summary.published == 0 and rig.lease(engine).continuation is None, "nothing read, nothing lost"
+
+
+@pytest.mark.parametrize("set_on", ["source", "connection"])
+def test_f11_a_max_throttle_retries_set_explicitly_still_ends_a_drain_at_that_count(set_on: str) -> None:
+    """A user who sets ``max_throttle_retries`` (on the source or as the Cosmos connection's extra) bounds the 429s
+    one request meets while the container serves nothing: 12 retries end the drain at the 13th 429, 12 s in."""
+    rig = Rig()
+    _seed(rig, 4, tenants=1)
+    time = Time()
+    timing = (time.clock, time.sleep)
+    if set_on == "source":
+        engine = rig.engine_with(max_throttle_retries=12, timing=timing)
+    else:
+        engine = rig.engine_with(throttle_limits=ThrottleLimits().overridden(12, None), timing=timing)
+    (lease,) = engine.ensure_leases()
+    _serving_nothing(rig, 1000)
+    summary = engine.drain_lease(lease.id)
+    with pytest.raises(ThrottleLimitExceeded, match=r"met 13 429s in a row .*\(max_throttle_retries=12\): raise max"):
+        summary.raise_for_error()
+    assert summary.throttled == 13 and summary.throttle_waited_seconds == pytest.approx(12.0)
 
 
 class _Charging(MemoryDocumentContainer):

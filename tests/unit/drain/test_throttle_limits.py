@@ -1,4 +1,5 @@
-"""F-11: where a drain's 429 limits come from: the source's own, else the Cosmos connection's, else 9 / 30 s."""
+"""F-11: where a drain's 429 limits come from: the source's own, else the Cosmos connection's, else 30 s of wait
+and no retry count (a drain's default bound is time alone)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from ._drain_support import Rig, outbox_doc
 
 def test_f11_a_source_that_sets_no_limit_takes_the_connections_and_without_one_the_defaults() -> None:
     rig = Rig()
-    assert rig.engine().throttle_limits == ThrottleLimits(9, 30.0)
+    assert rig.engine().throttle_limits == ThrottleLimits(None, 30.0), "unset: time alone"
     from_connection = ThrottleLimits(2, 4.0)
     engine = rig.engine_with(throttle_limits=from_connection)
     assert engine.throttle_limits == from_connection
