@@ -31,7 +31,8 @@ message id counted) and the documents and leases are read back. It prints one ta
     | processes killed | pages recovered | drains fenced | Confirmation Failures | verdict
 
 The exactly-once row must show 0 lost, 0 duplicates, every document ``delivered`` and no lease stuck (suspended or
-still owned); the at-least-once row must lose nothing and counts its duplicates. Exits 1 otherwise. Services as
+still owned), and no drain refused as if the broker could not run transactions (it can: such a refusal is a takeover
+misreported); the at-least-once row must lose nothing and counts its duplicates. Exits 1 otherwise. Services as
 tests/reliability/fault_suite.py says.
 """
 
@@ -248,6 +249,7 @@ def run_guarantee(
                 for r in results
                 if getattr(r, "takeover", False)
             ),
+            "refused": sum(1 for r in [*results, *runs] for e in r.errors() if "cannot be kept" in e),
             "notes": notes,
             "leases": len([lease for lease in ledger.lease_documents() if "feed_range" in lease]),
         }
@@ -303,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for row in rows:
         good = row["lost"] == 0 and row["delivered"] and row["stuck"] == 0
         if row["guarantee"] == "exactly_once":
-            good = good and row["duplicates"] == 0
+            good = good and row["duplicates"] == 0 and row["refused"] == 0
         ok = ok and good
         print(
             f"| {row['guarantee']} | {row['faults']} ({', '.join(f'{v} {k}' for k, v in row['by kind'].items())}) | "
@@ -313,6 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     for row in rows:
         print(f"{row['guarantee']}: the drains taken over ended with {dict(row['taken over'])}")
+        print(f"{row['guarantee']}: drains refused as if Kafka could not run transactions: {row['refused']}")
         for note in row["notes"]:
             print(f"{row['guarantee']}: {note}")
         print(f"{row['guarantee']}: {row['leases']} leases at the end, {row['runs to finish']} runs to finish")

@@ -12,6 +12,14 @@ Why it looks the way it does:
 * **Refused at open, within ``max_block_ms``.** A broker or account that cannot run transactions (an endpoint
   without them, an ACL missing ``TransactionalId`` rights) fails ``init_transactions``; that is one
   ``ConfigurationError`` naming ``guarantee`` and the cause, before anything is sent.
+* **A takeover in progress is waited for, never refused.** Taking a lease over whose previous owner left a
+  transaction open, ``init_transactions`` makes the coordinator abort it, and the coordinator answers
+  ``CONCURRENT_TRANSACTIONS`` (``COORDINATOR_LOAD_IN_PROGRESS`` while it loads its log) until that is done;
+  kafka-python retries those answers itself and raises ``KafkaTimeoutError`` after ``max_block_ms``. Such a timeout,
+  with the transaction coordinator found and still answering, is the broker finishing the previous owner's
+  transaction, not a broker without transactions: ``init_transactions`` is waited on again (the same request, not a
+  new one) for up to ``TAKEOVER_WAIT_S`` in all, and past that the drain fails with the retriable
+  ``TakeoverInProgress``; the next drain opens the lease again.
 * **The checkpoint record is read ``read_committed``, up to a settled end.** Records of the lease's id are read from
   the partition its key hashes to, up to the high watermark taken first, once the last stable offset has passed it
   (an open transaction of another lease on that partition hides what follows it; it ends within the transaction
@@ -25,6 +33,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay, wait_exponential
 from typing_extensions import override
 
 from airflow_chatter.adapters.kafka.diagnosis import ConnectionFailures
@@ -55,6 +64,14 @@ _SETTLE_SLACK_S = 5.0
 #: until the coordinator's connection is up), so the default 100 ms made most of the time opening a lease's producer
 #: took (its debug log). Retries of a failing broker stay bounded by ``max_block_ms`` and ``delivery_timeout_ms``.
 _TRANSACTIONAL_RETRY_BACKOFF_MS = 10
+#: How long opening a lease's producer waits, in all, for the coordinator to finish the previous owner's open
+#: transaction: it aborts it as soon as asked, and no transaction stays open longer than its timeout anyway.
+TAKEOVER_WAIT_S = TRANSACTION_TIMEOUT_MS / 1000
+
+
+class TakeoverInProgress(KafkaPublishError):
+    """The transaction coordinator was still aborting the previous owner's open transaction of this transactional
+    id when the wait for it ended: a lease takeover in progress, transient (retriable), not a refusal."""
 
 
 def _is_fenced(error: BaseException | None) -> bool:
@@ -107,13 +124,49 @@ class KafkaLeaseTransactions(KafkaPublisher, LeaseTransactions):
             # NOTE: asked for before anything else, the checkpoint topic's metadata comes with the producer's
             # bootstrap; asked for at the first commit, kafka-python waits a fixed 100 ms to refresh its metadata.
             producer.partitions_for(self._checkpoint_topic)
-            producer.init_transactions()
+            self._initialise(producer)
+        except TakeoverInProgress:
+            producer.close(timeout=0)
+            raise
         except Exception as exc:  # noqa: BLE001 - translated into the one refusal below
             connected = _bootstrapped(producer)
             producer.close(timeout=0)
             raise self._refusal(exc, connected) from exc
         self._opened = True
         return producer
+
+    def _initialise(self, producer: Any) -> None:
+        """``init_transactions``, waited on again while the coordinator is busy with the previous owner's transaction
+        (the module says why); any other failure is raised as it came."""
+        retrying = Retrying(
+            retry=retry_if_exception(lambda exc: _coordinator_busy(producer, exc)),
+            stop=stop_after_delay(TAKEOVER_WAIT_S),
+            wait=wait_exponential(multiplier=0.05, max=1.0),
+            before_sleep=self._log_wait,
+            reraise=True,
+        )
+        started = time.monotonic()
+        try:
+            retrying(producer.init_transactions)
+        except Exception as exc:
+            if not _coordinator_busy(producer, exc):
+                raise
+            raise TakeoverInProgress(
+                f"transactional id {self.transactional_id!r}: the previous owner's open transaction was still being "
+                f"aborted by the transaction coordinator of Kafka at {self._settings.servers} after "
+                f"{time.monotonic() - started:.0f} s (a lease takeover in progress, not a refusal); the lease's next "
+                f"drain opens it again ({describe(exc)})"
+            ) from exc
+
+    def _log_wait(self, state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome is not None else None
+        log.warning(
+            "transactional id %s: the previous owner's open transaction is still being aborted by the transaction "
+            "coordinator (%s); waiting, %.1f s so far",
+            self.transactional_id,
+            describe(error) if error is not None else "busy",
+            state.seconds_since_start or 0.0,
+        )
 
     def _refusal(self, exc: BaseException, connected: bool) -> Exception:
         servers = self._settings.servers
@@ -314,6 +367,24 @@ def _not_committed(outcome: PublishOutcome, error: BaseException | None) -> Publ
     return PublishOutcome(message=outcome.message, error=failure)
 
 
+def _coordinator_busy(producer: Any, error: BaseException) -> bool:
+    """Whether ``error`` from ``init_transactions`` says the coordinator is finishing an earlier transaction: a
+    busy answer raised as such, or a timeout while the transaction coordinator is known (kafka-python forgets it on
+    a lost connection or a "not coordinator" answer, and never learns it from a broker without transactions)."""
+    from kafka import errors as ke
+    from kafka.protocol.metadata.find_coordinator import CoordinatorType
+
+    if isinstance(error, ke.ConcurrentTransactionsError | ke.CoordinatorLoadInProgressError):
+        return True
+    if not isinstance(error, ke.KafkaTimeoutError):
+        return False
+    manager = getattr(producer, "_transaction_manager", None)
+    try:
+        return manager is not None and manager.coordinator(CoordinatorType.TRANSACTION) is not None
+    except Exception:  # noqa: BLE001 - a producer that cannot say shows no coordinator
+        return False
+
+
 def _bootstrapped(producer: Any) -> bool:
     """Whether the producer ever heard from a broker (it knows one from metadata); ``bootstrap_connected()`` says
     True for a refused connection in kafka-python 3.0.12."""
@@ -363,4 +434,10 @@ def read_checkpoint(settings: KafkaSettings, topic: str, transactional_id: str) 
         uncommitted.close()
 
 
-__all__ = ["TRANSACTION_TIMEOUT_MS", "KafkaLeaseTransactions", "read_checkpoint"]
+__all__ = [
+    "TAKEOVER_WAIT_S",
+    "TRANSACTION_TIMEOUT_MS",
+    "KafkaLeaseTransactions",
+    "TakeoverInProgress",
+    "read_checkpoint",
+]

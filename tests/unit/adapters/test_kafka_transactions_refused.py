@@ -143,3 +143,58 @@ def test_a_checkpoint_record_that_failed_is_never_committed(monkeypatch: pytest.
     transactions.abort()  # what the drain does next: nothing more is asked of the broker
 
     assert calls == ["init", "begin", "send", "flush", "close"], "never committed, never left waiting on an abort"
+
+
+def _busy_then_ready(busy_answers: int) -> Any:
+    """A producer whose coordinator answers ``CONCURRENT_TRANSACTIONS`` ``busy_answers`` times, then a producer id."""
+    calls: list[str] = []
+
+    class Producer:
+        def __init__(self, **config: Any) -> None:
+            self._metadata = _Metadata(True)
+
+        def partitions_for(self, topic: str) -> set[int]:
+            return {0}
+
+        def init_transactions(self) -> None:
+            calls.append("init")
+            if len(calls) <= busy_answers:
+                raise ke.ConcurrentTransactionsError()
+
+        def close(self, timeout: float | None = None) -> None:
+            calls.append("close")
+
+    Producer.calls = calls  # type: ignore[attr-defined]
+    return Producer
+
+
+def test_a_coordinator_still_aborting_the_previous_owners_transaction_is_waited_for_not_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """F-16: ``CONCURRENT_TRANSACTIONS`` is a takeover in progress: ``init_transactions`` is asked again until the
+    coordinator hands out the producer id, and the lease's producer opens."""
+    producer = _busy_then_ready(2)
+    monkeypatch.setattr("kafka.KafkaProducer", producer)
+    transactions = KafkaLeaseTransactions(KafkaSettings(bootstrap_servers="b1:9092"), "chatter.lease-1", "ckpt")
+
+    transactions.open()
+
+    assert producer.calls == ["init", "init", "init"], "asked again while busy, then opened, never closed"
+
+
+def test_a_takeover_still_in_progress_when_the_wait_ends_is_retriable_not_a_refusal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """F-16: a coordinator busy for the whole wait fails the open with a retriable error saying the previous
+    owner's transaction is still being aborted, not the ``guarantee`` refusal; the producer is closed."""
+    producer = _busy_then_ready(10**6)
+    monkeypatch.setattr("kafka.KafkaProducer", producer)
+    monkeypatch.setattr("airflow_chatter.adapters.kafka.transactions.TAKEOVER_WAIT_S", 0.2)
+    transactions = KafkaLeaseTransactions(KafkaSettings(bootstrap_servers="b1:9092"), "chatter.lease-1", "ckpt")
+
+    with pytest.raises(PublishError, match="still being aborted") as failed:
+        transactions.open()
+
+    assert not isinstance(failed.value, ConfigurationError)
+    assert getattr(failed.value, "retriable", False), "the next drain may open the lease again"
+    assert producer.calls[-1] == "close" and producer.calls.count("init") > 1
