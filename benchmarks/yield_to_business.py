@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer
+from airflow_chatter.adapters.cosmos.container import CosmosDocumentContainer, create_container
 from airflow_chatter.adapters.kafka.publisher import KafkaPublisher
 from airflow_chatter.drain.engine import DrainEngine
 from airflow_chatter.drain.options import SourceOptions
@@ -241,24 +241,28 @@ class DrainSpec:
     endpoint: CosmosEndpoint
     database: str
     container: str
+    leases: str
     bootstrap: str
     source: SourceOptions
 
 
 def open_drain(spec: DrainSpec) -> tuple[DrainEngine, KafkaPublisher]:
-    """The drain's own client (the SDK's 429 retries off, as the writer's), publisher and in-memory leases."""
-    client = Emulator(spec.endpoint).new_client(sdk_throttle_retries=0)
-    proxy = client.get_database_client(spec.database).get_container_client(spec.container)
+    """The drain's own client (the SDK's 429 retries off, as the writer's) and publisher."""
+    database = Emulator(spec.endpoint).new_client(sdk_throttle_retries=0).get_database_client(spec.database)
     publisher = KafkaPublisher(base.producer_settings(spec.bootstrap))
     engine = DrainEngine.open(
-        spec.source, CosmosDocumentContainer(proxy), base.lease_container(), publisher, owner="bench"
+        spec.source,
+        CosmosDocumentContainer(database.get_container_client(spec.container)),
+        CosmosDocumentContainer(database.get_container_client(spec.leases)),
+        publisher,
+        owner="bench",
     )
     return engine, publisher
 
 
 def drain_process(spec: DrainSpec, conn: Connection) -> None:
     """The drain in its own OS process, as an Airflow worker runs it beside the business service: one engine kept
-    for every phase (its pace carries over, as on threads), one ``drain_all`` per ``seconds`` received."""
+    for both drain phases (its pace carries over, as on a thread), one ``drain_all`` per ``seconds`` received."""
     engine, publisher = open_drain(spec)
     try:
         conn.send("ready")
@@ -365,16 +369,23 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="length of each phase")
     parser.add_argument(
         "--drain-in",
-        choices=("process", "thread"),
         default="process",
-        help="the drain in a process of its own, as an Airflow worker (default), or on a thread beside the writer",
+        help="where the drain runs, one group of phases each, in this order: 'process' (its own, as an Airflow "
+        "worker: the default), 'thread' (beside the writer, sharing its GIL), or 'process,thread'",
     )
     args = parser.parse_args()
+    wheres = [w.strip() for w in args.drain_in.split(",")]
+    if not wheres or any(w not in ("process", "thread") for w in wheres) or len(set(wheres)) != len(wheres):
+        parser.error(f"--drain-in takes 'process', 'thread' or both, comma-separated; got {args.drain_in!r}")
     print_header()
+    groups: list[tuple[str, Writes, list[Phase]]] = []
     with bench_services() as (bootstrap, emu):
         no_retries = emu.new_client(sdk_throttle_retries=0)
         proxy, _ = emu.container(no_retries)
         container = CosmosDocumentContainer(proxy)
+        # Leases in the emulator, unthrottled, as in production: a later drain continues where the earlier one
+        # stopped, in whichever process it runs.
+        leases = create_container(emu.database, f"bench-leases-{uuid.uuid4().hex[:10]}", ("/id",))
         try:
             topic = base.new_topic(bootstrap, "yield")
             seed(container, args.backlog, topic)
@@ -399,9 +410,7 @@ def main() -> None:
             source = SourceOptions(
                 f"yield-{uuid.uuid4().hex[:6]}", ("/tenantId",), max_batch_size=PAGE, stamp_concurrency=8
             )
-            spec = DrainSpec(emu.endpoint, emu.database.id, proxy.id, bootstrap, source)
-            drainer = Drainer(spec, args.drain_in)
-            print("drain: in its own process" if args.drain_in == "process" else "drain: on a thread of the writer's")
+            spec = DrainSpec(emu.endpoint, emu.database.id, proxy.id, leases.id, bootstrap, source)
 
             def stats() -> dict[str, Any]:
                 return emulator_stats(emu.endpoint, proxy)
@@ -411,29 +420,36 @@ def main() -> None:
             def cpu() -> CpuSample:
                 return CpuSample.now(pid)
 
-            try:
-                # On before the writer runs alone: the emulator keeps for high-priority requests what they asked for
-                # in the last windows, so the switch must not reset that history when the drain starts.
-                emu.configure(priority_based_execution=True)
-                cpu_before = cpu()
-                alone = writer.run(args.writes_per_second, args.seconds)
-                print(f"alone: writer {alone.line(args.seconds)}")
-                print(f"  {cpu().since(cpu_before, None)}")
-                phases = []
-                for label, on in (("priority on", True), ("priority off", False)):
-                    if not on:
-                        emu.configure(priority_based_execution=False)
-                    phase = with_drain(label, writer, drainer, args.writes_per_second, args.seconds, stats, cpu)
-                    phases.append(phase)
-                    d = phase.drain
-                    print(
-                        f"{label}: writer {phase.writes.line(args.seconds)}; drain delivered {d.delivered}, "
-                        f"{d.request_units / d.seconds:.1f} RU/s served, 429s {d.throttled}, paced to {d.paced} RU/s; "
-                        f"emulator 429s low {phase.server_throttled_low} high {phase.server_throttled_high}"
-                    )
-                    print(f"  {phase.cpu}")
-            finally:
-                drainer.close()
+            for where in wheres:
+                drainer = Drainer(spec, where)
+                print(
+                    f"drain {where}: "
+                    + ("in its own process" if where == "process" else "on a thread beside the writer")
+                )
+                try:
+                    # On before the writer runs alone: the emulator keeps for high-priority requests what they asked
+                    # for in the last windows, so the switch must not reset that history when the drain starts.
+                    emu.configure(priority_based_execution=True)
+                    cpu_before = cpu()
+                    alone = writer.run(args.writes_per_second, args.seconds)
+                    print(f"{where}, alone: writer {alone.line(args.seconds)}")
+                    print(f"  {cpu().since(cpu_before, None)}")
+                    phases = []
+                    for label, on in (("priority on", True), ("priority off", False)):
+                        emu.configure(priority_based_execution=on)
+                        phase = with_drain(label, writer, drainer, args.writes_per_second, args.seconds, stats, cpu)
+                        phases.append(phase)
+                        d = phase.drain
+                        print(
+                            f"{where}, {label}: writer {phase.writes.line(args.seconds)}; drain delivered "
+                            f"{d.delivered}, {d.request_units / d.seconds:.1f} RU/s served, 429s {d.throttled}, "
+                            f"paced to {d.paced} RU/s; emulator 429s low {phase.server_throttled_low} high "
+                            f"{phase.server_throttled_high}"
+                        )
+                        print(f"  {phase.cpu}")
+                    groups.append((where, alone, phases))
+                finally:
+                    drainer.close()
         finally:
             emu.configure(
                 latency_ms=0,
@@ -442,26 +458,23 @@ def main() -> None:
                 containers={proxy.container_link: None},
             )
             emu.drop(proxy)
+            emu.drop(leases)
     print()
-    print(f"{'ratio':<60}   {'priority on':>11} {'priority off':>12}")
-    figures = [
-        (
-            "writer attempts per commit with the drain ÷ alone",
-            "≤ 1.1",
-            [p.writes.attempts_per_commit / alone.attempts_per_commit for p in phases],
-        ),
-        ("writer p99 latency with the drain ÷ alone", "≤ 1.5", [p.writes.p99 / alone.p99 for p in phases]),
+    heads = [f"{where} {state}" for where, _, _ in groups for state in ("on", "off")]
+    print(f"{'ratio (drain in: priority on / off)':<50} " + " ".join(f"{h:>12}" for h in heads))
+    rows: list[tuple[str, str, list[float]]] = [
+        ("writer attempts per commit with the drain ÷ alone", "≤ 1.1", []),
+        ("writer p99 latency with the drain ÷ alone", "≤ 1.5", []),
+        ("drain served RU/s ÷ what the writer leaves", "≥ 0.8", []),
     ]
-    leaves = [provisioned - p.writes.request_units / args.seconds for p in phases]
-    figures.append(
-        (
-            "drain served RU/s ÷ what the writer leaves",
-            "≥ 0.8",
-            [(p.drain.request_units / p.drain.seconds) / left for p, left in zip(phases, leaves, strict=True)],
-        )
-    )
-    for name, target, (on, off) in figures:
-        print(f"{name:<60} = {on:11.2f} {off:12.2f}   (target {target}, priority on)")
+    for _, alone, phases in groups:
+        for p in phases:
+            left = provisioned - p.writes.request_units / args.seconds
+            rows[0][2].append(p.writes.attempts_per_commit / alone.attempts_per_commit)
+            rows[1][2].append(p.writes.p99 / alone.p99)
+            rows[2][2].append((p.drain.request_units / p.drain.seconds) / left)
+    for name, target, values in rows:
+        print(f"{name:<50} " + " ".join(f"{v:12.2f}" for v in values) + f"   (target {target}, priority on)")
 
 
 if __name__ == "__main__":
