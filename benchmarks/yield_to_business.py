@@ -1,14 +1,18 @@
 """Does the relay yield to the business? A drain working off a backlog beside a steady Unit-of-Work writer.
 
     .venv/bin/python -m benchmarks.yield_to_business [--backlog 10000] [--writes-per-second 20] [--seconds 60]
+                                                     [--drain-in process | thread | process,thread]
 
 Real broker and the project emulator (request charges on, 2 ms added latency). One container is provisioned at
 1.5 × the RU/s the writer needs (measured in this run: its Unit of Work's charge × its rate). The writer commits one
 Unit of Work (an order and its Outbox Document, one transactional batch, no priority: high) every
 1/--writes-per-second s, on schedule, retrying a 429 after its retry-after; its latency runs from the scheduled
-moment to the commit. The drain (no cap, ``request_priority: low``, pages of 20, stamp_concurrency 8) works off a
-backlog of --backlog pending 1 KB documents on 1,000 partition keys, seeded before. Three phases of --seconds each,
-side by side in this run:
+moment to the commit. The drain (no cap, ``request_priority: low``, pages of 20, stamp_concurrency 8, leases in an
+unthrottled container) works off a backlog of --backlog pending 1 KB documents on 1,000 partition keys, seeded
+before. It runs in a process of its own, as an Airflow worker runs it apart from the business service
+(``--drain-in process``, the default), or on a thread of the writer's process, sharing its GIL (``thread``); with
+both, each gets its group of phases in the order given. Three phases of --seconds each per group, side by side in
+this run:
 
     alone        the writer alone
     priority on  the writer and the drain, the emulator's priority_based_execution on
@@ -19,6 +23,10 @@ Printed for each drain phase (targets for "priority on"):
     writer attempts per commit with the drain ÷ alone     target ≤ 1.1   (1 + 429s per commit)
     writer p99 latency with the drain ÷ alone            target ≤ 1.5
     drain served RU/s ÷ what the writer leaves            target ≥ 0.8   (provisioned − the writer's RU/s)
+
+Each phase also prints the p99 of the writer's latency parts (queued behind its previous commit, woke late from its
+sleep, the commit itself) and the CPU seconds of this process, the drain's process and the emulator's, with how
+busy the machine was: what a p99 is made of.
 """
 
 from __future__ import annotations
@@ -461,7 +469,7 @@ def main() -> None:
             emu.drop(leases)
     print()
     heads = [f"{where} {state}" for where, _, _ in groups for state in ("on", "off")]
-    print(f"{'ratio (drain in: priority on / off)':<50} " + " ".join(f"{h:>12}" for h in heads))
+    print(f"{'ratio (drain in: priority on / off)':<52} " + " ".join(f"{h:>12}" for h in heads))
     rows: list[tuple[str, str, list[float]]] = [
         ("writer attempts per commit with the drain ÷ alone", "≤ 1.1", []),
         ("writer p99 latency with the drain ÷ alone", "≤ 1.5", []),
@@ -474,7 +482,7 @@ def main() -> None:
             rows[1][2].append(p.writes.p99 / alone.p99)
             rows[2][2].append((p.drain.request_units / p.drain.seconds) / left)
     for name, target, values in rows:
-        print(f"{name:<50} " + " ".join(f"{v:12.2f}" for v in values) + f"   (target {target}, priority on)")
+        print(f"{name:<50} = " + " ".join(f"{v:12.2f}" for v in values) + f"   (target {target}, priority on)")
 
 
 if __name__ == "__main__":
