@@ -51,6 +51,7 @@ import statistics
 import sys
 import threading
 import time
+import traceback
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -152,6 +153,8 @@ class Soak:
     rate: float = 1.0
     #: Why the run ended before every planned fault ran (its bound was hit); empty when they all ran.
     unfinished: str = ""
+    #: The writer and receiver threads that died of an error (its type and text): the run fails on any.
+    died: list[str] = field(default_factory=list)
     #: Leases held and expired at the end of the catch-up: nobody took them over.
     abandoned: int = 0
     #: The emulator's 429s at the monitored containers, summed: ``throttled_low`` (the drains' requests, low priority)
@@ -194,6 +197,8 @@ class Report:
     throttled_writers: int = 0
     #: Why the run ended before every planned fault ran; empty when they all ran.
     unfinished: str = ""
+    #: The writer and receiver threads that died of an error.
+    died: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -203,6 +208,7 @@ class Report:
             and self.effects_twice == 0
             and self.stuck_leases == 0
             and not self.unfinished
+            and not self.died
         )
 
     def table(self) -> str:
@@ -265,6 +271,7 @@ class Report:
         lines += [f"| {at / 60:.1f} | {what} | {end - start:.0f} |" for at, what, start, end in self.faults]
         if self.unfinished:
             lines.append(f"\nNOT EVERY PLANNED FAULT RAN: {self.unfinished}")
+        lines += [f"\nA THREAD DIED: {error}" for error in self.died]
         return "\n".join(lines)
 
 
@@ -402,7 +409,7 @@ def _writer(soak: Soak, sources: list[LiveSource], customers: int) -> None:
             soak.next_slot += 1
         due = soak.writers_started + n / soak.rate
         while due > time.time() and not soak.stop.is_set():
-            time.sleep(min(due - time.time(), 0.5))
+            time.sleep(max(0.0, min(due - time.time(), 0.5)))
         if soak.stop.is_set():
             break
         customer = f"cust-{n % customers}"
@@ -609,8 +616,21 @@ def next_step(
 
 
 @contextmanager
-def _threads(*targets: Callable[[], None]) -> Iterator[list[threading.Thread]]:
-    threads = [threading.Thread(target=t, daemon=True) for t in targets]
+def _threads(died: list[str], *targets: Callable[[], None]) -> Iterator[list[threading.Thread]]:
+    """The targets on daemon threads; a target that raises is named in ``died`` (the run then fails:
+    a writer that died leaves its share of the schedule to the others, and the run would look only slow)."""
+
+    def guarded(target: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                target()
+            except Exception as error:
+                died.append(f"{type(error).__name__}: {error}")
+                traceback.print_exc()
+
+        return run
+
+    threads = [threading.Thread(target=guarded(t), daemon=True) for t in targets]
     for thread in threads:
         thread.start()
     yield threads
@@ -720,6 +740,7 @@ def run(
             )
             group = f"soak-{uuid.uuid4().hex[:8]}"
             with _threads(
+                soak.died,
                 *[lambda: _writer(soak, sources, customers) for _ in range(writers)],
                 *[lambda: _receiver(soak, bootstrap, topics, effects, group) for _ in range(receivers)],
             ) as threads:
@@ -867,6 +888,7 @@ def _report(soak: Soak, records: list[Any], effect_ids: set[str], window_s: floa
         throttled_drains=soak.throttled.get("throttled_low", 0),
         throttled_writers=soak.throttled.get("throttled_high", 0),
         unfinished=soak.unfinished,
+        died=list(soak.died),
     )
 
 

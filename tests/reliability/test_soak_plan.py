@@ -1,14 +1,40 @@
 """The soak's fault plan follows the writers' progress, not the clock (tests/reliability/soak.py ``next_step``): a
 fault starts once its share of the run is written and the writers are on schedule, the run ends only when every
-planned fault has run, and a run that cannot get there stops at its bound instead of passing with faults missing."""
+planned fault has run, and a run that cannot get there stops at its bound instead of passing with faults missing;
+a thread of its own that dies fails it."""
 
 from __future__ import annotations
 
-from tests.reliability.soak import BOUND, ON_SCHEDULE_S, next_step, schedule
+from typing import Any
+
+from tests.reliability.soak import BOUND, ON_SCHEDULE_S, Report, _threads, next_step, schedule
 
 RATE = 4.0
 SECONDS = 180.0
 PLAN = schedule(SECONDS)
+#: A report of a run that kept every promise.
+_REPORT: dict[str, Any] = {
+    "writes": 10,
+    "lost_kafka": 0,
+    "lost_effects": 0,
+    "kafka_records": 10,
+    "max_copies": 1,
+    "duplicated_ids": 0,
+    "effects_twice": 0,
+    "stuck_leases": 0,
+    "late_leases": 0,
+    "windows": [],
+    "rss": [],
+    "counts": [],
+    "duplicates": [],
+    "unexplained": {},
+    "faults": [],
+    "failures": [],
+    "write_errors": {},
+    "receiver_errors": {},
+    "writer_behind_max": 0,
+    "t0": 0.0,
+}
 
 
 def _step(plan: list[tuple[float, str]], attempted: float, behind: float = 0, idle_passes: int = 0) -> str:
@@ -41,3 +67,21 @@ def test_a_run_that_cannot_place_its_faults_stops_at_its_bound() -> None:
     assert _step(last, BOUND * SECONDS * RATE, behind=10_000) == "bound", "the writers never got back on schedule"
     assert _step(last, 0, idle_passes=int(BOUND * SECONDS)) == "bound", "the writers made no progress at all"
     assert _step(last, BOUND * SECONDS * RATE - 1, behind=10_000) == "wait", "under the bound it waits"
+
+
+def test_a_writer_or_receiver_thread_that_dies_is_named_and_fails_the_run() -> None:
+    """A thread of the soak that raises (a writer whose sleep was handed a negative length, once) is named in the
+    report, which then fails: its share of the schedule would otherwise fall to the other writers unnoticed."""
+    died: list[str] = []
+
+    def fails() -> None:
+        raise ValueError("sleep length must be non-negative")
+
+    with _threads(died, fails, lambda: None) as threads:
+        for thread in threads:
+            thread.join(10)
+    assert died == ["ValueError: sleep length must be non-negative"]
+    report = Report(**{**_REPORT, "died": died})
+    assert not report.passed
+    assert "A THREAD DIED: ValueError: sleep length must be non-negative" in report.table()
+    assert Report(**_REPORT).passed, "the same run without the dead thread passes"
