@@ -10,6 +10,7 @@ that read with the task; the DAG processor, the triggerer and the API server rea
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -115,8 +116,9 @@ def task_process(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Path, st
 
     from airflow_chatter.airflow.hooks import _connection
 
-    for name in (_AIRFLOW_PARSING_CONTEXT_DAG_ID, _AIRFLOW_PARSING_CONTEXT_TASK_ID):
-        monkeypatch.delenv(name, raising=False)  # and removed again at teardown, whatever the parse left
+    context = (_AIRFLOW_PARSING_CONTEXT_DAG_ID, _AIRFLOW_PARSING_CONTEXT_TASK_ID)
+    for name in context:
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(_connection, "_TASK_READS", {})  # this process is the task's for this test only
 
     def parse(path: Path, dag_id: str, task_id: str) -> Any:
@@ -126,6 +128,11 @@ def task_process(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Path, st
         return bag.dags[dag_id].get_task(task_id)
 
     yield parse
+    # Airflow's context manager leaves the parsing context set when none was set before (a task process keeps it),
+    # and monkeypatch restores only what it changed: without this, every later test of the session would run as
+    # this task, and its hooks would share connections read by earlier tests.
+    for name in context:
+        os.environ.pop(name, None)
 
 
 @pytest.mark.parametrize("dag_id", ["chatter_consume_orders", "chatter_consume_orders_on_arrival"])
