@@ -685,7 +685,15 @@ def test_ui_a_backfill_triggered_from_the_page_is_listed_with_its_source_s_runs(
             " cells: [...r.querySelectorAll('td')].map(c => c.innerText) }; })()"
         )
     finally:  # no run left for the other tests of the session
-        admin.delete(f"/api/v2/dags/chatter_backfill/dagRuns/{quote(run_id, safe='')}")
+        path = f"/api/v2/dags/chatter_backfill/dagRuns/{quote(run_id, safe='')}"
+        # Deleted only once it ended: Airflow 3.3.2's scheduler dies (ObjectDeletedError in its loop) when a run it
+        # is scheduling is deleted under it, and every later test of the session then waits for runs in vain.
+        wait_until(
+            lambda: admin.get(path).json().get("state") in ("success", "failed"),
+            timeout_s=240,
+            what=f"the backfill run {run_id} to end before it is deleted",
+        )
+        admin.delete(path)
     assert cells["href"].endswith(f"/dags/chatter_backfill/runs/{quote(run_id, safe='')}"), cells
     assert cells["cells"][0] == run_id and cells["cells"][-1] == "–", "a dry run drains no lease"
 
